@@ -1,0 +1,29 @@
+# Quick start: `make run` (main job on the built-in corpus), `make test` (test suite).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test test-all bench clean-cache
+
+setup: $(STAMP)
+
+# The CPU torch is installed first and pinned, so nothing pulls a CUDA build (DEVELOPERS.md).
+$(STAMP): pyproject.toml constraints.txt scripts/ensure_torchaudio.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,slurm]'
+	$(PY) scripts/ensure_torchaudio.py
+	touch $@
+
+run: setup
+	@$(PY) -m pipeline $(ARGS)
+
+test: setup
+	$(PY) -m pytest -q $(ARGS)
+
+test-all: setup
+	$(PY) -m pytest -q -m '' $(ARGS)
+
+clean-cache:
+	rm -rf data/cache data/runs
