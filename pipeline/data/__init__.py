@@ -1,0 +1,1 @@
+"""Corpora, manifests, protocols and audio I/O."""

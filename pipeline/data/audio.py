@@ -1,0 +1,69 @@
+"""Audio I/O through soundfile: mono float32 at a fixed rate, atomic writes.
+
+>>> wav = read_audio("a.flac", sample_rate=16000)  # doctest: +SKIP
+>>> write_audio("b.flac", wav, 16000)               # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from pipeline.errors import VpevalError
+from pipeline.fileio import atomic_path
+
+
+@lru_cache(maxsize=16)
+def _resampler(orig: int, new: int):
+    import torchaudio.transforms as T
+
+    return T.Resample(orig, new)
+
+
+def resample(wav: np.ndarray, orig: int, new: int) -> np.ndarray:
+    """Band-limited resampling (torchaudio's sinc interpolation)."""
+    if orig == new:
+        return wav
+    import torch
+
+    return _resampler(orig, new)(torch.from_numpy(wav)[None])[0].numpy()
+
+
+def read_audio(path: str | Path, sample_rate: int | None = None, *, mix: bool = False) -> np.ndarray:
+    """Read a file as mono float32 in [-1, 1], resampled to `sample_rate` when given.
+
+    Multi-channel audio is an error unless `mix` is set, in which case channels are averaged.
+    """
+    try:
+        wav, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+        reason = "file not found" if not Path(path).exists() else f"cannot decode audio ({exc})"
+        raise VpevalError(f"{path}: {reason}") from None
+    if wav.shape[0] == 0:
+        raise VpevalError(f"{path}: empty audio (0 samples)")
+    if wav.shape[1] > 1 and not mix:
+        raise VpevalError(f"{path}: {wav.shape[1]} channels, expected mono")
+    wav = wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]
+    if sample_rate is not None and rate != sample_rate:
+        wav = resample(wav, rate, sample_rate)
+    return np.ascontiguousarray(wav, dtype=np.float32)
+
+
+def audio_info(path: str | Path) -> tuple[int, int, int]:
+    """(sample rate, frames, channels) from the header, without decoding."""
+    try:
+        info = sf.info(str(path))
+    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+        reason = "file not found" if not Path(path).exists() else f"cannot read audio header ({exc})"
+        raise VpevalError(f"{path}: {reason}") from None
+    return info.samplerate, info.frames, info.channels
+
+
+def write_audio(path: str | Path, wav, sample_rate: int) -> Path:
+    """Write mono audio atomically; the format follows the suffix (.flac or .wav), 16-bit PCM."""
+    wav = np.asarray(wav, dtype=np.float32)
+    with atomic_path(path) as tmp:
+        sf.write(str(tmp), np.clip(wav, -1.0, 1.0), sample_rate, subtype="PCM_16")
+    return Path(path)

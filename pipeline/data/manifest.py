@@ -1,0 +1,128 @@
+"""Typed manifests: utterances in JSONL, trial lists in the VPC text format.
+
+An utterance manifest holds one JSON object per line (lhotse-style)::
+
+    {"id": "19-198-0001", "speaker": "19", "gender": "f", "path": "/abs/19-198-0001.flac",
+     "duration": 3.2, "sample_rate": 16000, "text": "..."}
+
+A trial list holds `enroll_speaker test_utterance target|nontarget` lines, as the
+VoicePrivacy toolkits write them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Iterable
+
+from pipeline.errors import input_error
+from pipeline.fileio import write_lines
+
+GENDERS = ("f", "m")
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One audio segment of one speaker."""
+
+    id: str
+    speaker: str
+    gender: str
+    path: str
+    duration: float
+    sample_rate: int = 16000
+    text: str = ""
+
+    def with_path(self, path: str | Path) -> "Utterance":
+        return replace(self, path=str(path))
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A verification trial: does `test` (an utterance id) belong to `enroll` (a speaker id)?"""
+
+    enroll: str
+    test: str
+    target: bool
+
+    def line(self) -> str:
+        return f"{self.enroll} {self.test} {'target' if self.target else 'nontarget'}"
+
+
+_FIELDS = {f.name for f in fields(Utterance)}
+_REQUIRED = {f.name for f in fields(Utterance) if f.default is MISSING}
+
+
+def read_manifest(path: str | Path) -> list[Utterance]:
+    """Read and check an utterance manifest; bad lines raise a `file:line: problem` error."""
+    path = Path(path)
+    if not path.is_file():
+        raise input_error(path, "manifest not found")
+    utterances, seen = [], set()
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise input_error(path, f"not a JSON object ({exc.msg})", number) from None
+        if not isinstance(record, dict):
+            raise input_error(path, "not a JSON object", number)
+        missing = _REQUIRED - record.keys()
+        if missing:
+            raise input_error(path, f"missing field(s) {sorted(missing)}", number)
+        unknown = record.keys() - _FIELDS
+        if unknown:
+            raise input_error(path, f"unknown field(s) {sorted(unknown)}", number)
+        if record["gender"] not in GENDERS:
+            raise input_error(path, f"gender must be 'f' or 'm', got {record['gender']!r}", number)
+        if record["id"] in seen:
+            raise input_error(path, f"duplicate utterance id {record['id']!r}", number)
+        seen.add(record["id"])
+        utterances.append(Utterance(**record))
+    return utterances
+
+
+def write_manifest(path: str | Path, utterances: Iterable[Utterance]) -> Path:
+    """Write an utterance manifest atomically, one JSON object per line."""
+    return write_lines(path, (json.dumps(asdict(u), ensure_ascii=False) for u in utterances))
+
+
+def read_trials(path: str | Path) -> list[Trial]:
+    """Read `enroll test target|nontarget` lines."""
+    path = Path(path)
+    if not path.is_file():
+        raise input_error(path, "trial list not found")
+    trials = []
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        parts = raw.split()
+        if not parts:
+            continue
+        if len(parts) != 3:
+            raise input_error(path, f"expected 'enroll test target|nontarget', got {raw!r}", number)
+        if parts[2] not in ("target", "nontarget"):
+            raise input_error(path, f"label must be 'target' or 'nontarget', got {parts[2]!r}", number)
+        trials.append(Trial(parts[0], parts[1], parts[2] == "target"))
+    return trials
+
+
+def write_trials(path: str | Path, trials: Iterable[Trial]) -> Path:
+    return write_lines(path, (t.line() for t in trials))
+
+
+def by_speaker(utterances: Iterable[Utterance]) -> dict[str, list[Utterance]]:
+    """Group utterances by speaker, speakers and utterances in sorted order."""
+    groups: dict[str, list[Utterance]] = {}
+    for utt in sorted(utterances, key=lambda u: u.id):
+        groups.setdefault(utt.speaker, []).append(utt)
+    return dict(sorted(groups.items()))
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
