@@ -1,0 +1,124 @@
+"""Content-addressed, resumable stage outputs.
+
+A stage's output folder is `<root>/<stage>/<hash>` where the hash covers the stage name,
+its version, its resolved parameters and the identities of its inputs (other stage folders
+or manifest digests). The folder is complete when it holds `_DONE`, written last and
+atomically; a complete folder is reused, a changed parameter gives a new folder, and an
+incomplete one is handed back to its builder, which resumes from what is already there.
+A file lock serialises builders, so two experiments sharing the cache never build the
+same folder at once: one builds, the other waits and then reuses.
+
+>>> cache = Cache("data/cache")                                   # doctest: +SKIP
+>>> out = cache.build("split", {"val_fraction": 0.1}, {"train": digest}, make_split)  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from pipeline.errors import VpevalError
+from pipeline.fileio import write_json
+
+log = logging.getLogger(__name__)
+
+DONE = "_DONE"
+PARAMS = "_params.json"
+
+
+def plain(value: Any) -> Any:
+    """Resolved plain Python containers from OmegaConf nodes (for hashing and JSON)."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def content_hash(obj: Any, length: int = 16) -> str:
+    """Hash of a JSON-serialisable object, independent of key order.
+
+    >>> content_hash({"a": 1, "b": [2]}) == content_hash({"b": [2], "a": 1})
+    True
+    """
+    text = json.dumps(plain(obj), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def is_complete(path: Path) -> bool:
+    return (Path(path) / DONE).is_file()
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on `path` (created if needed), released on exit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass
+class StageEvent:
+    stage: str
+    path: str
+    reused: bool
+    seconds: float
+
+
+@dataclass
+class Cache:
+    """The stage-output store rooted at `root`; `events` records what each call did."""
+
+    root: Path
+    events: list[StageEvent] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.root = Path(self.root)
+
+    def path(self, stage: str, params: Any, inputs: Any, version: int = 1) -> Path:
+        key = {"stage": stage, "version": version, "params": plain(params), "inputs": plain(inputs)}
+        return self.root / stage / content_hash(key)
+
+    def build(self, stage: str, params: Any, inputs: Any, builder: Callable[[Path], Any],
+              version: int = 1) -> Path:
+        """Return the complete output folder of `stage`, calling `builder(folder)` if needed.
+
+        `builder` writes its files into the folder (atomically, file by file) and may return
+        a JSON-serialisable summary, stored in `_DONE`. It must resume from whatever an
+        interrupted earlier call left in the folder.
+        """
+        out = self.path(stage, params, inputs, version)
+        start = time.perf_counter()
+        if not is_complete(out):
+            with file_lock(out.parent / f"{out.name}.lock"):
+                if not is_complete(out):
+                    log.info("%s: building %s", stage, out)
+                    out.mkdir(parents=True, exist_ok=True)
+                    write_json(out / PARAMS, {"stage": stage, "version": version,
+                                              "params": plain(params), "inputs": plain(inputs)})
+                    summary = builder(out)
+                    write_json(out / DONE, {"summary": plain(summary),
+                                            "seconds": round(time.perf_counter() - start, 3)})
+                    self.events.append(StageEvent(stage, str(out), False, time.perf_counter() - start))
+                    return out
+        log.info("%s: reusing %s", stage, out)
+        self.events.append(StageEvent(stage, str(out), True, time.perf_counter() - start))
+        return out
+
+
+def summary_of(path: Path) -> Any:
+    """The summary a completed stage stored in its `_DONE` marker."""
+    marker = Path(path) / DONE
+    if not marker.is_file():
+        raise VpevalError(f"{path}: stage output is not complete (no {DONE})")
+    return json.loads(marker.read_text())["summary"]

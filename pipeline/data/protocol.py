@@ -1,0 +1,73 @@
+"""VPC-style verification protocols generated from a prepared corpus.
+
+The structure follows the VoicePrivacy LibriSpeech sets (tomashenko2020, Tables 1-2): per
+gender, a subset of the speakers enrols with a few utterances; every other utterance of
+every speaker of that gender is a trial utterance; each enrolled speaker is tried against
+every trial utterance of the same gender (target when the speaker matches).
+
+>>> protocol = make_protocol(utts, seed=0, enroll_fraction=0.75, enroll_utterances=10)  # doctest: +SKIP
+>>> protocol.trials["f"][:2]                                                             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
+from pipeline.errors import VpevalError
+
+
+@dataclass
+class Protocol:
+    """Enrolment utterances (both genders) and, per gender, trial utterances and trials."""
+
+    enrolls: list[Utterance]
+    trial_utts: dict[str, list[Utterance]]
+    trials: dict[str, list[Trial]]
+
+    def counts(self) -> dict:
+        out = {"enroll_speakers": len({u.speaker for u in self.enrolls}), "enroll_utterances": len(self.enrolls)}
+        for g in GENDERS:
+            out[g] = {
+                "trial_speakers": len({u.speaker for u in self.trial_utts[g]}),
+                "trial_utterances": len(self.trial_utts[g]),
+                "target": sum(t.target for t in self.trials[g]),
+                "nontarget": sum(not t.target for t in self.trials[g]),
+            }
+        return out
+
+
+def cross_trials(enroll_speakers: list[str], trial_utts: list[Utterance]) -> list[Trial]:
+    """Every enrolled speaker against every trial utterance."""
+    return [Trial(spk, u.id, u.speaker == spk) for spk in enroll_speakers for u in trial_utts]
+
+
+def make_protocol(utterances: list[Utterance], *, seed: int, enroll_fraction: float,
+                  enroll_utterances: int, name: str = "protocol") -> Protocol:
+    """Split a subset's utterances into enrolment and same-gender trials, deterministically."""
+    rng = np.random.default_rng(seed)
+    speakers = by_speaker(utterances)
+    enrolls: list[Utterance] = []
+    trial_utts: dict[str, list[Utterance]] = {}
+    trials: dict[str, list[Trial]] = {}
+    for gender in GENDERS:
+        names = [s for s, utts in speakers.items() if utts[0].gender == gender]
+        n_enroll = int(round(enroll_fraction * len(names)))
+        if len(names) < 2 or n_enroll < 1:
+            raise VpevalError(f"{name}: {len(names)} '{gender}' speakers and {n_enroll} enrolled; "
+                              "a protocol needs at least 2 speakers and 1 enrolled speaker per gender")
+        enrolled = sorted(rng.choice(names, size=n_enroll, replace=False).tolist())
+        held: set[str] = set()
+        for spk in enrolled:
+            utts = speakers[spk]
+            if len(utts) < 2:
+                raise VpevalError(f"{name}: speaker {spk} has {len(utts)} utterance(s); an enrolled "
+                                  "speaker needs at least one enrolment and one trial utterance")
+            k = min(enroll_utterances, len(utts) - 1)
+            chosen = rng.choice(len(utts), size=k, replace=False)
+            enrolls.extend(utts[i] for i in sorted(chosen))
+            held.update(utts[i].id for i in chosen)
+        trial_utts[gender] = [u for s in names for u in speakers[s] if u.id not in held]
+        trials[gender] = cross_trials(enrolled, trial_utts[gender])
+    return Protocol(sorted(enrolls, key=lambda u: u.id), trial_utts, trials)

@@ -1,0 +1,1 @@
+"""Pipeline stages. Each module exposes `run(...)` returning its (cached) output folder."""

@@ -1,0 +1,59 @@
+import json
+
+import pytest
+
+from pipeline.cache import DONE, Cache, content_hash, is_complete, summary_of
+from pipeline.errors import VpevalError
+
+
+def test_hash_ignores_key_order_and_changes_with_values():
+    assert content_hash({"a": 1, "b": 2}) == content_hash({"b": 2, "a": 1})
+    assert content_hash({"a": 1}) != content_hash({"a": 2})
+
+
+def test_build_once_then_reuse(tmp_path):
+    cache = Cache(tmp_path)
+    calls = []
+
+    def builder(out):
+        calls.append(out)
+        (out / "x.txt").write_text("hello")
+        return {"n": 1}
+
+    first = cache.build("stage", {"p": 1}, {"in": "abc"}, builder)
+    second = cache.build("stage", {"p": 1}, {"in": "abc"}, builder)
+    assert first == second and len(calls) == 1
+    assert [e.reused for e in cache.events] == [False, True]
+    assert summary_of(first) == {"n": 1}
+    assert json.loads((first / "_params.json").read_text())["params"] == {"p": 1}
+
+
+def test_changed_parameter_gets_new_folder(tmp_path):
+    cache = Cache(tmp_path)
+    a = cache.build("stage", {"alpha": 0.8}, {}, lambda out: None)
+    b = cache.build("stage", {"alpha": 0.7}, {}, lambda out: None)
+    assert a != b and is_complete(a) and is_complete(b)
+
+
+def test_failed_builder_leaves_folder_incomplete_and_resumable(tmp_path):
+    cache = Cache(tmp_path)
+
+    def crashing(out):
+        (out / "part-1").write_text("done")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        cache.build("stage", {}, {}, crashing)
+    out = cache.path("stage", {}, {})
+    assert not is_complete(out) and (out / "part-1").exists()
+
+    def resuming(out):
+        assert (out / "part-1").exists()  # earlier work is handed back
+        (out / "part-2").write_text("done")
+
+    assert cache.build("stage", {}, {}, resuming) == out and is_complete(out)
+
+
+def test_summary_of_incomplete_folder_is_an_error(tmp_path):
+    with pytest.raises(VpevalError, match=DONE):
+        summary_of(tmp_path)

@@ -1,0 +1,94 @@
+"""prepare + validate on a tiny LibriSpeech tree written by the test."""
+import pytest
+from omegaconf import OmegaConf
+
+from pipeline.cache import Cache, is_complete
+from pipeline.data.librispeech import LibriSpeech, read_speakers
+from pipeline.data.manifest import read_manifest, read_trials
+from pipeline.errors import VpevalError
+from pipeline.stages import prepare, validate
+from pipeline.stages.prepare import manifest_path, trials_path
+from tests.helpers import librispeech_tree
+
+SPEAKERS = {
+    "train-clean-360": {"11": "F", "12": "F", "13": "M", "14": "M"},
+    "dev-clean": {"21": "F", "22": "F", "23": "M", "24": "M"},
+    "test-clean": {"31": "F", "32": "F", "33": "M", "34": "M"},
+}
+
+
+def data_cfg(root):
+    return OmegaConf.create({
+        "name": "librispeech", "tag": "libri", "root": str(root), "sample_rate": 16000, "generate": None,
+        "reader": {"_target_": "pipeline.data.librispeech.LibriSpeech"},
+        "subsets": {"train": ["train-clean-360"], "dev": "dev-clean", "test": "test-clean"},
+        "protocol": {"seed": 0, "enroll_fraction": 0.5, "enroll_utterances": 2},
+    })
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return librispeech_tree(tmp_path_factory.mktemp("libri"), SPEAKERS)
+
+
+def test_reader(corpus):
+    utts = LibriSpeech(corpus).utterances("dev-clean")
+    assert len(utts) == 16 and {u.gender for u in utts} == {"f", "m"}
+    assert utts[0].text.startswith("WORDS OF") and utts[0].duration == pytest.approx(0.5)
+    assert read_speakers(corpus / "SPEAKERS.TXT")["13"] == "m"
+
+
+def test_prepare_writes_manifests_trials_and_kaldi_dirs(corpus, tmp_path):
+    out = prepare.run(data_cfg(corpus), Cache(tmp_path))
+    assert is_complete(out)
+    assert len(read_manifest(manifest_path(out, "train"))) == 16
+    enrolls = read_manifest(manifest_path(out, "test_enrolls"))
+    assert len({u.speaker for u in enrolls}) == 2 and len(enrolls) == 4
+    trials = read_trials(trials_path(out, "test_trials_f"))
+    assert len(trials) == 1 * (8 - 2) and sum(t.target for t in trials) == 2
+    kaldi = out / "kaldi" / "libri_test_trials_f"
+    assert sorted(p.name for p in kaldi.iterdir()) == ["spk2gender", "spk2utt", "trials", "utt2spk", "wav.scp"]
+    assert (out / "kaldi" / "libri_dev_enrolls" / "enrolls").read_text().count("\n") == 4
+    assert validate.run(out, Cache(tmp_path)).counts
+
+
+def test_prepare_is_reused(corpus, tmp_path):
+    cache = Cache(tmp_path)
+    assert prepare.run(data_cfg(corpus), cache) == prepare.run(data_cfg(corpus), cache)
+    assert [e.reused for e in cache.events] == [False, True]
+
+
+def test_missing_corpus_folder(tmp_path):
+    with pytest.raises(VpevalError, match="corpus folder not found"):
+        prepare.run(data_cfg(tmp_path / "nowhere"), Cache(tmp_path))
+
+
+def test_missing_audio_names_transcript_line(tmp_path):
+    root = librispeech_tree(tmp_path / "c", SPEAKERS)
+    (root / "dev-clean/22/100/22-100-0002.flac").unlink()
+    with pytest.raises(VpevalError, match=r"22-100.trans.txt:3: audio file 22-100-0002.flac is missing"):
+        prepare.run(data_cfg(root), Cache(tmp_path / "cache"))
+
+
+def test_evaluation_speaker_in_training_data(tmp_path):
+    speakers = {**SPEAKERS, "dev-clean": {"11": "F", "22": "F", "23": "M", "24": "M"}}
+    speakers["train-clean-360"] = {"11": "F", "12": "F", "13": "M", "14": "M"}
+    root = tmp_path / "c"
+    librispeech_tree(root, {"train-clean-360": speakers["train-clean-360"]})
+    librispeech_tree(root / "x", {"dev-clean": speakers["dev-clean"], "test-clean": SPEAKERS["test-clean"]})
+    for sub in ("dev-clean", "test-clean"):
+        (root / "x" / sub).rename(root / sub)
+    rows = (root / "SPEAKERS.TXT").read_text() + (root / "x" / "SPEAKERS.TXT").read_text()
+    (root / "SPEAKERS.TXT").write_text(rows)
+    with pytest.raises(VpevalError, match=r"speakers \['11'\] are also in the attacker's training data"):
+        prepare.run(data_cfg(root), Cache(tmp_path / "cache"))
+
+
+def test_validation_reports_unknown_trial_utterance(corpus, tmp_path):
+    out = prepare.run(data_cfg(corpus), Cache(tmp_path))
+    trials = trials_path(out, "dev_trials_m")
+    trials.write_text(trials.read_text() + "23 99-100-0000 nontarget\n")
+    result = validate.check(out)
+    assert any("trial utterance 99-100-0000 is not in dev_trials_m" in p for p in result.problems)
+    with pytest.raises(VpevalError, match="validation problem"):
+        validate.run(out, Cache(tmp_path / "other"))
