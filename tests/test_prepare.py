@@ -22,7 +22,8 @@ def data_cfg(root):
         "name": "librispeech", "tag": "libri", "root": str(root), "sample_rate": 16000, "generate": None,
         "reader": {"_target_": "pipeline.data.librispeech.LibriSpeech"},
         "subsets": {"train": ["train-clean-360"], "dev": "dev-clean", "test": "test-clean"},
-        "protocol": {"seed": 0, "enroll_fraction": 0.5, "enroll_utterances": 2},
+        "protocol": {"_target_": "pipeline.data.protocol.GeneratedProtocol", "seed": 0, "enroll_fraction": 0.5,
+                     "enroll_utterances": 2},
     })
 
 

@@ -67,3 +67,34 @@ def write_audio(path: str | Path, wav, sample_rate: int) -> Path:
     with atomic_path(path) as tmp:
         sf.write(str(tmp), np.clip(wav, -1.0, 1.0), sample_rate, subtype="PCM_16")
     return Path(path)
+
+
+def decode_problem(path: str | Path, sample_rate: int, duration: float, tolerance: float = 0.01) -> str | None:
+    """What is wrong with a manifest entry's audio after decoding it fully, or None.
+
+    Checks that the file exists and decodes to the end, is mono, non-empty, at `sample_rate`,
+    and `duration` seconds long (within `tolerance`), which catches truncated files whose
+    header still promises the full length.
+    """
+    if not Path(path).is_file():
+        return f"audio file {path} is missing"
+    try:
+        wav, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+        return f"cannot decode {path} ({exc})"
+    if wav.shape[0] == 0:
+        return f"{path} is empty (0 samples)"
+    if wav.shape[1] != 1:
+        return f"{path} has {wav.shape[1]} channels, expected mono"
+    if rate != sample_rate:
+        return f"{path} is {rate} Hz, the manifest says {sample_rate} Hz"
+    if abs(wav.shape[0] / rate - duration) > tolerance:
+        return f"{path} decodes to {wav.shape[0] / rate:.3f} s, the manifest says {duration} s (truncated?)"
+    return None
+
+
+def convert_audio(source: str | Path, target: str | Path, sample_rate: int) -> int:
+    """Write `source` as mono 16-bit FLAC at `sample_rate` (channels averaged); returns its frames."""
+    wav = read_audio(source, sample_rate, mix=True)
+    write_audio(target, wav, sample_rate)
+    return int(wav.shape[0])

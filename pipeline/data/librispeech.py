@@ -7,12 +7,10 @@ and `<spk>-<chapter>.trans.txt` with `<utt-id> <TEXT>` lines.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tqdm import tqdm
-
-from pipeline.data.audio import audio_info
+from pipeline.data.corpus import Entry
+from pipeline.data.screening import probe, thread_map
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError, input_error
 
@@ -41,34 +39,38 @@ class LibriSpeech:
         if not self.root.is_dir():
             raise VpevalError(f"{self.root}: corpus folder not found (set data.root)")
 
-    def utterances(self, subset: str) -> list[Utterance]:
-        """All utterances of one subset, with genders, texts and durations (from headers)."""
+    def entries(self, subset: str) -> list[Entry]:
+        """Every transcript line of a subset as an entry, without opening the audio."""
         folder = self.root / subset
         if not folder.is_dir():
             raise VpevalError(f"{folder}: subset folder not found")
         genders = read_speakers(self.root / "SPEAKERS.TXT")
-        entries = []  # (id, speaker, path, text)
+        entries = []
         for trans in sorted(folder.glob("*/*/*.trans.txt")):
             speaker = trans.parent.parent.name
             if speaker not in genders:
                 raise input_error(self.root / "SPEAKERS.TXT", f"speaker {speaker} of {trans} is not listed")
+            chapter = trans.parent.resolve()
             for number, raw in enumerate(trans.read_text(encoding="utf-8").splitlines(), start=1):
                 if not raw.strip():
                     continue
                 utt_id, _, text = raw.partition(" ")
-                audio = trans.parent / f"{utt_id}.flac"
                 if not utt_id.startswith(f"{speaker}-"):
                     raise input_error(trans, f"utterance {utt_id!r} does not belong to speaker {speaker}", number)
-                if not audio.is_file():
-                    raise input_error(trans, f"audio file {audio.name} is missing", number)
-                entries.append((utt_id, speaker, audio, text.strip()))
+                entries.append(Entry(id=utt_id, speaker=speaker, gender=genders[speaker],
+                                     path=str(chapter / f"{utt_id}.flac"), text=text.strip(),
+                                     where=f"{trans}:{number}"))
         if not entries:
             raise VpevalError(f"{folder}: no '<spk>/<chapter>/*.trans.txt' transcripts found")
-        with ThreadPoolExecutor(self.workers) as pool:
-            infos = list(tqdm(pool.map(lambda e: audio_info(e[2]), entries), total=len(entries),
-                              desc=f"reading {subset}", unit="file", leave=False))
-        return [
-            Utterance(id=utt_id, speaker=speaker, gender=genders[speaker], path=str(audio.resolve()),
-                      duration=round(frames / rate, 4), sample_rate=rate, text=text)
-            for (utt_id, speaker, audio, text), (rate, frames, _) in zip(entries, infos)
-        ]
+        return entries
+
+    def utterances(self, subset: str) -> list[Utterance]:
+        """All utterances of one subset, with genders, texts and durations (from headers);
+        the first missing or unreadable file is an error."""
+        entries = self.entries(subset)
+        headers = thread_map(probe, entries, f"reading {subset}", self.workers)
+        for entry, header in zip(entries, headers):
+            if isinstance(header, str):
+                raise VpevalError(f"{entry.where}: {header}")
+        return [entry.utterance(frames / rate, rate) for entry, (rate, frames, _) in zip(entries, headers)]
+

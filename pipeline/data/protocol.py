@@ -7,6 +7,8 @@ every trial utterance of the same gender (target when the speaker matches).
 
 >>> protocol = make_protocol(utts, seed=0, enroll_fraction=0.75, enroll_utterances=10)  # doctest: +SKIP
 >>> protocol.trials["f"][:2]                                                             # doctest: +SKIP
+
+`GeneratedProtocol` is the protocol source (`data.protocol`) that applies it in preparation.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.data.corpus import MAIN, Entry, Problems, Reader
 from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
 from pipeline.errors import VpevalError
 
@@ -36,6 +39,18 @@ class Protocol:
                 "nontarget": sum(not t.target for t in self.trials[g]),
             }
         return out
+
+    def utterances(self) -> list[Utterance]:
+        return self.enrolls + [u for g in GENDERS for u in self.trial_utts[g]]
+
+    def restricted(self, ready: dict[str, Utterance]) -> "Protocol":
+        """This protocol over the utterances in `ready` (by id, which replace the old records):
+        others are dropped with their trials, and so are trials of speakers left without enrolment."""
+        enrolls = [ready[u.id] for u in self.enrolls if u.id in ready]
+        enrolled = {u.speaker for u in enrolls}
+        trial_utts = {g: [ready[u.id] for u in us if u.id in ready] for g, us in self.trial_utts.items()}
+        trials = {g: [t for t in ts if t.test in ready and t.enroll in enrolled] for g, ts in self.trials.items()}
+        return Protocol(enrolls, trial_utts, trials)
 
 
 def cross_trials(enroll_speakers: list[str], trial_utts: list[Utterance]) -> list[Trial]:
@@ -71,3 +86,17 @@ def make_protocol(utterances: list[Utterance], *, seed: int, enroll_fraction: fl
         trial_utts[gender] = [u for s in names for u in speakers[s] if u.id not in held]
         trials[gender] = cross_trials(enrolled, trial_utts[gender])
     return Protocol(sorted(enrolls, key=lambda u: u.id), trial_utts, trials)
+
+
+class GeneratedProtocol:
+    """Protocol source: the VPC LibriSpeech structure generated from each split's utterances."""
+
+    def __init__(self, seed: int, enroll_fraction: float, enroll_utterances: int):
+        self.settings = {"seed": seed, "enroll_fraction": enroll_fraction, "enroll_utterances": enroll_utterances}
+
+    def entries(self, reader: Reader, subset: str) -> list[Entry]:
+        return reader.entries(subset)
+
+    def build(self, utterances: list[Utterance], *, reader: Reader, subset: str, name: str,
+              problems: Problems) -> dict[str, Protocol]:
+        return {MAIN: make_protocol(utterances, name=name, **self.settings)}

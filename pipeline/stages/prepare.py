@@ -1,28 +1,45 @@
 """Stage 1 — prepare: a corpus into manifests, VPC-style protocols and Kaldi data dirs.
 
-Output folder:
+The reader (`data.reader`) lists the utterances, the protocol source (`data.protocol`)
+builds each split's protocols: generated from its utterances, or given by the corpus. In
+between, every header is read in parallel and bad input is named: all problems stop the
+stage together (listed in `problems.txt`), or with `data.skip_bad` they are dropped and
+listed in `skipped.txt`. Audio that is not mono at `data.sample_rate` is converted once
+into `audio/` (resumable); conforming audio is referenced in place.
+
+Output folder (`<set>` is a split, or `<split>_<variant>` such as VCTK's `dev_common`):
     manifests/train.jsonl                      the attacker's training utterances
-    manifests/<split>_enrolls.jsonl            enrolment utterances (both genders)
-    manifests/<split>_trials_<g>.jsonl         trial utterances of gender g
-    trials/<split>_trials_<g>.txt              `enroll_spk test_utt target|nontarget`
-    kaldi/<tag>_<split>_{enrolls,trials_f,trials_m}/   the same as Kaldi data dirs
+    manifests/<set>_enrolls.jsonl              enrolment utterances (both genders)
+    manifests/<set>_trials_<g>.jsonl           trial utterances of gender g
+    trials/<set>_trials_<g>.txt                `enroll_spk test_utt target|nontarget`
+    kaldi/<tag>_<split>_enrolls/, kaldi/<tag>_<split>_trials_<g>[_<variant>]/   Kaldi data dirs
+    audio/<spk>/<utt>.flac                     converted copies, where needed
+    skipped.txt                                with data.skip_bad: what was dropped, and why
+The stage summary lists the evaluation sets (`eval_sets`), counts, conversions and skips.
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from pipeline.config import instantiate
 from omegaconf import DictConfig
 
 from pipeline.cache import Cache, content_hash, plain
+from pipeline.config import instantiate
+from pipeline.data.corpus import MAIN, Entry, Problems, set_name
 from pipeline.data.kaldi import write_data_dir
 from pipeline.data.manifest import GENDERS, Utterance, write_manifest, write_trials
-from pipeline.data.protocol import make_protocol
+from pipeline.data.protocol import Protocol
+from pipeline.data.screening import conform, screen
 from pipeline.errors import VpevalError
+from pipeline.fileio import write_lines
 
 log = logging.getLogger(__name__)
-VERSION = 1
+VERSION = 2
+SPLITS = ("dev", "test")
+PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad")
+SKIP_LIST = "skipped.txt"
+PROBLEM_LIST = "problems.txt"
 
 
 def manifest_path(prepared: Path, name: str) -> Path:
@@ -57,36 +74,108 @@ def fingerprint(root: Path) -> str:
 def run(data: DictConfig, cache: Cache) -> Path:
     """Prepare `data` (a `conf/data/*.yaml` node); returns the stage folder."""
     root = corpus_root(data)
-    params = {k: plain(data.get(k)) for k in ("reader", "subsets", "protocol", "tag", "sample_rate")}
+    params = {k: plain(data.get(k)) for k in PARAMS}
     inputs = {"corpus": str(root), "fingerprint": fingerprint(root)}
     return cache.build("prepare", params, inputs, lambda out: _build(out, data, root), VERSION)
 
 
 def _build(out: Path, data: DictConfig, root: Path) -> dict:
+    for key in ("reader", "protocol"):
+        if "_target_" not in data[key]:
+            raise VpevalError(f"data.{key} has no _target_ (see conf/data/librispeech.yaml for the form)")
     reader = instantiate(data.reader, root=root)
-    train = [u for subset in data.subsets.train for u in reader.utterances(subset)]
+    protocol = instantiate(data.protocol)
+    skip_bad = bool(data.get("skip_bad", False))
+    problems = Problems()
+    listed = {"train": [e for subset in data.subsets.train for e in reader.entries(subset)]}
+    listed.update({split: protocol.entries(reader, data.subsets[split]) for split in SPLITS})
+    _check_unseen(listed, root)
+    screened, multichannel = _screen_lists(listed, problems, data)
+    train = screened["train"]
+    try:
+        sets = _protocols(protocol, reader, screened, data, root, problems)
+    except VpevalError:
+        problems.stop_unless(skip_bad, out / PROBLEM_LIST)  # bad input may be the cause: name it first
+        raise
+    problems.stop_unless(skip_bad, out / PROBLEM_LIST)
+    used = {u.id: u for u in train + [u for p in sets.values() for u in p.utterances()]}
+    ready = conform(list(used.values()), out / "audio", problems, sample_rate=data.sample_rate,
+                    multichannel=multichannel, check_decodes=skip_bad, workers=data.get("workers"))
+    problems.stop_unless(skip_bad, out / PROBLEM_LIST)
+    train = [ready[u.id] for u in train if u.id in ready]
+    sets = {key: p.restricted(ready) for key, p in sets.items()}
     write_manifest(manifest_path(out, "train"), train)
-    train_speakers = {u.speaker for u in train}
-    counts: dict = {"train": {"speakers": len(train_speakers), "utterances": len(train)}}
-    for split in ("dev", "test"):
-        utts = reader.utterances(data.subsets[split])
-        overlap = train_speakers & {u.speaker for u in utts}
+    for (split, variant), p in sets.items():
+        _write_set(out, data.tag, split, variant, p)
+    if skip_bad:
+        write_lines(out / SKIP_LIST, problems.lines())
+    converted = sum(ready[i].path != used[i].path for i in ready)
+    return _summary(train, {set_name(*key): p for key, p in sets.items()}, problems, converted)
+
+
+def _screen_lists(listed: dict[str, list[Entry]], problems: Problems,
+                  data: DictConfig) -> tuple[dict[str, list[Utterance]], set[str]]:
+    """Screen every list in one parallel pass: good utterances per list, multi-channel ids."""
+    flat = [entry for entries in listed.values() for entry in entries]
+    result = screen(flat, problems, sample_rate=data.sample_rate, convert=bool(data.get("convert_audio", True)))
+    screened, start = {}, 0
+    for name, entries in listed.items():
+        screened[name] = [u for u in result.utterances[start:start + len(entries)] if u is not None]
+        start += len(entries)
+    return screened, result.multichannel
+
+
+def _check_unseen(listed: dict[str, list[Entry]], root: Path) -> None:
+    train_speakers = {e.speaker for e in listed["train"]}
+    for split in SPLITS:
+        overlap = train_speakers & {e.speaker for e in listed[split]}
         if overlap:
             raise VpevalError(f"{root}: {split} speakers {sorted(overlap)[:5]} are also in the "
                               "attacker's training data; evaluation speakers must be unseen")
-        protocol = make_protocol(utts, name=f"{root}/{data.subsets[split]}", **plain(data.protocol))
-        _write_split(out, data.tag, split, protocol)
-        counts[split] = protocol.counts()
-        log.info("prepare: %s protocol %s", split, counts[split])
-    return counts
 
 
-def _write_split(out: Path, tag: str, split: str, protocol) -> None:
-    enrolls: list[Utterance] = protocol.enrolls
-    write_manifest(manifest_path(out, f"{split}_enrolls"), enrolls)
-    write_data_dir(out / "kaldi" / f"{tag}_{split}_enrolls", enrolls, enrolls=True)
+def _protocols(protocol, reader, screened: dict[str, list[Utterance]], data: DictConfig, root: Path,
+               problems: Problems) -> dict[tuple[str, str], Protocol]:
+    """Every split's protocols by (split, variant)."""
+    sets = {}
+    for split in SPLITS:
+        subset = data.subsets[split]
+        built = protocol.build(screened[split], reader=reader, subset=subset, name=f"{root}/{subset}",
+                               problems=problems)
+        sets.update({(split, variant): p for variant, p in built.items()})
+    return sets
+
+
+def kaldi_dir_name(tag: str, split: str, variant: str, kind: str) -> str:
+    """VPC naming: `<tag>_<split>_enrolls` (shared by variants), `<tag>_<split>_trials_<g>[_<variant>]`.
+
+    >>> kaldi_dir_name("vctk", "dev", "common", "trials_f")
+    'vctk_dev_trials_f_common'
+    """
+    suffix = f"_{variant}" if variant and kind != "enrolls" else ""
+    return f"{tag}_{split}_{kind}{suffix}"
+
+
+def _write_set(out: Path, tag: str, split: str, variant: str, protocol: Protocol) -> None:
+    name = set_name(split, variant)
+    write_manifest(manifest_path(out, f"{name}_enrolls"), protocol.enrolls)
+    if variant == MAIN:
+        write_data_dir(out / "kaldi" / kaldi_dir_name(tag, split, variant, "enrolls"), protocol.enrolls,
+                       enrolls=True)
     for g in GENDERS:
-        name = f"{split}_trials_{g}"
-        write_manifest(manifest_path(out, name), protocol.trial_utts[g])
-        write_trials(trials_path(out, name), protocol.trials[g])
-        write_data_dir(out / "kaldi" / f"{tag}_{name}", protocol.trial_utts[g], trials=protocol.trials[g])
+        list_name = f"{name}_trials_{g}"
+        write_manifest(manifest_path(out, list_name), protocol.trial_utts[g])
+        write_trials(trials_path(out, list_name), protocol.trials[g])
+        write_data_dir(out / "kaldi" / kaldi_dir_name(tag, split, variant, f"trials_{g}"), protocol.trial_utts[g],
+                       trials=protocol.trials[g])
+
+
+def _summary(train: list[Utterance], sets: dict[str, Protocol], problems: Problems, converted: int) -> dict:
+    summary: dict = {"train": {"speakers": len({u.speaker for u in train}), "utterances": len(train)}}
+    for name, p in sets.items():
+        summary[name] = p.counts()
+        log.info("prepare: %s protocol %s", name, summary[name])
+    summary["eval_sets"] = list(sets)
+    summary["converted"] = converted
+    summary["skipped"] = {"utterances": len(problems.utterances), "trials": len(problems.trials)}
+    return summary

@@ -1,112 +1,175 @@
 """Validation of a prepared corpus before any long work (`vpeval validate`).
 
-Checks every manifest and trial list of a prepare-stage folder: audio files exist, have
-readable headers, are mono and at the configured rate (or resampleable); utterance ids are
-unique; each speaker has one gender; trials name enrolled speakers and listed trial
-utterances, pair speakers of one gender, and have both target and non-target trials; no
-evaluation speaker is among the attacker's training speakers. The result is cached with
-the prepared folder, so an experiment validates once.
+Checks every manifest and trial list of a prepare-stage folder:
+- audio: every file exists and decodes to the end (worker processes, with a progress bar),
+  is mono, non-empty, at the manifest's rate and at the configured `data.sample_rate`, and
+  as long as the manifest says;
+- ids: unique within each list; one path per id across lists; no utterance both enrols and
+  is tried in one evaluation set;
+- genders: one gender per speaker across all lists; trials pair speakers of one gender;
+- trials: name enrolled speakers and listed trial utterances, labels agree with the
+  speakers, and both target and non-target trials are present;
+- unseen: no enrolment or trial speaker is among the attacker's training speakers;
+- sets: every requested evaluation split was prepared.
+The result is cached with the prepared folder, so an experiment validates once.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
-from pipeline.cache import Cache, summary_of
-from pipeline.data.audio import audio_info
-from pipeline.data.manifest import Utterance, read_manifest, read_trials
+from pipeline.cache import PARAMS, Cache, summary_of
+from pipeline.data.manifest import GENDERS, Utterance, read_manifest, read_trials
+from pipeline.data.screening import decode_check, process_map
 from pipeline.errors import VpevalError
 from pipeline.report.tables import markdown_table
+
+SPLITS = ("dev", "test")
 
 
 @dataclass
 class Validation:
-    """What was checked (`counts`, one row per list) and what is wrong (`problems`)."""
+    """What was checked (`counts`, one row per list), what was noted, and what is wrong."""
 
     counts: list[list] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         table = markdown_table(["list", "utterances", "speakers", "trials (target / non-target)"], self.counts)
+        notes = "".join(f"\n{note}" for note in self.notes)
         verdict = "OK: no problems found." if not self.problems else \
             f"{len(self.problems)} problem(s):\n" + "\n".join(f"- {p}" for p in self.problems)
-        return f"{table}\n\n{verdict}"
+        return f"{table}\n{notes}\n\n{verdict}"
 
 
-def _check_audio(utts: list[Utterance], source: Path, problems: list[str]) -> None:
-    def header(utt):
-        try:
-            rate, frames, channels = audio_info(utt.path)
-        except VpevalError as error:
-            return f"{source}: utterance {utt.id}: {error}"
-        if frames == 0:
-            return f"{source}: utterance {utt.id}: {utt.path} is empty"
-        if channels != 1:
-            return f"{source}: utterance {utt.id}: {utt.path} has {channels} channels, expected mono"
-        if rate != utt.sample_rate:
-            return f"{source}: utterance {utt.id}: {utt.path} is {rate} Hz, manifest says {utt.sample_rate} Hz"
-        return None
+def _check_audio(lists: dict[str, list[Utterance]], manifests: dict[str, Path], sample_rate: int | None,
+                 workers: int | None, result: Validation) -> None:
+    """Decode every distinct file once, in parallel; name the first list and utterance using it."""
+    first_use: dict[tuple[str, int, float], tuple[str, Utterance]] = {}
+    for name, utts in lists.items():
+        for utt in utts:
+            first_use.setdefault((utt.path, utt.sample_rate, utt.duration), (name, utt))
+            if sample_rate is not None and utt.sample_rate != sample_rate:
+                result.problems.append(f"{manifests[name]}: utterance {utt.id}: {utt.sample_rate} Hz, "
+                                       f"data.sample_rate is {sample_rate} Hz")
+    jobs = list(first_use)
+    for job, problem in zip(jobs, process_map(decode_check, jobs, "validate: decoding", workers)):
+        if problem:
+            name, utt = first_use[job]
+            result.problems.append(f"{manifests[name]}: utterance {utt.id}: {problem}")
+    result.notes.append(f"Decoded {len(jobs)} audio file(s).")
 
-    with ThreadPoolExecutor(8) as pool:
-        found = tqdm(pool.map(header, utts), total=len(utts), desc=f"validate {source.stem}", unit="file", leave=False)
-        problems.extend(p for p in found if p)
+
+def _check_ids(lists: dict[str, list[Utterance]], manifests: dict[str, Path], result: Validation) -> None:
+    paths: dict[str, tuple[str, str]] = {}
+    for name, utts in lists.items():
+        for utt in utts:
+            known = paths.setdefault(utt.id, (utt.path, name))
+            if known[0] != utt.path:
+                result.problems.append(f"{manifests[name]}: utterance {utt.id} is {utt.path} here but "
+                                       f"{known[0]} in {known[1]}")
 
 
-def validate_lists(manifests: dict[str, Path], trial_lists: dict[str, tuple[Path, str, str]],
-                   train: str = "train") -> Validation:
-    """Check `manifests` (name -> path) and `trial_lists` (name -> (path, enroll list, trial list))."""
-    result = Validation()
-    lists = {name: read_manifest(path) for name, path in manifests.items()}
+def _check_genders(lists: dict[str, list[Utterance]], manifests: dict[str, Path],
+                   result: Validation) -> dict[str, str]:
     genders: dict[str, tuple[str, str]] = {}
     for name, utts in lists.items():
-        _check_audio(utts, manifests[name], result.problems)
         for utt in utts:
             known = genders.setdefault(utt.speaker, (utt.gender, name))
             if known[0] != utt.gender:
                 result.problems.append(f"{manifests[name]}: speaker {utt.speaker} is '{utt.gender}' here but "
                                        f"'{known[0]}' in {known[1]}")
-        result.counts.append([name, len(utts), len({u.speaker for u in utts}), ""])
+    return {speaker: gender for speaker, (gender, _) in genders.items()}
+
+
+def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, lists: dict[str, list[Utterance]],
+                  genders: dict[str, str], train_speakers: set[str], result: Validation) -> None:
+    enrolled = {u.speaker for u in lists[enroll_list]}
+    tried = {u.id: u for u in lists[trial_list]}
+    both = {u.id for u in lists[enroll_list]} & set(tried)
+    if both:
+        result.problems.append(f"{path}: utterances {sorted(both)[:5]} are both enrolment ({enroll_list}) and "
+                               f"trial ({trial_list}) utterances")
+    try:
+        trials = read_trials(path)
+    except VpevalError as error:
+        result.problems.append(str(error))
+        return
+    for number, trial in enumerate(trials, start=1):
+        if trial.enroll not in enrolled:
+            result.problems.append(f"{path}:{number}: enrolment speaker {trial.enroll} is not in {enroll_list}")
+        elif trial.test not in tried:
+            result.problems.append(f"{path}:{number}: trial utterance {trial.test} is not in {trial_list}")
+        elif genders[trial.enroll] != tried[trial.test].gender:
+            result.problems.append(f"{path}:{number}: mixed-gender trial {trial.enroll} vs {trial.test}")
+        elif trial.target != (tried[trial.test].speaker == trial.enroll):
+            result.problems.append(f"{path}:{number}: label '{'target' if trial.target else 'nontarget'}' "
+                                   f"contradicts the speakers of {trial.enroll} and {trial.test}")
+    n_target = sum(t.target for t in trials)
+    if n_target == 0 or n_target == len(trials):
+        result.problems.append(f"{path}: needs both target and non-target trials "
+                               f"({n_target} target of {len(trials)})")
+    leaked = (enrolled | {u.speaker for u in tried.values()}) & train_speakers
+    if leaked and name != "val_trials":
+        result.problems.append(f"{path}: speakers {sorted(leaked)[:5]} are in the attacker's training data")
+    result.counts.append([name, "", "", f"{n_target} / {len(trials) - n_target}"])
+
+
+def validate_lists(manifests: dict[str, Path], trial_lists: dict[str, tuple[Path, str, str]],
+                   train: str = "train", *, sample_rate: int | None = None,
+                   workers: int | None = None) -> Validation:
+    """Check `manifests` (name -> path) and `trial_lists` (name -> (path, enroll list, trial list));
+    `sample_rate`, when given, is the rate every utterance must have."""
+    result = Validation()
+    lists: dict[str, list[Utterance]] = {}
+    for name, path in manifests.items():
+        try:
+            lists[name] = read_manifest(path)
+        except VpevalError as error:
+            result.problems.append(str(error))
+            continue
+        result.counts.append([name, len(lists[name]), len({u.speaker for u in lists[name]}), ""])
+    _check_audio(lists, manifests, sample_rate, workers, result)
+    _check_ids(lists, manifests, result)
+    genders = _check_genders(lists, manifests, result)
     train_speakers = {u.speaker for u in lists.get(train, [])}
     for name, (path, enroll_list, trial_list) in trial_lists.items():
-        enrolled = {u.speaker for u in lists[enroll_list]}
-        tried = {u.id: u for u in lists[trial_list]}
-        trials = read_trials(path)
-        for number, trial in enumerate(trials, start=1):
-            if trial.enroll not in enrolled:
-                result.problems.append(f"{path}:{number}: enrolment speaker {trial.enroll} is not in {enroll_list}")
-            elif trial.test not in tried:
-                result.problems.append(f"{path}:{number}: trial utterance {trial.test} is not in {trial_list}")
-            elif genders[trial.enroll][0] != tried[trial.test].gender:
-                result.problems.append(f"{path}:{number}: mixed-gender trial {trial.enroll} vs {trial.test}")
-            elif trial.target != (tried[trial.test].speaker == trial.enroll):
-                result.problems.append(f"{path}:{number}: label '{'target' if trial.target else 'nontarget'}' "
-                                       f"contradicts the speakers of {trial.enroll} and {trial.test}")
-        n_target = sum(t.target for t in trials)
-        if n_target == 0 or n_target == len(trials):
-            result.problems.append(f"{path}: needs both target and non-target trials "
-                                   f"({n_target} target of {len(trials)})")
-        leaked = (enrolled | {u.speaker for u in tried.values()}) & train_speakers
-        if leaked and name != "val_trials":
-            result.problems.append(f"{path}: speakers {sorted(leaked)[:5]} are in the attacker's training data")
-        result.counts.append([name, "", "", f"{n_target} / {len(trials) - n_target}"])
+        if enroll_list in lists and trial_list in lists:
+            _check_trials(name, path, enroll_list, trial_list, lists, genders, train_speakers, result)
     return result
 
 
-def check(prepared: Path, splits: tuple[str, ...] = ("dev", "test")) -> Validation:
-    """Validate a prepare-stage folder; the result lists every problem found."""
-    from pipeline.stages.prepare import manifest_path, trials_path
+def check(prepared: Path, splits: tuple[str, ...] | None = None, workers: int | None = None) -> Validation:
+    """Validate every evaluation set of a prepare-stage folder and its training list; `splits`
+    (e.g. the experiment's `eval_splits`) must be among the prepared sets."""
+    from pipeline.stages.prepare import SKIP_LIST, manifest_path, trials_path
 
-    names = ["train"] + [f"{s}_{kind}" for s in splits for kind in ("enrolls", "trials_f", "trials_m")]
+    prepared = Path(prepared)
+    summary = summary_of(prepared)
+    params = json.loads((prepared / PARAMS).read_text())["params"]
+    sets = summary.get("eval_sets", list(SPLITS))
+    names = ["train"] + [f"{s}_{kind}" for s in sets for kind in ("enrolls", "trials_f", "trials_m")]
     manifests = {n: manifest_path(prepared, n) for n in names}
     trial_lists = {f"{s}_trials_{g}": (trials_path(prepared, f"{s}_trials_{g}"), f"{s}_enrolls", f"{s}_trials_{g}")
-                   for s in splits for g in ("f", "m")}
-    return validate_lists(manifests, trial_lists)
+                   for s in sets for g in GENDERS}
+    result = validate_lists(manifests, trial_lists, sample_rate=params.get("sample_rate"), workers=workers)
+    missing = [s for s in (splits or ()) if s not in sets]
+    if missing:
+        result.problems.append(f"{prepared}: evaluation split(s) {missing} were not prepared; "
+                               f"this corpus has {sets}")
+    skipped = summary.get("skipped", {})
+    if any(skipped.values()):
+        result.notes.append(f"Preparation skipped {skipped['utterances']} bad utterance(s) and "
+                            f"{skipped['trials']} trial(s) (data.skip_bad): {prepared / SKIP_LIST}")
+    if summary.get("converted"):
+        result.notes.append(f"{summary['converted']} file(s) were converted to mono {params.get('sample_rate')} Hz "
+                            f"FLAC under {prepared / 'audio'}.")
+    return result
 
 
-def run(prepared: Path, cache: Cache, splits: tuple[str, ...] = ("dev", "test")) -> Validation:
+def run(prepared: Path, cache: Cache, splits: tuple[str, ...] = SPLITS) -> Validation:
     """Validate once per prepared folder (cached); raises a VpevalError naming the problems."""
     def build(out: Path) -> dict:
         result = check(prepared, splits)
@@ -115,7 +178,8 @@ def run(prepared: Path, cache: Cache, splits: tuple[str, ...] = ("dev", "test"))
             more = f" (and {len(result.problems) - 5} more; run `vpeval validate` for all)" \
                 if len(result.problems) > 5 else ""
             raise VpevalError(f"{prepared}: {len(result.problems)} validation problem(s): {shown}{more}")
-        return {"lists": result.counts}
+        return {"lists": result.counts, "notes": result.notes}
 
     out = cache.build("validate", {"splits": list(splits)}, {"prepared": Path(prepared).name}, build)
-    return Validation(counts=summary_of(out)["lists"])
+    summary = summary_of(out)
+    return Validation(counts=summary["lists"], notes=summary.get("notes", []))

@@ -1,0 +1,94 @@
+"""What corpus readers and protocol sources give the prepare stage, and how bad input is kept.
+
+A **reader** (`data.reader`, built with `root=`) lists a subset's utterances as `Entry`s
+without opening any audio; an entry the reader already knows to be bad carries a `problem`.
+A **protocol source** (`data.protocol`) says which entries a split's evaluation needs and
+builds that split's protocols from the screened utterances: generated (LibriSpeech, VCTK)
+or given by the corpus (VoicePrivacy data dirs). A split's protocols are keyed by variant:
+`""` is the split itself (lists `<split>_enrolls`, `<split>_trials_<g>`), any other variant
+`v` gives the evaluation set `<split>_<v>` (e.g. VCTK's `dev_common`).
+
+>>> set_name("dev", ""), set_name("dev", "common")
+('dev', 'dev_common')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol as Interface
+
+from pipeline.data.manifest import Utterance
+from pipeline.errors import VpevalError
+from pipeline.fileio import write_lines
+
+if TYPE_CHECKING:
+    from pipeline.data.protocol import Protocol
+
+MAIN = ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One listed utterance before its audio is read; `where` names its source (`file:line`)."""
+
+    id: str
+    speaker: str
+    gender: str
+    path: str
+    text: str = ""
+    where: str = ""
+    problem: str = ""
+
+    def utterance(self, duration: float, sample_rate: int) -> Utterance:
+        return Utterance(id=self.id, speaker=self.speaker, gender=self.gender, path=self.path,
+                         duration=round(duration, 4), sample_rate=sample_rate, text=self.text)
+
+
+class Reader(Interface):
+    def entries(self, subset: str) -> list[Entry]:
+        """Every utterance of `subset`, in a stable order."""
+
+
+class ProtocolSource(Interface):
+    def entries(self, reader: Reader, subset: str) -> list[Entry]:
+        """The utterances the evaluation of `subset` draws on."""
+
+    def build(self, utterances: list[Utterance], *, reader: Reader, subset: str, name: str,
+              problems: "Problems") -> dict[str, "Protocol"]:
+        """Protocols by variant from the screened `utterances` of `subset`."""
+
+
+def set_name(split: str, variant: str) -> str:
+    """The evaluation-set name of a split's protocol variant."""
+    return f"{split}_{variant}" if variant else split
+
+
+@dataclass
+class Problems:
+    """Bad utterances and trials found while preparing, each as `where: problem`.
+
+    Without `data.skip_bad` any of them stops preparation (all are listed in a file, the
+    first is shown); with it they are dropped and listed in the skip list.
+    """
+
+    utterances: list[str] = field(default_factory=list)
+    trials: list[str] = field(default_factory=list)
+
+    def utterance(self, where: str, problem: str) -> None:
+        self.utterances.append(f"{where}: {problem}")
+
+    def trial(self, where: str, problem: str) -> None:
+        self.trials.append(f"{where}: {problem}")
+
+    def lines(self) -> list[str]:
+        return [f"utterance\t{p}" for p in self.utterances] + [f"trial\t{p}" for p in self.trials]
+
+    def stop_unless(self, skip_bad: bool, listing: Path) -> None:
+        """Raise naming the first problem (all written to `listing`) unless skipping bad input."""
+        if skip_bad or not (self.utterances or self.trials):
+            return
+        write_lines(listing, self.lines())
+        first = (self.utterances or self.trials)[0]
+        total = len(self.utterances) + len(self.trials)
+        more = f" ({total} bad inputs in all, listed in {listing})" if total > 1 else ""
+        raise VpevalError(f"{first}{more}; fix the data or set data.skip_bad=true to skip bad utterances")

@@ -1,0 +1,206 @@
+"""VoicePrivacy Challenge data dirs (2020-2024): Kaldi-style dirs that bring their own protocol.
+
+`data.root` is the VPC recipe's `data/` folder, e.g.
+
+    train-clean-360/         the attacker's training data: wav.scp, utt2spk, spk2gender [, text]
+    libri_dev_enrolls/       enrolment utterances, listed again in `enrolls`
+    libri_dev_trials_f/      trial utterances of one gender and their `trials`
+    vctk_dev_trials_f_common/   VCTK's common-sentence trials (VPC 2020 and 2022)
+
+`wav.scp` values are paths or the pipe forms `flac -c -d -s PATH |` and `sox PATH -t wav - |`
+(see `pipeline.data.kaldi.wav_scp_path`); only the path is used, nothing is ever run.
+Relative paths are resolved against `path_root`, by default the recipe folder
+(`data.root/..`), where the VPC scripts run from.
+
+>>> reader = VoicePrivacyDirs("/vpc/data")                                   # doctest: +SKIP
+>>> GivenProtocol().build(utts, reader=reader, subset="libri_dev", ...)      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.data.corpus import MAIN, Entry, Problems
+from pipeline.data.kaldi import WAV_SCP_FORMS, table_lines, wav_scp_path
+from pipeline.data.manifest import GENDERS, Trial, Utterance
+from pipeline.data.protocol import Protocol
+from pipeline.errors import VpevalError, input_error
+
+REQUIRED_FILES = ("wav.scp", "utt2spk", "spk2gender")
+
+
+class VoicePrivacyDirs:
+    """Reader of the Kaldi data dirs under `root`; a subset is a dir name."""
+
+    def __init__(self, root: str | Path, path_root: str | Path | None = None):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise VpevalError(f"{self.root}: VoicePrivacy data folder not found (set data.root)")
+        self.path_root = Path(path_root) if path_root else self.root.resolve().parent
+
+    def folder(self, name: str) -> Path:
+        folder = self.root / name
+        if not folder.is_dir():
+            raise VpevalError(f"{folder}: data dir not found")
+        for required in REQUIRED_FILES:
+            if not (folder / required).is_file():
+                raise input_error(folder / required, f"not found; a Kaldi data dir needs {', '.join(REQUIRED_FILES)}")
+        if (folder / "segments").exists():
+            raise input_error(folder / "segments", "segment-level data dirs are not supported; "
+                                                   "give one audio file per utterance")
+        return folder
+
+    def entries(self, name: str) -> list[Entry]:
+        """The utterances of one data dir, in `wav.scp` order; lines that cannot be used carry a problem."""
+        folder = self.folder(name)
+        speakers = self._speakers(folder / "utt2spk")
+        genders = self._genders(folder / "spk2gender")
+        texts = {key: rest for _, key, rest in table_lines(folder / "text")} if (folder / "text").is_file() else {}
+        scp = folder / "wav.scp"
+        entries, listed = [], set()
+        for number, utt, value in table_lines(scp):
+            listed.add(utt)
+            speaker = speakers.get(utt, ("", ""))[0]
+            path, problem = self._path(value)
+            if problem:
+                problem = f"cannot use the audio of {utt}: {problem}; expected {WAV_SCP_FORMS} (never run)"
+            elif not speaker:
+                problem = f"utterance {utt} has no speaker in {folder / 'utt2spk'}"
+            elif speaker not in genders:
+                problem = f"speaker {speaker} of {utt} has no gender in {folder / 'spk2gender'}"
+            entries.append(Entry(id=utt, speaker=speaker, gender=genders.get(speaker, ""), path=path,
+                                 text=texts.get(utt, ""), where=f"{scp}:{number}", problem=problem))
+        for utt, (speaker, where) in speakers.items():
+            if utt not in listed:
+                entries.append(Entry(id=utt, speaker=speaker, gender="", path="", where=where,
+                                     problem=f"utterance {utt} is in utt2spk but not in {scp}"))
+        if not entries:
+            raise input_error(scp, "no utterances listed")
+        return entries
+
+    def utterance_ids(self, name: str) -> list[str]:
+        return [utt for _, utt, _ in table_lines(self.folder(name) / "wav.scp")]
+
+    def enrolls(self, name: str) -> list[tuple[str, str]] | None:
+        """(utterance id, where) of the dir's `enrolls` list, or None when it has none."""
+        listing = self.folder(name) / "enrolls"
+        if not listing.is_file():
+            return None
+        return [(utt, f"{listing}:{number}") for number, utt, _ in table_lines(listing)]
+
+    def trials(self, name: str) -> list[tuple[str, Trial | None, str]]:
+        """(where, trial, problem) for every line of the dir's `trials` list."""
+        listing = self.folder(name) / "trials"
+        if not listing.is_file():
+            raise input_error(listing, "not found; a trial dir needs its 'trials' list")
+        rows = []
+        for number, enroll, rest in table_lines(listing):
+            fields = rest.split()
+            where = f"{listing}:{number}"
+            if len(fields) != 2 or fields[1] not in ("target", "nontarget"):
+                rows.append((where, None, f"expected 'enroll_speaker test_utterance target|nontarget', "
+                                          f"got {enroll} {rest!r}"))
+            else:
+                rows.append((where, Trial(enroll, fields[0], fields[1] == "target"), ""))
+        return rows
+
+    def _path(self, value: str) -> tuple[str, str]:
+        """(absolute path, "") of a wav.scp value, or ("", why it cannot be used)."""
+        try:
+            path = Path(wav_scp_path(value))
+        except ValueError as exc:
+            return "", str(exc)
+        return str(path if path.is_absolute() else self.path_root / path), ""
+
+    @staticmethod
+    def _speakers(path: Path) -> dict[str, tuple[str, str]]:
+        speakers = {}
+        for number, utt, rest in table_lines(path):
+            if len(rest.split()) != 1:
+                raise input_error(path, f"expected 'utterance speaker', got {utt} {rest!r}", number)
+            speakers[utt] = (rest, f"{path}:{number}")
+        return speakers
+
+    @staticmethod
+    def _genders(path: Path) -> dict[str, str]:
+        genders = {}
+        for number, speaker, rest in table_lines(path):
+            if rest.lower() not in GENDERS:
+                raise input_error(path, f"expected 'speaker f|m', got {speaker} {rest!r}", number)
+            genders[speaker] = rest.lower()
+        return genders
+
+
+class GivenProtocol:
+    """Protocol source: the enrolment and trial lists the corpus gives, found by dir-name patterns.
+
+    `enrolls` and `trials` are patterns of the enrolment dir and the per-gender trial dirs
+    (`{subset}`, `{g}`); `extra_trials` names more trial dirs per variant, e.g.
+    `{common: "{subset}_trials_{g}_common"}` gives the evaluation set `<split>_common`,
+    enrolled like the split itself.
+    """
+
+    def __init__(self, enrolls: str = "{subset}_enrolls", trials: str = "{subset}_trials_{g}",
+                 extra_trials: dict[str, str] | None = None):
+        self.enrolls = enrolls
+        self.patterns = {MAIN: trials, **dict(extra_trials or {})}
+
+    def dirs(self, subset: str) -> tuple[str, dict[str, dict[str, str]]]:
+        """The enrolment dir and, per variant and gender, the trial dir of `subset`."""
+        return self.enrolls.format(subset=subset), {
+            variant: {g: pattern.format(subset=subset, g=g) for g in GENDERS}
+            for variant, pattern in self.patterns.items()}
+
+    def entries(self, reader: VoicePrivacyDirs, subset: str) -> list[Entry]:
+        enroll_dir, trial_dirs = self.dirs(subset)
+        names = [enroll_dir] + [name for dirs in trial_dirs.values() for name in dirs.values()]
+        return [entry for name in names for entry in reader.entries(name)]
+
+    def build(self, utterances: list[Utterance], *, reader: VoicePrivacyDirs, subset: str, name: str,
+              problems: Problems) -> dict[str, Protocol]:
+        ready = {u.id: u for u in utterances}
+        enroll_dir, trial_dirs = self.dirs(subset)
+        enrolls = self._enrolls(reader, enroll_dir, ready, problems)
+        enrolled = {u.speaker for u in enrolls}
+        enroll_ids = {u.id for u in enrolls}
+        protocols = {}
+        for variant, dirs in trial_dirs.items():
+            trial_utts, trials = {}, {}
+            for g, trial_dir in dirs.items():
+                listed = reader.utterance_ids(trial_dir)
+                trial_utts[g] = [ready[i] for i in listed if i in ready and i not in enroll_ids]
+                usable = {u.id for u in trial_utts[g]}
+                trials[g] = []
+                for where, trial, problem in reader.trials(trial_dir):
+                    if not problem:
+                        problem = self._trial_problem(trial, enrolled, usable, set(listed), enroll_dir, trial_dir)
+                    if problem:
+                        problems.trial(where, problem)
+                    else:
+                        trials[g].append(trial)
+            protocols[variant] = Protocol(enrolls, trial_utts, trials)
+        return protocols
+
+    @staticmethod
+    def _enrolls(reader: VoicePrivacyDirs, enroll_dir: str, ready: dict[str, Utterance],
+                 problems: Problems) -> list[Utterance]:
+        """The listed enrolment utterances (all of the dir's when it has no `enrolls` list)."""
+        in_dir = reader.utterance_ids(enroll_dir)
+        listed = reader.enrolls(enroll_dir) or [(utt, f"{reader.root / enroll_dir}/wav.scp") for utt in in_dir]
+        enrolls, known = [], set(in_dir)
+        for utt, where in listed:
+            if utt not in known:
+                problems.utterance(where, f"enrolment utterance {utt} is not in {reader.root / enroll_dir}/wav.scp")
+            elif utt in ready:
+                enrolls.append(ready[utt])
+        return enrolls
+
+    @staticmethod
+    def _trial_problem(trial: Trial, enrolled: set[str], usable: set[str], listed: set[str],
+                       enroll_dir: str, trial_dir: str) -> str:
+        if trial.enroll not in enrolled:
+            return f"enrolment speaker {trial.enroll} has no enrolment utterance in {enroll_dir}"
+        if trial.test not in listed:
+            return f"trial utterance {trial.test} is not in {trial_dir}/wav.scp"
+        if trial.test not in usable:
+            return f"trial utterance {trial.test} cannot be used (a bad utterance, or also an enrolment one)"
+        return ""
