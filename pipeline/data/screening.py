@@ -34,9 +34,10 @@ def default_workers(workers: int | None) -> int:
 
 
 def _single_threaded() -> None:
-    """Process-pool initializer: one BLAS/OpenMP thread per worker (torch reads this on import)."""
-    os.environ["OMP_NUM_THREADS"] = "1"
-    os.environ["MKL_NUM_THREADS"] = "1"
+    """Process-pool initializer: one torch thread per worker, as the pool is the parallelism."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def thread_map(fn: Callable[[T], R], items: Sequence[T], desc: str, threads: int = HEADER_THREADS) -> list[R]:
@@ -45,12 +46,14 @@ def thread_map(fn: Callable[[T], R], items: Sequence[T], desc: str, threads: int
 
 
 def process_map(fn: Callable[[T], R], items: Sequence[T], desc: str, workers: int | None = None) -> list[R]:
-    """`fn` over `items` in worker processes (forkserver: safe after torch was imported)."""
+    """`fn` over `items` in worker processes, forked from a clean server process that has
+    imported the audio libraries once (safe even when the caller has used torch threads)."""
     if not items:
         return []
     workers = default_workers(workers)
     chunk = max(1, min(256, len(items) // (workers * 16)))
     context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipeline.data.audio", "torch", "torchaudio.transforms"])
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_single_threaded) as pool:
         return list(tqdm(pool.map(fn, items, chunksize=chunk), total=len(items), desc=desc, unit="file",
                          leave=False))
