@@ -73,7 +73,7 @@ class VoicePrivacyDirs:
             if utt not in listed:
                 entries.append(Entry(id=utt, speaker=speaker, gender="", path="", where=where,
                                      problem=f"utterance {utt} is in utt2spk but not in {scp}"))
-        if not entries:
+        if not listed:
             raise input_error(scp, "no utterances listed")
         return entries
 

@@ -1,0 +1,223 @@
+"""VoicePrivacy Kaldi data dirs: given protocols, wav.scp forms parsed and never executed, bad lists."""
+import re
+import shutil
+import stat
+
+import pytest
+
+from pipeline.cache import Cache, summary_of
+from pipeline.config import compose
+from pipeline.data.kaldi import wav_scp_path
+from pipeline.data.manifest import read_manifest, read_trials
+from pipeline.data.vpc import GivenProtocol, VoicePrivacyDirs
+from pipeline.errors import VpevalError
+from pipeline.stages import prepare, validate
+from pipeline.stages.prepare import manifest_path, trials_path
+from tests.helpers import kaldi_dir, librispeech_tree
+
+TRAIN = {"11": "F", "12": "F", "13": "M", "14": "M"}
+EVAL = {"dev": {"21": "F", "22": "F", "23": "M", "24": "M"}, "test": {"31": "F", "32": "F", "33": "M", "34": "M"}}
+ENROLLED = {"dev": ("21", "23"), "test": ("31", "33")}
+FORMS = ("{rel}", "{abs}", "flac -c -d -s {abs} |", "sox {abs} -t wav - |")
+
+
+def wav_value(recipe, utt, n):
+    """Cycle through the wav.scp forms the VPC dirs use (relative paths start at the recipe folder)."""
+    speaker, chapter, _ = utt.split("-")
+    rel = f"corpora/LibriSpeech/{'train-clean-360' if speaker in TRAIN else 'eval'}/{speaker}/{chapter}/{utt}.flac"
+    return FORMS[n % len(FORMS)].format(rel=rel, abs=recipe / rel)
+
+
+def vpc_recipe(recipe, vctk_common=False):
+    """A VPC recipe folder: audio under corpora/, Kaldi dirs under data/ (libri_* or vctk_* sets)."""
+    librispeech_tree(recipe / "corpora" / "LibriSpeech", {"train-clean-360": TRAIN, "eval": {**EVAL["dev"], **EVAL["test"]}})
+    data = recipe / "data"
+    rows = lambda speakers, utts=range(4): [  # noqa: E731
+        (f"{s}-100-{i:04d}", s, g.lower(), wav_value(recipe, f"{s}-100-{i:04d}", n))
+        for n, (s, g) in enumerate(speakers.items()) for i in utts]
+    kaldi_dir(data / "train-clean-360", rows(TRAIN))
+    prefix = "vctk" if vctk_common else "libri"
+    for split, speakers in EVAL.items():
+        enrolled = {s: speakers[s] for s in ENROLLED[split]}
+        enrolls = rows(enrolled, range(2))
+        kaldi_dir(data / f"{prefix}_{split}_enrolls", enrolls, enrolls=[r[0] for r in enrolls])
+        variants = {"": range(2, 4), "_common": range(4, 6)} if vctk_common else {"": range(2, 4)}
+        for suffix, utts in variants.items():
+            for g in ("f", "m"):
+                tried = rows({s: x for s, x in speakers.items() if x.lower() == g}, utts)
+                kaldi_dir(data / f"{prefix}_{split}_trials_{g}{suffix}", tried, trials=[
+                    f"{s} {utt} {'target' if spk == s else 'nontarget'}"
+                    for s in enrolled if speakers[s].lower() == g for utt, spk, _, _ in tried])
+    if vctk_common:
+        for speaker in {**EVAL["dev"], **EVAL["test"]}:
+            for i in range(4, 6):
+                src = recipe / f"corpora/LibriSpeech/eval/{speaker}/100/{speaker}-100-0000.flac"
+                shutil.copy(src, src.with_name(f"{speaker}-100-{i:04d}.flac"))
+    return data
+
+
+def vpc_cfg(root, *overrides, config="vpc"):
+    return compose([f"data.root={root}", "data.workers=2", *overrides], config_name=f"data/{config}").data
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory):
+    recipe = tmp_path_factory.mktemp("vpc")
+    vpc_recipe(recipe)
+    return recipe
+
+
+@pytest.fixture
+def trap(tmp_path, monkeypatch):
+    """`flac` and `sox` on PATH that leave a marker file if anything ever runs them."""
+    marker, bin_dir = tmp_path / "executed", tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("flac", "sox"):
+        script = bin_dir / program
+        script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{shutil.os.environ['PATH']}")
+    assert shutil.which("flac") == str(bin_dir / "flac")
+    return marker
+
+
+def test_given_protocol_is_used_and_pipes_are_parsed_never_run(recipe, tmp_path, trap):
+    out = prepare.run(vpc_cfg(recipe / "data"), Cache(tmp_path / "cache"))
+    assert validate.check(out, ("dev", "test"), workers=2).problems == []
+    assert not trap.exists()
+    summary = summary_of(out)
+    assert summary["eval_sets"] == ["dev", "test"] and summary["converted"] == 0
+    train = read_manifest(manifest_path(out, "train"))
+    assert len(train) == 16 and {u.gender for u in train} == {"f", "m"}
+    for utt in train:
+        assert utt.path == str(recipe.resolve() / "corpora/LibriSpeech/train-clean-360" / utt.speaker / "100" /
+                               f"{utt.id}.flac")
+    enrolls = read_manifest(manifest_path(out, "dev_enrolls"))
+    assert [u.id for u in enrolls] == ["21-100-0000", "21-100-0001", "23-100-0000", "23-100-0001"]
+    given = (recipe / "data/libri_dev_trials_f/trials").read_text().split("\n")[:-1]
+    assert [t.line() for t in read_trials(trials_path(out, "dev_trials_f"))] == given
+    assert len(read_manifest(manifest_path(out, "test_trials_m"))) == 4
+    assert (out / "kaldi" / "libri_test_trials_m" / "trials").read_text().split("\n")[:-1] == \
+        (recipe / "data/libri_test_trials_m/trials").read_text().split("\n")[:-1]
+
+
+def test_vctk_dirs_give_common_sets(tmp_path):
+    data = vpc_recipe(tmp_path / "recipe", vctk_common=True)
+    out = prepare.run(vpc_cfg(data, config="vpc_vctk"), Cache(tmp_path / "cache"))
+    summary = summary_of(out)
+    assert summary["eval_sets"] == ["dev", "dev_common", "test", "test_common"]
+    assert read_manifest(manifest_path(out, "dev_common_enrolls")) == read_manifest(manifest_path(out, "dev_enrolls"))
+    common = read_manifest(manifest_path(out, "test_common_trials_f"))
+    assert sorted(u.id for u in common) == ["31-100-0004", "31-100-0005", "32-100-0004", "32-100-0005"]
+    assert (out / "kaldi" / "vctk_test_trials_f_common" / "trials").is_file()
+    assert validate.check(out, ("dev", "dev_common"), workers=2).problems == []
+
+
+@pytest.mark.parametrize("value, path", [
+    ("/c/a.flac", "/c/a.flac"),
+    ("flac -c -d -s /c/a.flac |", "/c/a.flac"),
+    ("flac -c -d -s /c/a.flac|", "/c/a.flac"),
+    ("sox /c/a.wav -t wav - |", "/c/a.wav"),
+    ("sox /c/a.wav -t wav -r 16000 -b 16 - |", "/c/a.wav"),
+    ("sox '/c/a b.wav' -t wav -R - |", "/c/a b.wav"),
+])
+def test_wav_scp_forms(value, path):
+    assert wav_scp_path(value) == path
+
+
+@pytest.mark.parametrize("value", [
+    "flac -c -d -s /c/a.flac | touch /tmp/x |", "flac -c -d -s /c/a.flac; touch /tmp/x |", "cat /c/a.flac |",
+    "sox /c/a.wav -t mp3 - |", "sox /c/a.wav -t wav -v 2 - |", "/c/a b.flac", "'/c/a.flac", "",
+])
+def test_unparseable_wav_scp_values(value):
+    with pytest.raises(ValueError):
+        wav_scp_path(value)
+
+
+def damaged(recipe, tmp_path, dir_name, file_name, edit):
+    """A copy of the recipe's data folder with one file of one dir edited (`edit(text) -> text`)."""
+    data = tmp_path / "recipe" / "data"
+    shutil.copytree(recipe / "data", data)
+    (tmp_path / "recipe" / "corpora").symlink_to(recipe / "corpora")
+    target = data / dir_name / file_name
+    target.write_text(edit(target.read_text()))
+    return data
+
+
+BAD_LISTS = [
+    ("libri_dev_trials_f", "wav.scp", lambda t: t.replace("\n", "\n21-100-0009 touch x; flac -c -d -s y |\n", 1),
+     r"libri_dev_trials_f/wav.scp:2: cannot use the audio of 21-100-0009: .* \(never run\)"),
+    ("libri_dev_trials_f", "trials", lambda t: t + "21 22-100-0009 nontarget\n",
+     r"libri_dev_trials_f/trials:5: trial utterance 22-100-0009 is not in libri_dev_trials_f/wav.scp"),
+    ("libri_dev_trials_f", "trials", lambda t: t + "22 22-100-0002 target\n",
+     r"trials:5: enrolment speaker 22 has no enrolment utterance in libri_dev_enrolls"),
+    ("libri_dev_trials_f", "trials", lambda t: t + "21 22-100-0002 maybe\n",
+     r"trials:5: expected 'enroll_speaker test_utterance target\|nontarget'"),
+    ("libri_dev_enrolls", "enrolls", lambda t: t + "21-100-0007\n",
+     r"libri_dev_enrolls/enrolls:5: enrolment utterance 21-100-0007 is not in"),
+    ("libri_test_trials_m", "utt2spk", lambda t: t.replace("33-100-0002 33\n", ""),
+     r"libri_test_trials_m/wav.scp:1: utterance 33-100-0002 has no speaker in"),
+    ("train-clean-360", "spk2gender", lambda t: t.replace("14 m\n", ""),
+     r"train-clean-360/wav.scp:13: speaker 14 of 14-100-0000 has no gender in"),
+    ("libri_test_trials_m", "utt2spk", lambda t: t + "34-100-0007 34\n",
+     r"utt2spk:5: utterance 34-100-0007 is in utt2spk but not in"),
+    ("train-clean-360", "wav.scp", lambda t: t + t.split("\n")[0] + "\n",
+     r"train-clean-360/wav.scp:17: duplicate utterance id '11-100-0000' \(first at .*wav.scp:1\)"),
+    ("train-clean-360", "wav.scp", lambda t: t.replace("11-100-0001 ", "11-100-0001 /nowhere/x.flac #", 1),
+     r"wav.scp:2: cannot use the audio of 11-100-0001"),
+    ("train-clean-360", "wav.scp", lambda t: t.replace("12-100-0001.flac", "12-100-0009.flac", 1),
+     r"wav.scp:6: audio file 12-100-0009.flac is missing"),
+]
+
+
+@pytest.mark.parametrize("dir_name, file_name, edit, message", BAD_LISTS)
+def test_bad_list_lines_are_named_or_skipped(recipe, tmp_path, trap, dir_name, file_name, edit, message):
+    data = damaged(recipe, tmp_path, dir_name, file_name, edit)
+    with pytest.raises(VpevalError, match=message):
+        prepare.run(vpc_cfg(data), Cache(tmp_path / "cache"))
+    out = prepare.run(vpc_cfg(data, "data.skip_bad=true"), Cache(tmp_path / "cache"))
+    skipped = (out / "skipped.txt").read_text()
+    assert len(skipped.splitlines()) == sum(summary_of(out)["skipped"].values()) >= 1
+    assert re.search(message, skipped)
+    assert validate.check(out, workers=2).problems == []
+    assert not trap.exists()
+
+
+@pytest.mark.parametrize("dir_name, file_name, content, message", [
+    ("libri_dev_trials_m", "spk2gender", "23 x\n", r"libri_dev_trials_m/spk2gender:1: expected 'speaker f\|m'"),
+    ("libri_dev_trials_m", "utt2spk", "23-100-0002\n", r"utt2spk:1: expected 'utterance speaker'"),
+    ("libri_dev_trials_m", "segments", "a b 0 1\n", r"segments: segment-level data dirs are not supported"),
+    ("libri_dev_trials_m", "trials", None, r"libri_dev_trials_m/trials: not found"),
+    ("libri_dev_trials_m", "spk2gender", None, r"spk2gender: not found; a Kaldi data dir needs"),
+    ("libri_dev_trials_m", "wav.scp", "\n", r"wav.scp: no utterances listed"),
+    ("libri_dev_trials_m", None, None, r"libri_dev_trials_m: data dir not found"),
+])
+def test_bad_dirs_are_named(recipe, tmp_path, dir_name, file_name, content, message):
+    data = damaged(recipe, tmp_path, "libri_dev_trials_m", "trials", lambda t: t)
+    target = data / dir_name / file_name if file_name else data / dir_name
+    if content is None:
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    else:
+        target.write_text(content)
+    with pytest.raises(VpevalError, match=message):
+        prepare.run(vpc_cfg(data, "data.skip_bad=true"), Cache(tmp_path / "cache"))
+
+
+def test_relative_paths_follow_path_root(recipe, tmp_path):
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(recipe / "data", moved)
+    reader = VoicePrivacyDirs(moved)
+    assert reader.entries("train-clean-360")[0].path == str(moved.parent / wav_value(recipe, "11-100-0000", 0))
+    reader = VoicePrivacyDirs(moved, path_root=recipe)
+    assert reader.entries("train-clean-360")[0].path == str(recipe / wav_value(recipe, "11-100-0000", 0))
+    with pytest.raises(VpevalError, match="VoicePrivacy data folder not found"):
+        VoicePrivacyDirs(tmp_path / "nowhere")
+
+
+def test_enrolment_dir_without_enrolls_list_enrols_all(recipe, tmp_path):
+    data = damaged(recipe, tmp_path, "libri_dev_enrolls", "enrolls", lambda t: t)
+    (data / "libri_dev_enrolls" / "enrolls").unlink()
+    reader = VoicePrivacyDirs(data)
+    utts = [e.utterance(1.0, 16000) for e in GivenProtocol().entries(reader, "libri_dev")]
+    protocols = GivenProtocol().build(utts, reader=reader, subset="libri_dev", name="dev", problems=None)
+    assert len(protocols[""].enrolls) == 4
