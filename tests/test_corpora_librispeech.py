@@ -71,22 +71,36 @@ def test_stereo_and_other_rates_are_converted_once_conforming_audio_stays_in_pla
     assert result.problems == [] and "2 file(s) were converted" in result.render()
 
 
-@pytest.mark.parametrize("utt, damage, message", [
+BAD_AUDIO = [
     ("22-100-0002", lambda p: p.unlink(), r"22-100.trans.txt:3: audio file 22-100-0002.flac is missing"),
     ("13-100-0001", garbage, r"13-100.trans.txt:2: .*13-100-0001.flac: cannot read audio header"),
     ("31-100-0000", empty_audio, r"31-100.trans.txt:1: .*31-100-0000.flac is empty \(0 samples\)"),
-])
-def test_bad_audio_is_named_or_skipped(corpus, tmp_path, utt, damage, message):
+]
+
+
+@pytest.mark.parametrize("utt, damage, message", BAD_AUDIO)
+def test_bad_audio_is_named(corpus, tmp_path, utt, damage, message):
     damage(flac(corpus, utt))
     with pytest.raises(VpevalError, match=message + r".*set data.skip_bad=true"):
         prepare.run(libri_cfg(corpus), Cache(tmp_path / "cache"))
+
+
+def test_bad_audio_is_skipped_and_listed(corpus, tmp_path):
+    """Truncated audio keeps a header promising every sample: with skip_bad, preparation decodes."""
+    for utt, damage, _ in BAD_AUDIO:
+        damage(flac(corpus, utt))
+    truncate(flac(corpus, "14-100-0002"))
     out = prepare.run(libri_cfg(corpus, "data.skip_bad=true"), Cache(tmp_path / "cache"))
-    assert re.search(message, (out / "skipped.txt").read_text())
-    assert summary_of(out)["skipped"] == {"utterances": 1, "trials": 0}
-    listed = [u.id for n in ("train", "dev_enrolls", "dev_trials_f", "test_enrolls", "test_trials_f")
-              for u in read_manifest(manifest_path(out, n))]
-    assert utt not in listed
-    assert validate.check(out, workers=2).problems == []
+    skipped = (out / "skipped.txt").read_text()
+    for *_, message in BAD_AUDIO:
+        assert re.search(message, skipped)
+    assert "utterance 14-100-0002: cannot decode" in skipped
+    assert summary_of(out)["skipped"] == {"utterances": 4, "trials": 0}
+    listed = {u.id for n in ("train", "dev_enrolls", "dev_trials_f", "test_enrolls", "test_trials_f")
+              for u in read_manifest(manifest_path(out, n))}
+    assert not listed & {"22-100-0002", "13-100-0001", "31-100-0000", "14-100-0002"}
+    result = validate.check(out, workers=2)
+    assert result.problems == [] and "Preparation skipped 4 bad utterance(s)" in result.render()
 
 
 def test_wrong_rate_and_stereo_are_errors_without_conversion(corpus, tmp_path):
@@ -107,12 +121,10 @@ def test_duplicate_ids_are_named(corpus, tmp_path):
         prepare.run(libri_cfg(corpus), Cache(tmp_path / "cache"))
 
 
-def test_truncated_audio_is_found_by_decoding(corpus, tmp_path):
-    """The header still promises every sample: preparation with skip_bad decodes, validation always does."""
+def test_truncated_audio_is_found_by_validation(corpus, tmp_path):
+    """Preparation reads headers only (without skip_bad); validation decodes every file."""
     truncate(flac(corpus, "14-100-0002"))
-    out = prepare.run(libri_cfg(corpus, "data.skip_bad=true"), Cache(tmp_path / "skip"))
-    assert "utterance 14-100-0002: cannot decode" in (out / "skipped.txt").read_text()
-    out = prepare.run(libri_cfg(corpus), Cache(tmp_path / "strict"))
+    out = prepare.run(libri_cfg(corpus), Cache(tmp_path / "cache"))
     problems = validate.check(out, workers=2).problems
     assert len(problems) == 1 and re.search(r"train.jsonl: utterance 14-100-0002: cannot decode", problems[0])
 

@@ -134,13 +134,15 @@ def test_unparseable_wav_scp_values(value):
         wav_scp_path(value)
 
 
-def damaged(recipe, tmp_path, dir_name, file_name, edit):
-    """A copy of the recipe's data folder with one file of one dir edited (`edit(text) -> text`)."""
+def damaged(recipe, tmp_path, edits):
+    """A copy of the recipe's data folder with files edited: {(dir, file): [edit(text) -> text]}."""
     data = tmp_path / "recipe" / "data"
     shutil.copytree(recipe / "data", data)
     (tmp_path / "recipe" / "corpora").symlink_to(recipe / "corpora")
-    target = data / dir_name / file_name
-    target.write_text(edit(target.read_text()))
+    for (dir_name, file_name), functions in edits.items():
+        target = data / dir_name / file_name
+        for edit in functions:
+            target.write_text(edit(target.read_text()))
     return data
 
 
@@ -171,14 +173,26 @@ BAD_LISTS = [
 
 
 @pytest.mark.parametrize("dir_name, file_name, edit, message", BAD_LISTS)
-def test_bad_list_lines_are_named_or_skipped(recipe, tmp_path, trap, dir_name, file_name, edit, message):
-    data = damaged(recipe, tmp_path, dir_name, file_name, edit)
-    with pytest.raises(VpevalError, match=message):
+def test_bad_list_lines_are_named(recipe, tmp_path, trap, dir_name, file_name, edit, message):
+    data = damaged(recipe, tmp_path, {(dir_name, file_name): [edit]})
+    with pytest.raises(VpevalError, match=message + ".*set data.skip_bad=true"):
         prepare.run(vpc_cfg(data), Cache(tmp_path / "cache"))
+    assert not trap.exists()
+
+
+def test_bad_list_lines_are_all_skipped_and_listed(recipe, tmp_path, trap):
+    edits = {}
+    for dir_name, file_name, edit, _ in BAD_LISTS:
+        edits.setdefault((dir_name, file_name), []).append(edit)
+    data = damaged(recipe, tmp_path, edits)
     out = prepare.run(vpc_cfg(data, "data.skip_bad=true"), Cache(tmp_path / "cache"))
     skipped = (out / "skipped.txt").read_text()
-    assert len(skipped.splitlines()) == sum(summary_of(out)["skipped"].values()) >= 1
-    assert re.search(message, skipped)
+    for *_, message in BAD_LISTS:
+        assert re.search(re.sub(r":\d+:", r":\\d+:", message), skipped), message
+    # the bad lines, plus utterance 33-100-0002's trials and speaker 14's other three utterances
+    assert summary_of(out)["skipped"] == {"utterances": 8 + 3, "trials": 3 + 1}
+    assert len(skipped.splitlines()) == 15
+    assert "14" not in {u.speaker for u in read_manifest(manifest_path(out, "train"))}
     assert validate.check(out, workers=2).problems == []
     assert not trap.exists()
 
@@ -193,7 +207,7 @@ def test_bad_list_lines_are_named_or_skipped(recipe, tmp_path, trap, dir_name, f
     ("libri_dev_trials_m", None, None, r"libri_dev_trials_m: data dir not found"),
 ])
 def test_bad_dirs_are_named(recipe, tmp_path, dir_name, file_name, content, message):
-    data = damaged(recipe, tmp_path, "libri_dev_trials_m", "trials", lambda t: t)
+    data = damaged(recipe, tmp_path, {})
     target = data / dir_name / file_name if file_name else data / dir_name
     if content is None:
         shutil.rmtree(target) if target.is_dir() else target.unlink()
@@ -215,7 +229,7 @@ def test_relative_paths_follow_path_root(recipe, tmp_path):
 
 
 def test_enrolment_dir_without_enrolls_list_enrols_all(recipe, tmp_path):
-    data = damaged(recipe, tmp_path, "libri_dev_enrolls", "enrolls", lambda t: t)
+    data = damaged(recipe, tmp_path, {})
     (data / "libri_dev_enrolls" / "enrolls").unlink()
     reader = VoicePrivacyDirs(data)
     utts = [e.utterance(1.0, 16000) for e in GivenProtocol().entries(reader, "libri_dev")]
