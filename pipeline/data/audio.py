@@ -54,11 +54,11 @@ def read_audio(path: str | Path, sample_rate: int | None = None, *, mix: bool = 
 def audio_info(path: str | Path) -> tuple[int, int, int]:
     """(sample rate, frames, channels) from the header, without decoding."""
     try:
-        info = sf.info(str(path))
+        with sf.SoundFile(str(path)) as handle:
+            return handle.samplerate, handle.frames, handle.channels
     except (sf.LibsndfileError, RuntimeError, OSError) as exc:
         reason = "file not found" if not Path(path).exists() else f"cannot read audio header ({exc})"
         raise VpevalError(f"{path}: {reason}") from None
-    return info.samplerate, info.frames, info.channels
 
 
 def write_audio(path: str | Path, wav, sample_rate: int) -> Path:
@@ -79,17 +79,19 @@ def decode_problem(path: str | Path, sample_rate: int, duration: float, toleranc
     if not Path(path).is_file():
         return f"audio file {path} is missing"
     try:
-        wav, rate = sf.read(str(path), dtype="float32", always_2d=True)
+        with sf.SoundFile(str(path)) as handle:
+            rate, channels = handle.samplerate, handle.channels
+            frames = sum(len(block) for block in handle.blocks(1 << 16, dtype="int16", always_2d=True))
     except (sf.LibsndfileError, RuntimeError, OSError) as exc:
         return f"cannot decode {path} ({exc})"
-    if wav.shape[0] == 0:
+    if frames == 0:
         return f"{path} is empty (0 samples)"
-    if wav.shape[1] != 1:
-        return f"{path} has {wav.shape[1]} channels, expected mono"
+    if channels != 1:
+        return f"{path} has {channels} channels, expected mono"
     if rate != sample_rate:
         return f"{path} is {rate} Hz, the manifest says {sample_rate} Hz"
-    if abs(wav.shape[0] / rate - duration) > tolerance:
-        return f"{path} decodes to {wav.shape[0] / rate:.3f} s, the manifest says {duration} s (truncated?)"
+    if abs(frames / rate - duration) > tolerance:
+        return f"{path} decodes to {frames / rate:.3f} s, the manifest says {duration} s (truncated?)"
     return None
 
 

@@ -20,13 +20,14 @@ The stage summary lists the evaluation sets (`eval_sets`), counts, conversions a
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.config import instantiate
-from pipeline.data.corpus import MAIN, Entry, Problems, set_name
+from pipeline.data.corpus import MAIN, Entry, Problems, ProtocolSource, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
 from pipeline.data.manifest import GENDERS, Utterance, write_manifest, write_trials
 from pipeline.data.protocol import Protocol
@@ -66,9 +67,12 @@ def corpus_root(data: DictConfig) -> Path:
 
 def fingerprint(root: Path) -> str:
     """A cheap identity of a corpus tree: every file's relative path, size and mtime."""
-    entries = sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
-                     for p in root.rglob("*") if p.is_file())
-    return content_hash(entries)
+    entries = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            info = os.stat(os.path.join(folder, name))
+            entries.append((os.path.relpath(os.path.join(folder, name), root), info.st_size, info.st_mtime_ns))
+    return content_hash(sorted(entries))
 
 
 def run(data: DictConfig, cache: Cache) -> Path:
@@ -87,7 +91,8 @@ def _build(out: Path, data: DictConfig, root: Path) -> dict:
     protocol = instantiate(data.protocol)
     skip_bad = bool(data.get("skip_bad", False))
     problems = Problems()
-    listed = {"train": [e for subset in data.subsets.train for e in reader.entries(subset)]}
+    train_subsets = [data.subsets.train] if isinstance(data.subsets.train, str) else data.subsets.train
+    listed = {"train": [e for subset in train_subsets for e in reader.entries(subset)]}
     listed.update({split: protocol.entries(reader, data.subsets[split]) for split in SPLITS})
     _check_unseen(listed, root)
     screened, multichannel = _screen_lists(listed, problems, data)
@@ -126,16 +131,16 @@ def _screen_lists(listed: dict[str, list[Entry]], problems: Problems,
 
 
 def _check_unseen(listed: dict[str, list[Entry]], root: Path) -> None:
-    train_speakers = {e.speaker for e in listed["train"]}
+    train_speakers = {e.speaker for e in listed["train"] if not e.problem}
     for split in SPLITS:
-        overlap = train_speakers & {e.speaker for e in listed[split]}
+        overlap = train_speakers & {e.speaker for e in listed[split] if not e.problem}
         if overlap:
             raise VpevalError(f"{root}: {split} speakers {sorted(overlap)[:5]} are also in the "
                               "attacker's training data; evaluation speakers must be unseen")
 
 
-def _protocols(protocol, reader, screened: dict[str, list[Utterance]], data: DictConfig, root: Path,
-               problems: Problems) -> dict[tuple[str, str], Protocol]:
+def _protocols(protocol: ProtocolSource, reader: Reader, screened: dict[str, list[Utterance]], data: DictConfig,
+               root: Path, problems: Problems) -> dict[tuple[str, str], Protocol]:
     """Every split's protocols by (split, variant)."""
     sets = {}
     for split in SPLITS:
