@@ -60,7 +60,8 @@ def test_stereo_and_other_rates_are_converted_once_conforming_audio_stays_in_pla
     stereo = np.stack([tone(0.5, 130), tone(0.5, 140)], axis=1)
     sf.write(str(flac(corpus, "12-100-0003")), stereo, 16000, subtype="PCM_16")
     out = prepare.run(libri_cfg(corpus), Cache(tmp_path / "cache"))
-    utts = {u.id: u for name in ("train", "dev_enrolls", "dev_trials_f") for u in read_manifest(manifest_path(out, name))}
+    utts = {u.id: u for name in ("train", "dev_enrolls", "dev_trials_f")
+            for u in read_manifest(manifest_path(out, name))}
     for utt_id in ("21-100-0001", "12-100-0003"):
         info = sf.info(utts[utt_id].path)
         assert utts[utt_id].path == str(out / "audio" / utt_id.split("-")[0] / f"{utt_id}.flac")

@@ -76,7 +76,8 @@ def first_trial(list_name, folder):
 
 
 CASES = {
-    "missing file": (audio_swap("11-100-0000", lambda p: None), r"train.jsonl: utterance 11-100-0000: audio file .* is missing"),
+    "missing file": (audio_swap("11-100-0000", lambda p: None),
+                     r"train.jsonl: utterance 11-100-0000: audio file .* is missing"),
     "corrupt file": (audio_swap("11-100-0001", lambda p: p.write_bytes(b"junk" * 50)), r"11-100-0001: cannot decode"),
     "truncated file": (audio_swap("12-100-0000", broken), r"12-100-0000: cannot decode .*12-100-0000.flac"),
     "stereo": (audio_swap("12-100-0001", lambda p: sf.write(str(p), np.zeros((8000, 2), np.float32), 16000)),
@@ -92,7 +93,8 @@ CASES = {
     "duplicate id": (lambda f: edit_manifest(f, "train", lambda r: [r, r] if r["id"] == "11-100-0002" else [r]),
                      r"train.jsonl:4: duplicate utterance id '11-100-0002'"),
     "two paths for one id": (copy_record("dev_enrolls", "test_enrolls", path="/elsewhere.flac"),
-                             r"test_enrolls.jsonl: utterance 2\d-100-\d+ is /elsewhere.flac here but .* in dev_enrolls"),
+                             r"test_enrolls.jsonl: utterance 2\d-100-\d+ is /elsewhere.flac here but .* in "
+                             r"dev_enrolls"),
     "gender": (lambda f: edit_manifest(f, "dev_enrolls", lambda r: [{**r, "gender": "f"}]),
                r"dev_trials_m.jsonl: speaker 2\d is 'm' here but 'f' in dev_enrolls"),
     "training speaker": (lambda f: edit_manifest(f, "train", lambda r: [r, {**r, "id": "x", "speaker": "31"}]
@@ -114,7 +116,8 @@ CASES = {
                          r"dev_trials_f.txt: needs both target and non-target trials \(0 target of"),
     "enrolment utterance tried": (copy_record("dev_enrolls", "dev_trials_f"),
                                   r"dev_trials_f.txt: utterances \[.*\] are both enrolment \(dev_enrolls\) and trial"),
-    "malformed trial line": (append_trial("test_trials_m", "33 only-two"), r"test_trials_m.txt:\d+: expected 'enroll test"),
+    "malformed trial line": (append_trial("test_trials_m", "33 only-two"),
+                             r"test_trials_m.txt:\d+: expected 'enroll test"),
 }
 
 

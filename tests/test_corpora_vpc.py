@@ -30,7 +30,8 @@ def wav_value(recipe, utt, n):
 
 def vpc_recipe(recipe, vctk_common=False):
     """A VPC recipe folder: audio under corpora/, Kaldi dirs under data/ (libri_* or vctk_* sets)."""
-    librispeech_tree(recipe / "corpora" / "LibriSpeech", {"train-clean-360": TRAIN, "eval": {**EVAL["dev"], **EVAL["test"]}})
+    librispeech_tree(recipe / "corpora" / "LibriSpeech",
+                     {"train-clean-360": TRAIN, "eval": {**EVAL["dev"], **EVAL["test"]}})
     data = recipe / "data"
     rows = lambda speakers, utts=range(4): [  # noqa: E731
         (f"{s}-100-{i:04d}", s, g.lower(), wav_value(recipe, f"{s}-100-{i:04d}", n))

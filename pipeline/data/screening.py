@@ -5,8 +5,13 @@ only where they are needed: converting audio that is not mono at the configured 
 FLAC copies, and checking that files decode (validation, or preparation with
 `data.skip_bad`). Every pool shows a progress bar.
 
->>> utts = screen(entries, problems, sample_rate=16000, convert=True)         # doctest: +SKIP
->>> ready = conform(utts, out / "audio", problems, sample_rate=16000)         # doctest: +SKIP
+>>> screened = screen(entries, problems, sample_rate=16000, convert=True)      # doctest: +SKIP
+>>> utts = [u for u in screened.utterances if u is not None]                  # doctest: +SKIP
+>>> ready = conform(utts, out / "audio", problems, sample_rate=16000,
+...                 multichannel=screened.multichannel)                        # doctest: +SKIP
+
+Worker processes re-import the main module, as with any `spawn`/`forkserver` pool: a
+script that prepares or validates needs the usual `if __name__ == "__main__":` guard.
 """
 from __future__ import annotations
 
@@ -100,26 +105,23 @@ def screen(entries: list[Entry], problems: Problems, *, sample_rate: int, conver
     for i, entry in enumerate(entries):
         if entry.id in first_seen:
             duplicate.add(i)
-            problems.utterance(entry.where, f"duplicate utterance id {entry.id!r} (first at {first_seen[entry.id].where})")
+            first = first_seen[entry.id].where
+            problems.utterance(entry.where, f"duplicate utterance id {entry.id!r} (first at {first})")
         else:
             first_seen[entry.id] = entry
     headers = thread_map(probe, entries, desc)
     screened = Screened([])
     for i, (entry, header) in enumerate(zip(entries, headers)):
-        problem = None if i not in duplicate else "duplicate"
-        if problem is None and isinstance(header, str):
-            problem = header
-        elif problem is None:
-            rate, frames, channels = header
-            problem = _header_problem(entry, rate, frames, channels, sample_rate, convert)
-        if problem is None:
-            screened.utterances.append(entry.utterance(frames / rate, rate))
-            if channels > 1:
-                screened.multichannel.add(entry.id)
+        problem = header if isinstance(header, str) else _header_problem(entry, *header, sample_rate, convert)
+        if i in duplicate or problem:
+            if i not in duplicate:
+                problems.utterance(entry.where, problem)
+            screened.utterances.append(None)
             continue
-        if problem != "duplicate":
-            problems.utterance(entry.where, problem)
-        screened.utterances.append(None)
+        rate, frames, channels = header
+        screened.utterances.append(entry.utterance(frames / rate, rate))
+        if channels > 1:
+            screened.multichannel.add(entry.id)
     return screened
 
 
