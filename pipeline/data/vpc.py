@@ -168,11 +168,11 @@ class GivenProtocol:
             for g, trial_dir in dirs.items():
                 listed = reader.utterance_ids(trial_dir)
                 trial_utts[g] = [ready[i] for i in listed if i in ready and i not in enroll_ids]
-                usable = {u.id for u in trial_utts[g]}
+                usable, known = {u.id for u in trial_utts[g]}, set(listed)
                 trials[g] = []
                 for where, trial, problem in reader.trials(trial_dir):
                     if not problem:
-                        problem = self._trial_problem(trial, enrolled, usable, set(listed), enroll_dir, trial_dir)
+                        problem = self._trial_problem(trial, enrolled, usable, known, enroll_dir, trial_dir)
                     if problem:
                         problems.trial(where, problem)
                     else:
