@@ -1,0 +1,1 @@
+"""Privacy metrics on target / non-target scores, exact to the VoicePrivacy reference toolkits."""
