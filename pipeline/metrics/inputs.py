@@ -51,3 +51,15 @@ def as_llrs(values, name: str) -> np.ndarray:
     if np.isnan(array).any():
         raise ScoreError(f"{name} LLRs contain NaN (first at index {int(np.flatnonzero(np.isnan(array))[0])})")
     return array
+
+
+def first_repeat(first: np.ndarray, second: np.ndarray) -> tuple[int, int] | None:
+    """Indices (earlier, later) of the first pair (first[i], second[i]) that repeats an
+    earlier one, or None when all pairs are distinct."""
+    pair = np.char.add(np.char.add(first.astype(str), "\t"), second.astype(str))
+    order = np.argsort(pair, kind="stable")
+    repeated = np.flatnonzero(pair[order][1:] == pair[order][:-1])
+    if not len(repeated):
+        return None
+    earliest = repeated[np.argmin(order[repeated + 1])]
+    return int(order[earliest]), int(order[earliest + 1])
