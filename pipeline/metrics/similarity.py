@@ -174,7 +174,7 @@ def _usable_trials(table: TrialTable, unordered: bool) -> np.ndarray:
         kind = "unordered pair" if unordered else "pair"
         raise input_error(
             table.source,
-            f"trial {first[later]} / {second[later]} repeats the {kind} at line {table.where(earlier)}",
+            f"trial {table.segment_a[later]} / {table.segment_b[later]} repeats the {kind} at line {table.where(earlier)}",
             table.where(later),
         )
     return keep
