@@ -28,7 +28,7 @@ from tests.test_metrics_reference import (
     reference_rocch_eer,
 )
 
-PROFILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # few distinct levels make ties between and within classes common
 tied = st.lists(st.integers(-4, 4).map(float), min_size=1, max_size=25)

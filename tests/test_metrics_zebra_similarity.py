@@ -55,11 +55,11 @@ def test_z_function_closed_form_series_and_limits():
 def test_d_ece_is_the_area_between_prior_and_calibrated_ece_profiles():
     rng = np.random.default_rng(1)
     tar, non = rng.normal(1.5, 1, 3000), rng.normal(0, 1, 5000)
-    plo = np.linspace(-40, 40, 40001)
-    profile = ece_profile(tar, non, plo, actual=False)
-    prior = 1 / (1 + np.exp(-plo))
-    area = np.trapezoid(profile.reference - profile.calibrated, x=prior)
-    assert zebra(tar, non).d_ece == pytest.approx(area, abs=1e-4)
+    prior = np.linspace(0, 1, 1001)[1:-1]  # a uniform grid over the prior; the gap is 0 at both ends
+    profile = ece_profile(tar, non, np.log(prior) - np.log1p(-prior), actual=False)
+    gap = np.concatenate(([0.0], profile.reference - profile.calibrated, [0.0]))
+    area = np.trapezoid(gap, x=np.concatenate(([0.0], prior, [1.0])))
+    assert zebra(tar, non).d_ece == pytest.approx(area, abs=1e-5)
     # calibrated scores never carry less information than no scores, at any prior
     assert (profile.calibrated <= profile.reference + 1e-12).all()
 
