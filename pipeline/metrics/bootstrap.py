@@ -13,7 +13,7 @@ import numpy as np
 from pipeline.metrics.cllr import cllr_of_bins
 from pipeline.metrics.eer import rocch_eer
 from pipeline.metrics.inputs import ScoreError
-from pipeline.metrics.roc import group_scores, pav, pav_bins
+from pipeline.metrics.roc import group_scores, pav, pav_bins, trial_groups
 
 UNITS = ("speakers", "trials")
 
@@ -61,8 +61,7 @@ def bootstrap_ci(tar, non, n_resamples: int = 1000, unit: str = "speakers",
     if not 0 < confidence < 1:
         raise ScoreError(f"confidence must lie strictly between 0 and 1, got {confidence}")
     groups = group_scores(tar, non)
-    tar_group = np.searchsorted(groups.scores, np.asarray(tar, dtype=np.float64))
-    non_group = np.searchsorted(groups.scores, np.asarray(non, dtype=np.float64))
+    tar_group, non_group = trial_groups(groups, tar, non)
     n_groups = len(groups.scores)
     rng = np.random.default_rng(seed)
     if unit == "speakers":

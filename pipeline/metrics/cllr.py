@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.metrics.inputs import as_scores
-from pipeline.metrics.roc import PavBins, bin_llrs, group_scores, pav_bins
+from pipeline.metrics.roc import PavBins, bin_llrs, group_scores, pav_bins, trial_groups
 
 LN2 = np.log(2.0)
 
@@ -62,13 +62,9 @@ def pav_llrs(tar, non, laplace: bool = False) -> tuple[np.ndarray, np.ndarray]:
     groups = group_scores(tar, non)
     bins = pav_bins(groups, laplace=laplace)
     llrs = bin_llrs(bins, groups.n_target, groups.n_nontarget)
-    offset = 1 if laplace else 0
+    offset = 1 if laplace else 0  # with Laplace, group 0 is the low pseudo group
     bin_of_group = np.repeat(
         np.arange(len(llrs)), np.diff(np.append(bins.group_start, len(groups.scores) + 2 * offset))
     )[offset : offset + len(groups.scores)]
-
-    def llrs_of(scores) -> np.ndarray:
-        group = np.searchsorted(groups.scores, np.asarray(scores, dtype=np.float64))
-        return llrs[bin_of_group[group]]
-
-    return llrs_of(tar), llrs_of(non)
+    tar_group, non_group = trial_groups(groups, tar, non)
+    return llrs[bin_of_group[tar_group]], llrs[bin_of_group[non_group]]

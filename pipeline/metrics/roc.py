@@ -94,6 +94,22 @@ def _merge(tar_sorted: np.ndarray, non_sorted: np.ndarray) -> tuple[np.ndarray, 
     return merged, is_target
 
 
+def trial_groups(groups: ScoreGroups, tar, non) -> tuple[np.ndarray, np.ndarray]:
+    """Score-group index of every target and non-target trial, in input order.
+
+    Found by sorting (a binary search of 10^7 unsorted scores is cache-bound and ~20x slower).
+    """
+    merged, is_target = _merge(groups.tar_sorted, groups.non_sorted)
+    group = np.cumsum(np.concatenate(([True], merged[1:] != merged[:-1]))) - 1
+    return _unsort(tar, group[is_target]), _unsort(non, group[~is_target])
+
+
+def _unsort(scores, values_in_score_order: np.ndarray) -> np.ndarray:
+    out = np.empty_like(values_in_score_order)
+    out[np.argsort(np.asarray(scores, dtype=np.float64))] = values_in_score_order
+    return out
+
+
 def pav(targets: np.ndarray, nontargets: np.ndarray) -> PavBins:
     """Isotonic regression of the target fraction over ordered groups of trials.
 

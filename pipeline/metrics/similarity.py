@@ -99,8 +99,7 @@ def similarity_metrics(oo: TrialTable, op: TrialTable, pp: TrialTable,
     kept = {name: _usable_trials(table, unordered=name != "op") for name, table in tables.items()}
     speakers = np.unique(np.concatenate(
         [side[kept[name]] for name, table in tables.items() for side in (table.speaker_a, table.speaker_b)]
-    ).astype(str)).tolist()
-    position = {speaker: index for index, speaker in enumerate(speakers)}
+    ).astype(str))
     notes: dict = {}
     matrices = {variant: {} for variant in VARIANTS}
     d_ece, cmin = {}, {}
@@ -115,8 +114,8 @@ def similarity_metrics(oo: TrialTable, op: TrialTable, pp: TrialTable,
         llrs = scores.copy()
         if calibrated:
             llrs[target], llrs[~target] = pav_llrs(tar, non, laplace=True)
-        row = np.array([position[s] for s in table.speaker_a[keep]], dtype=np.int64)
-        col = np.array([position[s] for s in table.speaker_b[keep]], dtype=np.int64)
+        row = np.searchsorted(speakers, table.speaker_a[keep].astype(str))
+        col = np.searchsorted(speakers, table.speaker_b[keep].astype(str))
         sums = _cell_sums(row, col, [np.ones_like(llrs), llrs, -np.logaddexp(0.0, -llrs)],
                           len(speakers), symmetric=name != "op")
         count, llr_sum, log_posterior_sum = sums
@@ -134,7 +133,7 @@ def similarity_metrics(oo: TrialTable, op: TrialTable, pp: TrialTable,
         deid[variant] = _one_minus_ratio(dd["op"], dd["oo"], f"deid_{variant}", "D_diag(M_OO)", notes)
         g_vd[variant] = _gain_db(dd["pp"], dd["oo"], f"g_vd_{variant}", "D_diag(M_PP)", "D_diag(M_OO)", notes)
     return SimilarityResult(
-        speakers=speakers,
+        speakers=speakers.tolist(),
         calibrated=calibrated,
         matrices=matrices,
         d_diag=d_diag,
