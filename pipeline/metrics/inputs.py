@@ -26,7 +26,7 @@ def as_scores(values, name: str) -> np.ndarray:
     array = np.asarray(values)
     if array.dtype != np.float32:
         try:
-            array = array.astype(np.float64)
+            array = array.astype(np.float64, copy=False)
         except (TypeError, ValueError):
             raise ScoreError(f"{name} scores are not numeric (dtype {array.dtype})") from None
     if array.ndim != 1:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import expit
 
 from pipeline.errors import input_error
 from pipeline.metrics.cllr import min_cllr, pav_llrs
@@ -108,19 +109,18 @@ def similarity_metrics(oo: TrialTable, op: TrialTable, pp: TrialTable,
         target = table.is_target()[keep]
         scores = table.score[keep]
         tar, non = _classes(table, scores, target)
-        disclosure = zebra(tar, non)
-        d_ece[name] = disclosure.d_ece
+        d_ece[name] = zebra(tar, non).d_ece
         cmin[name] = min_cllr(tar, non)
         llrs = scores.copy()
         if calibrated:
             llrs[target], llrs[~target] = pav_llrs(tar, non, laplace=True)
         row = np.searchsorted(speakers, table.speaker_a[keep].astype(str))
         col = np.searchsorted(speakers, table.speaker_b[keep].astype(str))
-        sums = _cell_sums(row, col, [np.ones_like(llrs), llrs, -np.logaddexp(0.0, -llrs)],
-                          len(speakers), symmetric=name != "op")
-        count, llr_sum, log_posterior_sum = sums
-        with np.errstate(invalid="ignore", divide="ignore"):
-            matrices["sigmoid_mean_llr"][name] = 1 / (1 + np.exp(-llr_sum / count))
+        count, llr_sum, log_posterior_sum = _cell_sums(
+            row, col, [np.ones_like(llrs), llrs, -np.logaddexp(0.0, -llrs)], len(speakers),
+            symmetric=name != "op")
+        with np.errstate(invalid="ignore"):  # 0 / 0 in cells without trials gives NaN
+            matrices["sigmoid_mean_llr"][name] = expit(llr_sum / count)
             matrices["geometric_mean"][name] = np.exp(log_posterior_sum / count)
         empty = int((count == 0).sum())
         if empty:
