@@ -12,6 +12,7 @@ from pipeline.metrics import (
     SUMMARY_KEYS,
     ScoreError,
     bootstrap_ci,
+    calibration_extension,
     det_curve,
     ece_profile,
     eer,
@@ -169,6 +170,17 @@ def test_cli_refuses_tables_not_in_threes_and_bad_files(tmp_path, capsys):
     assert "missing.txt: score file not found" in capsys.readouterr().err
     assert main(["--help"]) == 0
     assert main([]) == 2
+
+
+def test_cli_calibration_extension(tmp_path, capsys):
+    run0, run1 = _trials(tmp_path / "run0.txt", seed=4), _trials(tmp_path / "run1.txt", seed=5)
+    out = tmp_path / "c.json"
+    assert main([str(run1), "--c-ece", str(run0), str(run1), "--json", str(out)]) == 0
+    assert "ZEBRA calibration extension" in capsys.readouterr().out
+    reported = json.loads(out.read_text())["calibration_extension"]
+    expected = calibration_extension(*_classes(run0), *_classes(run1))
+    assert reported["c_ece_isotonic"] == expected.c_ece_isotonic
+    assert reported["c_ece_linear"] == expected.c_ece_linear
 
 
 def test_cli_trial_bootstrap_on_score_label_file(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
     vpeval metrics scores/oa_f.txt scores/aa_f.txt --bootstrap 1000 --json metrics.json
     vpeval metrics oo.txt op.txt pp.txt --figures figs/
+    vpeval metrics run0.txt run1.txt --c-ece run0.txt run1.txt
 
 Each FILE gets `summary()` (and, on request, bootstrap intervals and the per-speaker
 breakdown). Trial tables (5 fields) come in threes, in the order OO OP PP, and also give
@@ -16,6 +17,7 @@ from pathlib import Path
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_json
 from pipeline.metrics.bootstrap import UNITS, bootstrap_ci
+from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve
 from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, read_scores
 from pipeline.metrics.similarity import SETS, VARIANTS, SimilarityResult, similarity_metrics
@@ -44,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--zoo", action="store_true", help="per-speaker breakdown (JSON only)")
     parser.add_argument("--raw-similarity", action="store_true",
                         help="similarity matrices on the raw scores instead of PAV-calibrated ones")
+    parser.add_argument("--c-ece", nargs=2, metavar=("RUN0", "RUN1"),
+                        help="ZEBRA calibration extension: calibrations trained on the scores of "
+                        "RUN0 and applied to RUN1 (two runs of one stochastic anonymiser)")
     parser.add_argument("--figures", metavar="DIR", type=Path,
                         help="write DET, ZEBRA and similarity-matrix figures (PNG) here")
     return parser
@@ -79,6 +84,13 @@ def compute(args: argparse.Namespace) -> tuple[dict, list[ScoreFile], Similarity
         raise VpevalError(f"trial tables come in threes (OO OP PP, in that order), got {len(tables)}: "
                           + ", ".join(f.path for f in tables))
     report: dict = {"files": [_file_report(f, args) for f in files]}
+    if args.c_ece:
+        run0, run1 = (read_scores(path) for path in args.c_ece)
+        report["calibration_extension"] = {
+            "run0": run0.path, "run1": run1.path,
+            **calibration_extension(run0.target_scores, run0.nontarget_scores,
+                                    run1.target_scores, run1.nontarget_scores).as_dict(),
+        }
     result = None
     if tables:
         result = similarity_metrics(*(f.table for f in tables), calibrated=not args.raw_similarity)
@@ -159,6 +171,8 @@ def render(report: dict) -> str:
         lines.append("\n".join(extra))
     if "similarity" in report:
         lines.append(_render_similarity(report["similarity"]))
+    if "calibration_extension" in report:
+        lines.append(_render_calibration(report["calibration_extension"]))
     lines.append("minDCF at p_target={p_target}, c_miss={c_miss}, c_fa={c_fa}; EER-VPC: threshold "
                  "sweep of the VPC 2024 toolkit".format(**report["files"][0]["summary"]["min_dcf_params"]))
     return "\n\n".join(lines)
@@ -177,6 +191,15 @@ def _render_similarity(sim: dict) -> str:
         _num(sim["g_dece_pp_oo"], 2), _num(sim["g_cllr_pp_oo"], 2)]])
     notes = [f"similarity: {key}: {reason}" for key, reason in sim["notes"].items()]
     return "\n".join([head, variants, zebra_based, *notes])
+
+
+def _render_calibration(ext: dict) -> str:
+    head = (f"ZEBRA calibration extension (trained on {ext['run0']}, applied to {ext['run1']}): "
+            f"D_ECE run0 {_num(ext['d_ece_run0'], 3)}, run1 {_num(ext['d_ece_run1'], 3)} bits")
+    rows = [[method, _num(ext[f"c_ece_{method}"], 4), _num(ext[f"cllr_{method}"], 3)]
+            for method in ("linear", "isotonic")]
+    notes = [f"calibration extension: {key}: {reason}" for key, reason in ext["notes"].items()]
+    return "\n".join([head, _table(["calibration", "C_ECE bits", "Cllr"], rows), *notes])
 
 
 def _num(value, digits: int, scale: float = 1.0) -> str:
