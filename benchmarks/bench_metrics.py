@@ -131,7 +131,7 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     print(f"# vpeval metrics benchmark, {datetime.date.today()}, {platform.processor() or platform.machine()}, "
           f"{cores} usable cores, Python {platform.python_version()}, numpy {np.__version__}, "
-          f"scipy {scipy.__version__}")
+          f"scipy {scipy.__version__}, load average {os.getloadavg()[0]:.1f}")
     for size in (int(s) for s in args.sizes):
         tar, non = scores(size, args.seed)
         print(f"\n## {size:,d} trials ({len(tar):,d} target, {len(non):,d} non-target), best of {args.repeat}")
@@ -142,7 +142,8 @@ def main() -> None:
                 total += seconds
             print(f"{name:34s} {seconds:8.3f} s")
         print(f"{'sum of the separate scalar metrics':34s} {total:8.3f} s")
-    print(f"\npeak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    print(f"\npeak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB, "
+          f"load average {os.getloadavg()[0]:.1f}")
     print("\n## reference implementations (same score distribution)")
     for line in run_references(args.reference_cap, args.reference_max_trials, args.seed):
         print(line)

@@ -82,14 +82,19 @@ class SimilarityResult:
     notes: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        """JSON-ready copy: matrices as nested lists, empty cells as None."""
+        """JSON-ready copy: matrices as nested lists; NaN (no trials) as None."""
         out = dict(self.__dict__)
         out["matrices"] = {
-            variant: {name: [[None if np.isnan(v) else float(v) for v in row] for row in matrix]
-                      for name, matrix in per_set.items()}
+            variant: {name: [[_or_none(v) for v in row] for row in matrix] for name, matrix in per_set.items()}
             for variant, per_set in self.matrices.items()
         }
+        out["d_diag"] = {variant: {name: _or_none(v) for name, v in per_set.items()}
+                         for variant, per_set in self.d_diag.items()}
         return out
+
+
+def _or_none(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
 
 
 def similarity_metrics(oo: TrialTable, op: TrialTable, pp: TrialTable,
