@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from scipy.special import expit
 
 from pipeline.metrics.inputs import as_llrs
 from pipeline.metrics.roc import PavBins, ScoreGroups, bin_llrs, group_scores, pav_bins
@@ -146,9 +147,7 @@ def ece_profile(tar, non, prior_log_odds=DEFAULT_PRIOR_LOG_ODDS, actual: bool = 
     calibrated = weighted_ece(llrs, bins.targets, llrs, bins.nontargets, plo)
     raw = None
     if actual:
-        raw = weighted_ece(
-            groups.scores, groups.targets, groups.scores, groups.nontargets, plo
-        )
+        raw = weighted_ece(groups.scores, groups.targets, groups.scores, groups.nontargets, plo)
     return EceProfile(plo, ece(np.zeros(1), np.zeros(1), plo), calibrated, raw)
 
 
@@ -169,7 +168,7 @@ def weighted_ece(tar_llrs, tar_counts, non_llrs, non_counts, prior_log_odds) -> 
     non_llrs, non_counts = np.asarray(non_llrs)[non_keep], non_counts[non_keep]
     profile = []
     for plo in np.atleast_1d(np.asarray(prior_log_odds, dtype=np.float64)):
-        p_tar = 1 / (1 + np.exp(-plo))
+        p_tar = expit(plo)
         tar_cost = np.sum(tar_counts * np.logaddexp(0.0, -(tar_llrs + plo))) / tar_counts.sum()
         non_cost = np.sum(non_counts * np.logaddexp(0.0, non_llrs + plo)) / non_counts.sum()
         profile.append((p_tar * tar_cost + (1 - p_tar) * non_cost) / LN2)
