@@ -1,0 +1,67 @@
+"""Linkability D<->sys (Gomez-Barrero et al. 2017), as the Inria anonymization metrics
+used by VPC 2020-2024 compute it (maouche2020 §3.3)."""
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.metrics.inputs import ScoreError, UndefinedMetricError
+from pipeline.metrics.roc import group_scores
+
+
+def linkability(tar, non, omega: float = 1.0, n_bins: int | None = None) -> float:
+    """Global linkability D_sys of mated (target) against non-mated scores, in [0, 1].
+
+    Inria defaults: n_bins = min(n_mated // 10, 100); edges linspace(min, max of all
+    scores, n_bins + 1); per-class density histograms; LR = p_m / p_nm (1 where p_nm = 0);
+    D = 2 omega LR / (1 + omega LR) - 1 where omega LR > 1, else 0, and D = 1 where
+    p_nm = 0 < p_m; D_sys = trapezoid integral of D p_m over the bin centres.
+
+    Raises `UndefinedMetricError` with fewer than 2 bins (fewer than 20 mated scores with
+    the default): no bins at all below 10, and with one bin the trapezoid over a single
+    centre is 0 whatever the scores. When every score is equal the two distributions
+    coincide and D_sys = 0.
+    """
+    groups = group_scores(tar, non)
+    return linkability_from_sorted(groups.tar_sorted, groups.non_sorted, omega, n_bins)
+
+
+def linkability_from_sorted(mated, nonmated, omega: float = 1.0, n_bins: int | None = None) -> float:
+    """`linkability` on ascending float64 arrays (histograms by binary search)."""
+    if not (np.isfinite(omega) and omega > 0):
+        raise ScoreError(f"linkability: omega must be a positive number, got {omega}")
+    n_mated = len(mated)
+    if n_bins is None:
+        n_bins = min(n_mated // 10, 100)
+        if n_bins == 0:
+            raise UndefinedMetricError(
+                f"linkability needs at least 10 mated (target) scores, got {n_mated} "
+                "(Inria default n_bins = min(n_mated // 10, 100) gives no bin)"
+            )
+    if int(n_bins) != n_bins or n_bins < 1:
+        raise ScoreError(f"linkability: n_bins must be a positive integer, got {n_bins}")
+    if n_bins < 2:
+        raise UndefinedMetricError(
+            f"linkability with 1 histogram bin is 0 by construction (trapezoid over a single bin "
+            f"centre); the default needs at least 20 mated scores, got {n_mated}"
+        )
+    low, high = min(mated[0], nonmated[0]), max(mated[-1], nonmated[-1])
+    if low == high:
+        return 0.0
+    edges = np.linspace(low, high, int(n_bins) + 1)
+    centres = (edges[1:] + edges[:-1]) / 2
+    p_mated = _density(mated, edges)
+    p_nonmated = _density(nonmated, edges)
+    lr = np.divide(p_mated, p_nonmated, out=np.ones_like(p_mated), where=p_nonmated != 0)
+    local = 2 * (omega * lr / (1 + omega * lr)) - 1
+    local[omega * lr <= 1] = 0
+    local[(p_nonmated == 0) & (p_mated != 0)] = 1
+    return float(np.trapezoid(local * p_mated, x=centres))
+
+
+def _density(sorted_scores: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """`np.histogram(scores, edges, density=True)[0]` on sorted scores, in O(bins log n)."""
+    below = np.concatenate(
+        (np.searchsorted(sorted_scores, edges[:-1], "left"), np.searchsorted(sorted_scores, edges[-1:], "right"))
+    )
+    counts = np.diff(below)
+    return counts / np.diff(edges) / counts.sum()

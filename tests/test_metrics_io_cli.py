@@ -1,0 +1,278 @@
+"""Score files, the `vpeval metrics` command, figures, the per-speaker breakdown and the bootstrap."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.errors import VpevalError
+from pipeline.metrics import (
+    SUMMARY_KEYS,
+    ScoreError,
+    bootstrap_ci,
+    calibration_extension,
+    det_curve,
+    ece_profile,
+    eer,
+    min_cllr,
+    read_scores,
+    similarity_metrics,
+    speaker_breakdown,
+    summary,
+)
+from pipeline.metrics.cli import main
+from pipeline.report.figures import det_figure, ece_profiles_figure, similarity_matrices_figure
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _write(path: Path, lines) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
+
+
+def _trials(path: Path, seed: int = 0, speakers: int = 6, per_speaker: int = 25) -> Path:
+    rng = np.random.default_rng(seed)
+    lines = []
+    for s in range(speakers):
+        for u in range(per_speaker):
+            target = u % 4 == 0
+            owner = s if target else (s + 1 + u % (speakers - 1)) % speakers
+            score = rng.normal(2.0 if target else 0.0)
+            lines.append(f"spk{s} utt{owner}_{u} {score:.6f} {'target' if target else 'nontarget'}")
+    return _write(path, lines)
+
+
+def _tables(folder: Path, seed: int = 1) -> list[Path]:
+    rng = np.random.default_rng(seed)
+    segments = [(f"s{k}", f"s{k}_{u}") for k in range(5) for u in range(4)]
+    oo, op, pp = [], [], []
+    for i, (sa, ga) in enumerate(segments):
+        for sb, gb in segments[i + 1:]:
+            oo.append(f"{sa} {ga} {sb} {gb} {rng.normal(3 if sa == sb else 0):.5f}")
+            pp.append(f"{sa} {ga} {sb} {gb} {rng.normal(1 if sa == sb else 0):.5f}")
+        for sb, gb in segments:
+            op.append(f"{sa} {ga} {sb} {gb} {rng.normal(0.3 if sa == sb else 0):.5f}")
+    return [_write(folder / f"{name}.txt", lines) for name, lines in (("oo", oo), ("op", op), ("pp", pp))]
+
+
+# ---------------------------------------------------------------- score files
+
+
+def test_read_the_three_formats(tmp_path):
+    labelled = read_scores(_write(tmp_path / "a.txt", ["0.5 1", "-0.25 0", "", "1e-3 0"]))
+    assert labelled.format == "score_label" and labelled.target_speakers is None
+    np.testing.assert_array_equal(labelled.target_scores, [0.5])
+    np.testing.assert_array_equal(labelled.nontarget_scores, [-0.25, 1e-3])
+    trials = read_scores(_write(tmp_path / "b.txt", ["s1 u1 2.0 target", "s1 u2 -1 nontarget", "s2 u1 0 nontarget"]))
+    assert trials.format == "trials"
+    np.testing.assert_array_equal(trials.nontarget_speakers, ["s1", "s2"])
+    table = read_scores(_write(tmp_path / "c.txt", ["a a1 a a2 1.5", "a a1 b b1 -2", "a a1 a a1 9"]))
+    assert table.format == "table" and table.table is not None
+    np.testing.assert_array_equal(table.target_scores, [1.5])  # the self-trial is left out
+    np.testing.assert_array_equal(table.table.lines, [1, 2, 3])
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([], r"x.txt: no trials: the file is empty"),
+        (["1 2 3"], r"x.txt:1: 3 fields; expected one of"),
+        (["0.5 1", "0.2 0 extra"], r"x.txt:2: 3 fields, expected 2 \(score label\)"),
+        (["0.5 1", "zero 0"], r"x.txt:2: score 'zero' is not a number"),
+        (["0.5 1", "", "nan 0"], r"x.txt:3: score 'nan' is not finite"),
+        (["0.5 1", "-inf 0"], r"x.txt:2: score '-inf' is not finite"),
+        (["0.5 1", "0.1 2"], r"x.txt:2: unknown label '2'; expected '1' or '0'"),
+        (["s u 1 target", "s v 1 impostor"], r"x.txt:2: unknown label 'impostor'"),
+        (["0.5 1", "0.7 1"], r"x.txt: no non-target trials"),
+        (["s u 1 nontarget"], r"x.txt: no target trials"),
+        (["s u 1 target", "s v 0 nontarget", "s u 2 target"], r"x.txt:3: trial s u repeats line 1"),
+        (["a a1 b b1 1", "a a1 b b1 2"], r"x.txt:2: trial a1 b1 repeats line 1"),
+    ],
+)
+def test_bad_score_files_name_file_and_line(tmp_path, lines, message):
+    with pytest.raises(VpevalError, match=message):
+        read_scores(_write(tmp_path / "x.txt", lines))
+
+
+def test_missing_and_binary_files(tmp_path):
+    with pytest.raises(VpevalError, match="score file not found"):
+        read_scores(tmp_path / "nope.txt")
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(VpevalError, match="not a text file"):
+        read_scores(tmp_path / "bin.txt")
+
+
+# ---------------------------------------------------------------- summary
+
+
+def test_summary_keys_and_values(tmp_path):
+    scores = read_scores(_trials(tmp_path / "t.txt"))
+    result = summary(scores.target_scores, scores.nontarget_scores)
+    assert set(result) == set(SUMMARY_KEYS)
+    assert {"eer", "eer_threshold", "cllr", "min_cllr", "linkability", "d_ece", "l_w", "zebra_tag",
+            "min_dcf", "n_target", "n_nontarget"} <= set(result)
+    assert result["eer"] == eer(scores.target_scores, scores.nontarget_scores)
+    assert result["min_cllr"] == min_cllr(scores.target_scores, scores.nontarget_scores)
+    assert result["n_target"] == 42 and result["notes"] == {}
+    json.dumps(result, allow_nan=False)
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_table_json_and_figures(tmp_path, capsys):
+    trials = _trials(tmp_path / "trials.txt")
+    oo, op, pp = _tables(tmp_path)
+    out = tmp_path / "out" / "metrics.json"
+    code = main([str(trials), str(oo), str(op), str(pp), "--json", str(out), "--bootstrap", "20",
+                 "--zoo", "--figures", str(tmp_path / "figs")])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "EER%" in printed and "DeID%" in printed and "95% CI (20 resamples of speakers" in printed
+    report = json.loads(out.read_text())
+    first = report["files"][0]
+    assert first["summary"]["eer"] == summary(*_classes(trials))["eer"]
+    assert first["bootstrap"]["unit"] == "speakers" and len(first["zoo"]) == 6
+    assert set(report["similarity"]["files"]) == {"oo", "op", "pp"}
+    assert report["similarity"]["deid"]["geometric_mean"] is not None
+    for name in ("det.png", "zebra.png", "similarity_geometric_mean.png", "similarity_sigmoid_mean_llr.png"):
+        assert (tmp_path / "figs" / name).read_bytes().startswith(PNG)
+
+
+def _classes(path: Path):
+    scores = read_scores(path)
+    return scores.target_scores, scores.nontarget_scores
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--bootstrap", "5"], "carry no speaker ids; use --bootstrap-unit trials"),
+        (["--bootstrap", "-1"], "--bootstrap must be >= 0"),
+        (["--p-target", "2"], "p_target must lie strictly between 0 and 1"),
+    ],
+)
+def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, extra, message):
+    labelled = _write(tmp_path / "s.txt", ["0.5 1", "0.1 0", "0.9 1", "-0.3 0"])
+    assert main([str(labelled), *extra]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1 and captured.out == ""
+
+
+def test_cli_refuses_tables_not_in_threes_and_bad_files(tmp_path, capsys):
+    oo, op, _ = _tables(tmp_path)
+    assert main([str(oo), str(op)]) == 2
+    assert "trial tables come in threes" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.txt")]) == 2
+    assert "missing.txt: score file not found" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert main([]) == 2
+
+
+def test_cli_calibration_extension(tmp_path, capsys):
+    run0, run1 = _trials(tmp_path / "run0.txt", seed=4), _trials(tmp_path / "run1.txt", seed=5)
+    out = tmp_path / "c.json"
+    assert main([str(run1), "--c-ece", str(run0), str(run1), "--json", str(out)]) == 0
+    assert "ZEBRA calibration extension" in capsys.readouterr().out
+    reported = json.loads(out.read_text())["calibration_extension"]
+    expected = calibration_extension(*_classes(run0), *_classes(run1))
+    assert reported["c_ece_isotonic"] == expected.c_ece_isotonic
+    assert reported["c_ece_linear"] == expected.c_ece_linear
+
+
+def test_cli_trial_bootstrap_on_score_label_file(tmp_path, capsys):
+    labelled = _write(tmp_path / "s.txt", [f"{v} {int(v > 0.3)}" for v in np.linspace(-1, 1, 41)])
+    assert main([str(labelled), "--bootstrap", "10", "--bootstrap-unit", "trials", "--zoo"]) == 0
+    printed = capsys.readouterr().out
+    assert "resamples of trials" in printed and "zoo: `score label` files carry no speaker ids" in printed
+
+
+# ---------------------------------------------------------------- figures
+
+
+def test_figures_are_written_atomically_as_images(tmp_path):
+    rng = np.random.default_rng(2)
+    tar, non = rng.normal(1, 1, 300), rng.normal(0, 1, 3000)
+    det_figure({"sys": det_curve(tar, non), "flat": det_curve(non[:300], non)}, tmp_path / "det.png")
+    ece_profiles_figure({"sys": ece_profile(tar, non)}, tmp_path / "ece.pdf", show_actual=True)
+    tables = [read_scores(path).table for path in _tables(tmp_path)]
+    similarity_matrices_figure(similarity_metrics(*tables), tmp_path / "sim.png", variant="sigmoid_mean_llr")
+    assert (tmp_path / "det.png").read_bytes().startswith(PNG)
+    assert (tmp_path / "ece.pdf").read_bytes().startswith(b"%PDF")
+    assert (tmp_path / "sim.png").read_bytes().startswith(PNG)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+# ---------------------------------------------------------------- zoo
+
+
+def test_speaker_breakdown_by_hand():
+    stats = speaker_breakdown([3.0, 1.0, 5.0], [0.0, 2.0, 4.0, -1.0], ["a", "a", "b"], ["a", "b", "b", "c"])
+    assert [s.speaker for s in stats] == ["a", "b", "c"]
+    a, b, c = stats
+    assert (a.n_target, a.n_nontarget, a.mean_target, a.mean_nontarget) == (2, 1, 2.0, 0.0)
+    assert a.eer == eer([3.0, 1.0], [0.0]) == 0.0
+    assert b.eer == eer([5.0], [2.0, 4.0])
+    assert (c.n_target, c.mean_target, c.mean_nontarget, c.eer) == (0, None, -1.0, None)
+    with pytest.raises(ScoreError, match="2 speaker labels for 3 target scores"):
+        speaker_breakdown([3.0, 1.0, 5.0], [0.0], ["a", "a"], ["a"])
+
+
+# ---------------------------------------------------------------- bootstrap
+
+
+def _speaker_data(seed: int = 3):
+    rng = np.random.default_rng(seed)
+    tar_spk = rng.integers(0, 8, 120).astype(str)
+    non_spk = rng.integers(0, 8, 900).astype(str)
+    return rng.normal(1.5, 1, 120).round(2), rng.normal(0, 1, 900).round(2), tar_spk, non_spk
+
+
+def test_one_trial_resample_equals_the_metric_on_the_resampled_arrays():
+    tar, non, _, _ = _speaker_data()
+    result = bootstrap_ci(tar, non, n_resamples=1, unit="trials", seed=42)
+    rng = np.random.default_rng(42)
+    drawn_tar = tar[rng.integers(0, len(tar), len(tar))]
+    drawn_non = non[rng.integers(0, len(non), len(non))]
+    assert result.eer.low == result.eer.high == pytest.approx(eer(drawn_tar, drawn_non), abs=1e-15)
+    assert result.min_cllr.low == pytest.approx(min_cllr(drawn_tar, drawn_non), abs=1e-12)
+    assert result.eer.estimate == eer(tar, non)
+
+
+def test_one_speaker_resample_equals_the_metric_on_the_resampled_arrays():
+    tar, non, tar_spk, non_spk = _speaker_data()
+    result = bootstrap_ci(tar, non, n_resamples=1, tar_speakers=tar_spk, non_speakers=non_spk, seed=7)
+    speakers = np.unique(np.concatenate((tar_spk, non_spk)))
+    copies = np.bincount(np.random.default_rng(7).integers(0, len(speakers), len(speakers)), minlength=len(speakers))
+    weight = dict(zip(speakers, copies))
+    drawn_tar = np.repeat(tar, [weight[s] for s in tar_spk])
+    drawn_non = np.repeat(non, [weight[s] for s in non_spk])
+    assert result.eer.low == pytest.approx(eer(drawn_tar, drawn_non), abs=1e-15)
+    assert result.min_cllr.high == pytest.approx(min_cllr(drawn_tar, drawn_non), abs=1e-12)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_estimate():
+    tar, non, tar_spk, non_spk = _speaker_data()
+    first = bootstrap_ci(tar, non, 200, tar_speakers=tar_spk, non_speakers=non_spk, seed=1)
+    again = bootstrap_ci(tar, non, 200, tar_speakers=tar_spk, non_speakers=non_spk, seed=1)
+    other = bootstrap_ci(tar, non, 200, tar_speakers=tar_spk, non_speakers=non_spk, seed=2)
+    assert first == again and first != other
+    assert first.eer.low <= first.eer.estimate <= first.eer.high
+    assert first.min_cllr.low < first.min_cllr.high
+    narrow = bootstrap_ci(tar, non, 200, confidence=0.5, tar_speakers=tar_spk, non_speakers=non_spk, seed=1)
+    assert first.eer.low <= narrow.eer.low <= narrow.eer.high <= first.eer.high
+
+
+def test_bootstrap_errors():
+    with pytest.raises(ScoreError, match="needs the speaker of every trial"):
+        bootstrap_ci([1.0], [0.0], 10)
+    with pytest.raises(ScoreError, match="unknown bootstrap unit"):
+        bootstrap_ci([1.0], [0.0], 10, unit="utterances")
+    with pytest.raises(ScoreError, match="confidence"):
+        bootstrap_ci([1.0], [0.0], 10, unit="trials", confidence=1.0)
+    # a single speaker owning every target: resamples without it lack targets
+    result = bootstrap_ci([1.0, 2.0], [0.0, 1.5, 0.5], 50, tar_speakers=["a", "a"], non_speakers=["b", "c", "d"])
+    assert result.n_discarded > 0
