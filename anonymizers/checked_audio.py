@@ -71,7 +71,7 @@ def read_checked(path: Path, input_length: int, sample_rate: int,
         allowed = length_tolerance * input_length + LENGTH_SLACK_SECONDS * sample_rate
         if abs(frames - input_length) > allowed:
             return (f"length off by more than {length_tolerance:.0%} + {LENGTH_SLACK_SECONDS} s",
-                    f"{frames / sample_rate:.2f} s for {input_length / sample_rate:.2f} s"), None
+                    f"{frames / sample_rate:.2f} s for {input_length / sample_rate:.2f} s", None)
         audio = torch.from_numpy(read_audio(path))
     except VpevalError:
         return "not decodable audio", "", None

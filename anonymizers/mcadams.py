@@ -1,10 +1,11 @@
 """McAdams-coefficient anonymisation (VoicePrivacy B2), batched in torch.
 
 Every 20 ms frame (10 ms shift) of every utterance in a batch is processed at once: LPC of
-order 20 by autocorrelation and Levinson-Durbin, the poles of 1/A(z) by a batched
-Aberth-Ehrlich root finder, each complex pole's angle φ moved to sign(φ)·min(|φ|^α, π)
-(real poles kept), the LPC residual re-synthesised through the new all-pole filter, and the
-frames overlap-added. Runs on CUDA when the anonymiser's device is CUDA.
+order 20 by autocorrelation and Levinson-Durbin, the poles of 1/A(z) (companion-matrix
+eigenvalues on CPU, batched Aberth-Ehrlich iterations on CUDA), each complex pole's angle φ
+moved to sign(φ)·min(|φ|^α, π) (real poles kept), the LPC residual re-synthesised through the
+new all-pole filter, and the frames overlap-added. Runs on CUDA when the anonymiser's device
+is CUDA.
 
 Numerics (see `anonymizers.mcadams_reference` for the per-frame numpy version and how both
 differ from the VPC code): float64 throughout; periodic Hann analysis/synthesis window
@@ -38,6 +39,7 @@ AUTOCORRELATION_FLOOR = 1e-12
 REAL_POLE_TOLERANCE = 1e-9
 ROOT_TOLERANCE = 1e-12
 ROOT_MAX_ITERATIONS = 80
+DEFAULT_CHUNK_FRAMES = {"cpu": 4096, "cuda": 131072}
 
 
 def frame_geometry(sample_rate: int) -> tuple[int, int]:
@@ -199,15 +201,17 @@ def mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tens
 
 
 def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample_rate: int,
-                  chunk_frames: int = 16384) -> list[torch.Tensor]:
+                  chunk_frames: int | None = None) -> list[torch.Tensor]:
     """McAdams on a list of 1-D waveforms (one α each), all frames batched together in chunks
-    of `chunk_frames`; returns float64 waveforms of the input lengths on the inputs' device."""
+    of `chunk_frames` (default by device, see DEFAULT_CHUNK_FRAMES); returns float64
+    waveforms of the input lengths on the inputs' device."""
     if not waves:
         return []
     win_length, shift = frame_geometry(sample_rate)
     if win_length % shift:
         raise VpevalError(f"McAdams needs the window ({win_length}) to be a multiple of the shift ({shift})")
     device = waves[0].device
+    chunk_frames = chunk_frames or DEFAULT_CHUNK_FRAMES[device.type]
     window = torch.from_numpy(analysis_window(win_length, shift)).to(device)
     # All utterances laid end to end, each padded on its own; frames straddling two
     # utterances are skipped, so a frame only ever sees its own utterance.
@@ -252,16 +256,18 @@ class McAdams(Anonymizer):
         alpha: a number (fixed coefficient, VPC 2020: 0.8) or [low, high] (drawn uniformly
             per utterance or per speaker, following `level`, from the batch seed; VPC 2024:
             [0.5, 0.9] per utterance).
-        chunk_frames: frames processed together (memory: about 30 kB per frame).
+        chunk_frames: frames processed together; None: 4096 on CPU (cache-friendly, measured
+            fastest), 131072 on CUDA (about 5 GB of GPU memory; larger amortises kernel
+            launches further).
         **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`).
     """
 
-    def __init__(self, alpha: float | Sequence[float] = 0.8, chunk_frames: int = 16384, **common):
+    def __init__(self, alpha: float | Sequence[float] = 0.8, chunk_frames: int | None = None, **common):
         super().__init__(**common)
         self.alpha_range = parse_alpha(alpha)
-        if int(chunk_frames) < 1:
-            raise VpevalError(f"anonymizer.chunk_frames must be a positive integer, got {chunk_frames!r}")
-        self.chunk_frames = int(chunk_frames)
+        if chunk_frames is not None and int(chunk_frames) < 1:
+            raise VpevalError(f"anonymizer.chunk_frames must be a positive integer or null, got {chunk_frames!r}")
+        self.chunk_frames = None if chunk_frames is None else int(chunk_frames)
 
     def alpha_for(self, seed: int) -> float:
         """The coefficient of the utterance (or speaker) whose random key is `seed`."""

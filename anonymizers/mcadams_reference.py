@@ -16,9 +16,9 @@ the VoicePrivacy 2020/2024 baselines), all deliberate:
   frame, so the first 10 ms fade in and the tail after the last full frame is silent. Here
   the signal is padded (10 ms in front, up to a full frame at the end) so that every sample
   lies under two frames; the output has the input's length and no faded edges.
-- VPC uses the symmetric `np.hanning(320)`, whose squared-root pair overlap-adds to 1 only
-  approximately (about 1 % ripple at 100 Hz); here the periodic Hann overlap-adds exactly,
-  so α = 1 reproduces the input.
+- VPC uses the symmetric `np.hanning(320)`, whose window pair overlap-adds to 1 only
+  approximately (between 0.998 and 1.003, a ripple at 100 Hz); here the periodic Hann
+  overlap-adds exactly, so α = 1 reproduces the input.
 - VPC adds float32 eps to the samples to avoid all-zero frames; here r[0] is regularised.
 - VPC maps the angle of the upper-half-plane pole of each conjugate pair, relying on
   `np.roots` listing pairs next to each other, and clips to [0, π]; here every complex pole

@@ -123,7 +123,7 @@ def test_result_does_not_depend_on_batching_or_order():
     inputs = waves((0.5, 9), (0.2, 10), (0.35, 11))
     ids, speakers = ["u1", "u2", "u3"], ["s1", "s2", "s1"]
     together = McAdams(alpha=[0.5, 0.9], seed=1, device="cpu")(inputs, ids, speakers, RATE)
-    chunked = McAdams(alpha=[0.5, 0.9], seed=1, device="cpu", chunk_frames=7)(inputs, ids, speakers, RATE)
+    chunked = McAdams(alpha=[0.5, 0.9], seed=1, device="cpu", chunk_frames=40)(inputs, ids, speakers, RATE)
     alone = [McAdams(alpha=[0.5, 0.9], seed=1, device="cpu")([w], [u], [s], RATE)[0]
              for w, u, s in zip(inputs, ids, speakers)]
     reversed_order = McAdams(alpha=[0.5, 0.9], seed=1, device="cpu")(inputs[::-1], ids[::-1], speakers[::-1], RATE)[::-1]
