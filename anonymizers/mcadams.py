@@ -164,7 +164,7 @@ def fir_filter(signal: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
     """y[n] = sum_k taps[k] x[n-k] per row, zero initial state (scipy's lfilter(b, [1], x))."""
     out = signal * taps[:, :1]
     for k in range(1, taps.shape[1]):
-        out[:, k:].addcmul_(taps[:, k:k + 1], signal[:, :-k])
+        out[:, k:] += taps[:, k:k + 1] * signal[:, :-k]
     return out
 
 
@@ -191,9 +191,8 @@ def mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tens
     """Anonymise raw frames (rows, float64) with one α per row; returns windowed output frames
     ready for overlap-add."""
     windowed = frames * window
-    length = windowed.shape[1]
     autocorrelation = torch.stack(
-        [torch.einsum("fn,fn->f", windowed[:, : length - k], windowed[:, k:]) for k in range(LPC_ORDER + 1)], 1)
+        [(windowed[:, : windowed.shape[1] - k] * windowed[:, k:]).sum(1) for k in range(LPC_ORDER + 1)], 1)
     autocorrelation[:, 0] = autocorrelation[:, 0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
     lpc = levinson_durbin(autocorrelation)
     new_lpc = polynomial_from_roots(warp_pole_angles(polynomial_roots(lpc), alpha))
