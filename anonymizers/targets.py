@@ -131,6 +131,7 @@ class Strategy(ABC):
 
 
 def single(pool: TargetPool, row: int) -> Target:
+    """The target made of pool speaker `row` alone."""
     return Target(pool.embeddings[row].copy(), (pool.speaker_ids[row],))
 
 
@@ -196,7 +197,9 @@ class Permutation(Strategy):
 
 class FarthestAverage(Strategy):
     """VPC 2020: the mean of `n_average` speakers drawn among the `n_farthest` pool speakers
-    farthest from the source embedding.
+    farthest from the source embedding. At speaker level, give each source its speaker's
+    embedding over all of the speaker's utterances (not those of one batch), so that the
+    target does not depend on batching.
 
     Args:
         n_farthest: N (VPC 2020: 200).
