@@ -1,0 +1,187 @@
+"""McAdams: batched torch implementation against the per-frame numpy reference, and the
+properties every anonymiser run relies on (length, seeding, batching, levels)."""
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.signal
+import torch
+
+from anonymizers.mcadams import (
+    McAdams, aberth_roots, all_pole_filter, companion_eigenvalues, fir_filter, levinson_durbin,
+    mcadams_waves, polynomial_from_roots, polynomial_roots, warp_pole_angles,
+)
+from anonymizers.mcadams_reference import mcadams_reference
+from anonymizers.signals import speech_like
+from pipeline.errors import VpevalError
+
+RATE = 16000
+
+
+def waves(*specs):
+    """(seconds, seed) pairs -> float32 numpy waveforms."""
+    return [speech_like(seconds, seed) for seconds, seed in specs]
+
+
+def lpc_of_speech_frames(count=300, seed=0):
+    """LPC polynomials (order 20) of Hann-windowed 20 ms frames of a speech-like signal."""
+    signal = speech_like(count * 0.01 + 0.02, seed).astype(np.float64)
+    frames = torch.from_numpy(signal).unfold(0, 320, 160)[:count] * torch.hann_window(320, dtype=torch.float64)
+    autocorrelation = torch.stack([(frames[:, : 320 - k] * frames[:, k:]).sum(1) for k in range(21)], 1)
+    autocorrelation[:, 0] += 1e-12
+    return levinson_durbin(autocorrelation)
+
+
+def test_levinson_matches_scipy_toeplitz_solve():
+    rng = np.random.default_rng(0)
+    signal = rng.standard_normal(400)
+    r = np.correlate(signal, signal, "full")[399:399 + 11]
+    expected = np.concatenate([[1.0], scipy.linalg.solve_toeplitz(r[:-1], -r[1:])])
+    np.testing.assert_allclose(levinson_durbin(torch.from_numpy(r)[None])[0].numpy(), expected, atol=1e-12)
+
+
+def test_filters_match_scipy_lfilter():
+    lpc = lpc_of_speech_frames(8)
+    signal = torch.from_numpy(np.random.default_rng(1).standard_normal((8, 320)))
+    residual = fir_filter(signal, lpc)
+    resynthesised = all_pole_filter(residual, lpc)
+    for row in range(8):
+        expected = scipy.signal.lfilter(lpc[row].numpy(), [1.0], signal[row].numpy())
+        np.testing.assert_allclose(residual[row].numpy(), expected, atol=1e-12)
+        np.testing.assert_allclose(resynthesised[row].numpy(), signal[row].numpy(), atol=1e-8)
+
+
+def test_aberth_roots_match_companion_eigenvalues():
+    """The CUDA root finder, run on CPU, against LAPACK on the same LPC polynomials: the
+    warped polynomials agree to 1e-9 (relative to the largest coefficient)."""
+    lpc = lpc_of_speech_frames(300)
+    alpha = torch.full((len(lpc),), 0.7, dtype=torch.float64)
+    from_aberth = polynomial_from_roots(warp_pole_angles(aberth_roots(lpc), alpha))
+    from_lapack = polynomial_from_roots(warp_pole_angles(companion_eigenvalues(lpc), alpha))
+    scale = from_lapack.abs().amax(1, keepdim=True)
+    assert ((from_aberth - from_lapack).abs() / scale).max() < 1e-9
+
+
+def test_monomial_has_zero_roots():
+    coefficients = torch.zeros(2, 21, dtype=torch.float64)
+    coefficients[:, 0] = 1.0
+    assert torch.equal(polynomial_roots(coefficients), torch.zeros(2, 20, dtype=torch.complex128))
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.8, 0.9, 1.3])
+def test_batched_torch_matches_per_frame_reference(alpha):
+    """Both float64. The LPC normal equations of voiced frames are ill-conditioned, so
+    Levinson here and scipy's Toeplitz solver differ by up to ~1e-8 in the coefficients; the
+    outputs agree to a few 1e-8 of the peak on these signals. Tolerance: 1e-6 of the peak."""
+    inputs = waves((0.6, 1), (0.33, 2), (0.011, 3))
+    outputs = mcadams_waves([torch.from_numpy(x) for x in inputs], [alpha] * 3, RATE)
+    for wave, output in zip(inputs, outputs):
+        reference = mcadams_reference(wave, alpha)
+        assert output.shape == reference.shape
+        assert np.abs(output.numpy() - reference).max() <= 1e-6 * np.abs(wave).max()
+
+
+def test_cuda_root_finder_through_the_whole_pipeline_on_cpu(monkeypatch):
+    """The CUDA path differs only in its root finder: run it on CPU against the reference."""
+    monkeypatch.setattr("anonymizers.mcadams.companion_eigenvalues", aberth_roots)
+    inputs = waves((0.6, 16), (0.2, 17))
+    outputs = mcadams_waves([torch.from_numpy(x) for x in inputs], [0.6, 0.85], RATE)
+    for wave, output, alpha in zip(inputs, outputs, [0.6, 0.85]):
+        assert np.abs(output.numpy() - mcadams_reference(wave, alpha)).max() <= 1e-6 * np.abs(wave).max()
+
+
+@pytest.mark.parametrize("length", [0, 1, 159, 160, 161, 320, 4801])
+def test_length_is_preserved(length):
+    wave = speech_like(0.4, 4)[:length]
+    (output,) = McAdams(alpha=0.8, device="cpu")([wave], ["u"], ["s"], RATE)
+    assert output.shape == (length,) and output.dtype == torch.float32
+
+
+def test_alpha_one_returns_the_input():
+    """Periodic Hann overlap-adds to 1 and A(z)/A(z) = 1: only rounding remains (float64
+    inside, ~1e-10; the float32 output adds up to 6e-8). Tolerance 1e-6 absolute."""
+    inputs = waves((1.0, 5), (0.25, 6))
+    outputs = McAdams(alpha=1.0, device="cpu")(inputs, ["a", "b"], ["s", "s"], RATE)
+    for wave, output in zip(inputs, outputs):
+        assert np.abs(output.numpy() - wave).max() < 1e-6
+
+
+def test_output_changes_the_voice_and_keeps_the_peak():
+    wave = speech_like(1.0, 7)
+    (output,) = McAdams(alpha=0.8, device="cpu")([wave], ["u"], ["s"], RATE)
+    assert np.linalg.norm(output.numpy() - wave) > 0.2 * np.linalg.norm(wave)
+    assert abs(np.abs(output.numpy()).max() - np.abs(wave).max()) < 1e-6
+
+
+def test_silence_stays_silence():
+    (output,) = McAdams(alpha=0.8, device="cpu")([np.zeros(1000, np.float32)], ["u"], ["s"], RATE)
+    assert torch.equal(output, torch.zeros(1000))
+
+
+def test_same_seed_same_output_other_seed_other_alpha():
+    inputs = waves((0.5, 8))
+    first = McAdams(alpha=[0.5, 0.9], seed=3, device="cpu")(inputs, ["u1"], ["s1"], RATE)[0]
+    again = McAdams(alpha=[0.5, 0.9], seed=3, device="cpu")(inputs, ["u1"], ["s1"], RATE)[0]
+    other = McAdams(alpha=[0.5, 0.9], seed=4, device="cpu")(inputs, ["u1"], ["s1"], RATE)[0]
+    assert torch.equal(first, again)
+    assert not torch.allclose(first, other, atol=1e-3)
+
+
+def test_result_does_not_depend_on_batching_or_order():
+    """Each frame is processed on its own, so batch composition, order and chunking only
+    change rounding; the float32 outputs agree to 1e-6."""
+    inputs = waves((0.5, 9), (0.2, 10), (0.35, 11))
+    ids, speakers = ["u1", "u2", "u3"], ["s1", "s2", "s1"]
+    together = McAdams(alpha=[0.5, 0.9], seed=1, device="cpu")(inputs, ids, speakers, RATE)
+    chunked = McAdams(alpha=[0.5, 0.9], seed=1, device="cpu", chunk_frames=40)(inputs, ids, speakers, RATE)
+    alone = [McAdams(alpha=[0.5, 0.9], seed=1, device="cpu")([w], [u], [s], RATE)[0]
+             for w, u, s in zip(inputs, ids, speakers)]
+    reversed_order = McAdams(alpha=[0.5, 0.9], seed=1, device="cpu")(inputs[::-1], ids[::-1], speakers[::-1], RATE)[::-1]
+    for expected, *others in zip(together, chunked, alone, reversed_order):
+        for other in others:
+            assert (expected - other).abs().max() < 1e-6
+
+
+def test_fixed_alpha_is_the_same_for_every_utterance():
+    anonymizer = McAdams(alpha=0.8, device="cpu")
+    assert {anonymizer.alpha_for(seed) for seed in range(50)} == {0.8}
+    wave = speech_like(0.3, 12)
+    first, second = anonymizer([wave, wave], ["u1", "u2"], ["s1", "s2"], RATE)
+    assert (first - second).abs().max() < 1e-6  # same α; a different one differs by > 1e-3
+
+
+def test_random_alpha_is_drawn_per_utterance_in_range():
+    anonymizer = McAdams(alpha=[0.5, 0.9], device="cpu")
+    alphas = [anonymizer.alpha_for(seed) for seed in range(200)]
+    assert min(alphas) >= 0.5 and max(alphas) <= 0.9 and max(alphas) - min(alphas) > 0.3
+    wave = speech_like(0.3, 12)
+    first, second = anonymizer([wave, wave], ["u1", "u2"], ["s1", "s1"], RATE)
+    assert not torch.allclose(first, second, atol=1e-3)
+
+
+def test_speaker_level_gives_one_alpha_per_speaker():
+    anonymizer = McAdams(alpha=[0.5, 0.9], level="speaker", seed=2, device="cpu")
+    wave = speech_like(0.3, 13)
+    a1, a2, b1 = anonymizer([wave, wave, wave], ["a-1", "a-2", "b-1"], ["a", "a", "b"], RATE)
+    assert (a1 - a2).abs().max() < 1e-6
+    assert not torch.allclose(a1, b1, atol=1e-3)
+
+
+@pytest.mark.parametrize("alpha", [0, -0.5, [0.9, 0.5], "x", [0.5], [0.5, float("inf")]])
+def test_bad_alpha_is_a_config_error(alpha):
+    with pytest.raises(VpevalError, match="anonymizer.alpha"):
+        McAdams(alpha=alpha, device="cpu")
+
+
+def test_wrong_sample_rate_is_refused():
+    with pytest.raises(VpevalError, match="16000 Hz"):
+        McAdams(device="cpu")([np.zeros(800, np.float32)], ["u"], ["s"], 8000)
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu():
+    """CUDA uses the Aberth root finder; same float64 algorithm otherwise. Tolerance 1e-6."""
+    inputs = waves((1.0, 14), (0.5, 15))
+    on_gpu = McAdams(alpha=[0.5, 0.9], device="cuda")(inputs, ["u1", "u2"], ["s1", "s2"], RATE)
+    on_cpu = McAdams(alpha=[0.5, 0.9], device="cpu")(inputs, ["u1", "u2"], ["s1", "s2"], RATE)
+    for gpu, cpu in zip(on_gpu, on_cpu):
+        assert (gpu - cpu).abs().max() < 1e-6
