@@ -221,13 +221,26 @@ def test_interrupted_run_resumes_mid_epoch_to_the_same_model(trained, corpus, tm
     checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert (checkpoint["epoch"], checkpoint["step"]) == (1, 2)  # mid-epoch: 6 steps done, 4 per epoch
 
-    resumed_fetches = []
+    fetches, validations = [], []
+
+    def killed_in_the_second_validation(encoder):
+        validations.append(1)
+        if len(validations) == 2:
+            raise KeyboardInterrupt("simulated kill")
+        return validation_eer(encoder, val)
+
     with monkeypatch.context() as patch:
-        patch.setattr(CropBatches, "__getitem__",
-                      lambda self, step: resumed_fetches.append((self.epoch, step)) or fetch(self, step))
+        patch.setattr(CropBatches, "__getitem__", lambda self, step: fetches.append((self.epoch, step)) or fetch(self, step))
+        with pytest.raises(KeyboardInterrupt):
+            train_attacker(cfg, train, tmp_path, device="cpu", seed=int(cfg.seed),
+                           validate=killed_in_the_second_validation)
+        assert fetches[0] == (1, 2)  # consumed batches skipped
+        checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+        assert (checkpoint["epoch"], checkpoint["step"]) == (2, 4)  # every batch of epoch 3 done, not validated
+        fetches.clear()
         train_attacker(cfg, train, tmp_path, device="cpu", seed=int(cfg.seed),
                        validate=lambda encoder: validation_eer(encoder, val))
-    assert resumed_fetches[0] == (1, 2)  # consumed batches skipped
+        assert fetches[0] == (3, 0)  # went straight to epoch 3's validation, then on
 
     uninterrupted = torch.load(trained / "model.pt", weights_only=True)
     resumed = torch.load(tmp_path / "model.pt", weights_only=True)
@@ -244,8 +257,8 @@ def test_interrupted_run_resumes_mid_epoch_to_the_same_model(trained, corpus, tm
 
 
 def test_best_validation_model_is_kept(corpus, tmp_path):
-    cfg = attacker_config(overrides=tuple(RUN_OVERRIDES))
-    scripted = iter([0.30, 0.10, 0.20, 0.10])
+    cfg = attacker_config(overrides=(*RUN_OVERRIDES, "attacker.training.epochs=3"))
+    scripted = iter([0.30, 0.10, 0.10])
     snapshots = []
 
     def validate(encoder):
@@ -255,10 +268,10 @@ def test_best_validation_model_is_kept(corpus, tmp_path):
     train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=int(cfg.seed), validate=validate)
     kept = torch.load(tmp_path / "model.pt", weights_only=True)
     assert all(torch.equal(kept[name], snapshots[1][name]) for name in kept)
-    assert not all(torch.equal(kept[name], snapshots[3][name]) for name in kept)
+    assert not all(torch.equal(kept[name], snapshots[2][name]) for name in kept)  # a tie does not replace
     described = json.loads((tmp_path / "model.json").read_text())
     assert described["epoch"] == 2 and described["val_eer"] == 0.10 and described["name"] == "ecapa_tiny"
-    assert [record["best"] for record in read_log(tmp_path / "training_log.jsonl")] == [True, True, False, False]
+    assert [record["best"] for record in read_log(tmp_path / "training_log.jsonl")] == [True, True, False]
 
 
 def test_checkpoint_of_another_architecture_is_refused(trained, corpus, tmp_path):

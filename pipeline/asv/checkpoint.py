@@ -75,11 +75,11 @@ def rng_state(device: torch.device) -> dict:
 
 def restore_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
     """Inverse of `rng_state`."""
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())  # RNG states must be CPU tensors, whatever map_location did
     if device.type == "cuda" and state["cuda"] is not None:
-        torch.cuda.set_rng_state(state["cuda"], device)
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
     numpy_state = state["numpy"]
-    np.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype(np.uint32),
+    np.random.set_state((numpy_state["kind"], numpy_state["keys"].cpu().numpy().astype(np.uint32),
                          numpy_state["position"], numpy_state["has_gauss"], numpy_state["gauss"]))
     python_state = state["random"]
     random.setstate((python_state["version"], tuple(python_state["internal"]), python_state["gauss_next"]))

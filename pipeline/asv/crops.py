@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from pipeline.errors import VpevalError
+
 EXAMPLE_MODES = ("chunks", "utterances")
 
 
@@ -29,7 +31,10 @@ class CropPlan:
     def __init__(self, lengths: np.ndarray, crop_samples: int, batch_size: int, seed: int,
                  examples_per_epoch: str = "chunks"):
         if examples_per_epoch not in EXAMPLE_MODES:
-            raise ValueError(f"examples_per_epoch must be one of {EXAMPLE_MODES}, got {examples_per_epoch!r}")
+            raise VpevalError(f"attacker.training.examples_per_epoch must be one of {EXAMPLE_MODES}, "
+                              f"got {examples_per_epoch!r}")
+        if batch_size < 1:
+            raise VpevalError(f"attacker.training.batch_size must be positive, got {batch_size}")
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.crop_samples = int(crop_samples)
         self.batch_size = int(batch_size)

@@ -72,14 +72,18 @@ class SpeakerEncoder(nn.Module):
     def forward(self, wavs: torch.Tensor, wav_lens: torch.Tensor | None = None) -> torch.Tensor:
         """(B, N) waveforms in [-1, 1], optional (B,) relative lengths -> (B, embedding_dim)."""
         padded = wavs.shape[1]
-        if wav_lens is None:
+        if wav_lens is None:  # equal lengths (training crops): no per-utterance checks, no host sync
             num_samples = torch.full((wavs.shape[0],), padded, dtype=torch.long, device=wavs.device)
         else:
             num_samples = torch.round(wav_lens.to(wavs.device, torch.float64) * padded).long()
-        if padded < self.fbank.window_size or bool((num_samples < self.fbank.window_size).any()):
+        if padded < self.fbank.window_size or (
+                wav_lens is not None and bool((num_samples < self.fbank.window_size).any())):
             raise ValueError(f"every utterance needs at least {self.fbank.window_size} samples (one fbank frame)")
         feats, num_frames = self.fbank(wavs, num_samples)
-        return self.embed_features(normalise_mean(feats, num_frames), num_frames)
+        feats = normalise_mean(feats, num_frames)
+        if wav_lens is None and feats.shape[1] > self.max_conv_padding:
+            return self.ecapa(feats).squeeze(1)
+        return self.embed_features(feats, num_frames)
 
     def embed_features(self, feats: torch.Tensor, num_frames: torch.Tensor) -> torch.Tensor:
         """(B, F, n_mels) normalised features + (B,) frame counts -> (B, embedding_dim)."""

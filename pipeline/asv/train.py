@@ -54,111 +54,143 @@ def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utt
     validation EER (lower is better) and is called once per epoch with the encoder in eval mode.
     """
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
-    training = cfg.training
-    out_dir, device = Path(out_dir), torch.device(device)
-    amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
-    cache_dir = Path(training.cache_dir) if training.get("cache_dir") else out_dir / "audio_cache"
-    cache = build_audio_cache(train_utts, cache_dir, sample_rate=int(cfg.model.sample_rate),
-                              workers=int(training.cache_workers))
-    if len(cache.speakers) < 2:
-        raise VpevalError(f"attacker training set has {len(cache.speakers)} speaker(s); at least 2 are needed")
-    crop_samples = round(float(training.crop_seconds) * cache.sample_rate)
-    plan = CropPlan(cache.lengths, crop_samples, int(training.batch_size), seed, str(training.examples_per_epoch))
-    epochs, steps_per_epoch = int(training.epochs), plan.steps_per_epoch
+    trainer = _Trainer(cfg, train_utts, Path(out_dir), torch.device(device), seed)
+    trainer.resume()
+    while trainer.state["epoch"] < trainer.epochs:
+        trainer.train_epoch()
+        trainer.end_epoch(float(validate(trainer.model.eval())))
+    if not (trainer.out_dir / "model.pt").is_file():
+        raise VpevalError(f"{out_dir}: no epoch gave a finite validation EER, so no model was kept "
+                          f"(see {trainer.out_dir / 'training_log.jsonl'})")
+    return trainer.out_dir
 
-    torch.manual_seed(seed)
-    model = instantiate(cfg.model)
-    if not isinstance(model, SpeakerEncoder):
-        raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(model).__name__}")
-    head = AAMSoftmaxHead(model.embedding_dim, len(cache.speakers), margin=float(cfg.head.margin),
-                          scale=float(cfg.head.scale))
-    model.to(device)
-    head.to(device)
-    optimizer = instantiate(training.optimizer)(list(model.parameters()) + list(head.parameters()))
-    scheduler = instantiate(training.scheduler)(optimizer, total_steps=epochs * steps_per_epoch)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True  # fixed crop shapes: let cuDNN pick the fastest kernels
 
-    run = _run_identity(cfg, model, cache, seed)
-    state = {"epoch": 0, "step": 0, "best_eer": math.inf, "best_epoch": 0, "history": [],
-             "loss_sum": 0.0, "correct": 0, "seen": 0}
-    checkpoint_path = out_dir / "checkpoint.pt"
-    if checkpoint_path.is_file():
-        checkpoint = load_checkpoint(checkpoint_path, map_location=device)
+class _Trainer:
+    """One attacker training run: its model, optimisation state, data and checkpoint."""
+
+    def __init__(self, cfg: DictConfig, train_utts: Sequence[Utterance], out_dir: Path, device: torch.device,
+                 seed: int):
+        training = cfg.training
+        self.cfg, self.out_dir, self.device = cfg, out_dir, device
+        self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
+        torch.manual_seed(seed)
+        self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
+        if not isinstance(self.model, SpeakerEncoder):
+            raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(self.model).__name__}")
+        crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
+        if crop_samples < self.model.fbank.window_size:
+            raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than one fbank window")
+
+        cache_dir = Path(training.cache_dir) if training.get("cache_dir") else out_dir / "audio_cache"
+        self.cache = build_audio_cache(train_utts, cache_dir, sample_rate=self.model.sample_rate,
+                                       workers=int(training.cache_workers))
+        if len(self.cache.speakers) < 2:
+            raise VpevalError(f"attacker training set has {len(self.cache.speakers)} speaker(s); at least 2 are needed")
+        self.plan = CropPlan(self.cache.lengths, crop_samples, int(training.batch_size), seed,
+                             str(training.examples_per_epoch))
+        self.epochs = int(training.epochs)
+        self.head = AAMSoftmaxHead(self.model.embedding_dim, len(self.cache.speakers),
+                                   margin=float(cfg.head.margin), scale=float(cfg.head.scale))
+        self.model.to(device)
+        self.head.to(device)
+        parameters = list(self.model.parameters()) + list(self.head.parameters())
+        self.optimizer = instantiate(training.optimizer)(parameters)
+        self.scheduler = instantiate(training.scheduler)(self.optimizer,
+                                                         total_steps=self.epochs * self.plan.steps_per_epoch)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
+        if device.type == "cuda":
+            torch.backends.cudnn.benchmark = True  # fixed crop shapes: let cuDNN pick the fastest kernels
+        self.run = _run_identity(cfg, self.model, self.cache, seed)
+        self.checkpoint_path = out_dir / "checkpoint.pt"
+        self.checkpoint_every = int(training.checkpoint_every or 0)
+        self.log_every = max(1, int(training.get("log_every") or 10))
+        self.num_workers = int(training.num_workers)
+        self.epoch_started = time.monotonic()
+        # Progress of the run; saved in every checkpoint. loss_sum / correct / seen cover the
+        # current epoch's steps so far.
+        self.state = {"epoch": 0, "step": 0, "best_eer": math.inf, "best_epoch": 0, "history": [],
+                      "loss_sum": 0.0, "correct": 0, "seen": 0}
+
+    def resume(self) -> None:
+        """Restore everything from checkpoint.pt when there is one."""
+        path = self.checkpoint_path
+        if not path.is_file():
+            return
+        checkpoint = load_checkpoint(path, map_location=self.device)
         if checkpoint.get("format") != CHECKPOINT_FORMAT:
-            raise VpevalError(f"{checkpoint_path}: not a vpeval attacker checkpoint (format {checkpoint.get('format')!r})")
-        load_state_checked(model, checkpoint["model"], checkpoint_path, "model")
-        _check_same_run(checkpoint_path, checkpoint["run"], run)
-        load_state_checked(head, checkpoint["head"], checkpoint_path, "head")
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        scaler.load_state_dict(checkpoint["scaler"])
-        restore_rng_state(checkpoint["rng"], device)
-        state = {key: checkpoint[key] for key in state}
+            raise VpevalError(f"{path}: not a vpeval attacker checkpoint (format {checkpoint.get('format')!r})")
+        load_state_checked(self.model, checkpoint["model"], path, "model")
+        _check_same_run(path, checkpoint["run"], self.run)
+        load_state_checked(self.head, checkpoint["head"], path, "head")
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        if checkpoint["scaler"]:  # empty when saved without fp16 (e.g. a run begun on CPU)
+            self.scaler.load_state_dict(checkpoint["scaler"])
+        restore_rng_state(checkpoint["rng"], self.device)
+        self.state = {key: checkpoint[key] for key in self.state}
 
-    def save() -> None:
-        save_checkpoint(checkpoint_path, {
-            "format": CHECKPOINT_FORMAT, "run": run, "model": model.state_dict(), "head": head.state_dict(),
-            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(), "rng": rng_state(device), **state})
+    def save(self) -> None:
+        save_checkpoint(self.checkpoint_path, {
+            "format": CHECKPOINT_FORMAT, "run": self.run, "model": self.model.state_dict(),
+            "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+            "rng": rng_state(self.device), **self.state})
 
-    checkpoint_every = int(training.checkpoint_every or 0)
-    log_every = max(1, int(training.get("log_every", 10)))
-    while state["epoch"] < epochs:
-        epoch, started = state["epoch"], time.monotonic()
-        batches = CropBatches(cache.folder, cache.offsets, cache.labels, plan, epoch)
+    def train_epoch(self) -> None:
+        """The remaining batches of the current epoch, with mid-epoch checkpoints."""
+        state, device, steps_per_epoch = self.state, self.device, self.plan.steps_per_epoch
+        epoch = state["epoch"]
+        self.epoch_started = time.monotonic()
+        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch)
         loader = DataLoader(batches, batch_size=None, sampler=range(state["step"], steps_per_epoch),
-                            num_workers=int(training.num_workers), pin_memory=device.type == "cuda")
+                            num_workers=self.num_workers, pin_memory=device.type == "cuda")
+        # Running sums stay on the device: no host sync per step.
         loss_sum = torch.tensor(state["loss_sum"], dtype=torch.float64, device=device)
         correct = torch.tensor(state["correct"], dtype=torch.int64, device=device)
-        model.train()
-        head.train()
-        bar = tqdm(loader, total=steps_per_epoch, initial=state["step"], desc=f"epoch {epoch + 1}/{epochs}",
+        self.model.train()
+        self.head.train()
+        bar = tqdm(loader, total=steps_per_epoch, initial=state["step"], desc=f"epoch {epoch + 1}/{self.epochs}",
                    unit="batch", disable=None)
         for crops, labels in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)
-            with torch.autocast(device_type=device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                embeddings = model(wavs)
-            loss, cosines = head(embeddings, labels)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
+            with torch.autocast(device_type=device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+                embeddings = self.model(wavs)
+            loss, cosines = self.head(embeddings, labels)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.scheduler.step()
             loss_sum += loss.detach().double() * len(labels)
             correct += (cosines.argmax(dim=1) == labels).sum()
             state["seen"] += len(labels)
             state["step"] += 1
-            if state["step"] % log_every == 0 or state["step"] == steps_per_epoch:
+            if state["step"] % self.log_every == 0 or state["step"] == steps_per_epoch:
                 bar.set_postfix(loss=f"{loss_sum.item() / state['seen']:.3f}",
                                 acc=f"{correct.item() / state['seen']:.3f}")
-            if checkpoint_every and (epoch * steps_per_epoch + state["step"]) % checkpoint_every == 0:
+            if self.checkpoint_every and (epoch * steps_per_epoch + state["step"]) % self.checkpoint_every == 0:
                 state["loss_sum"], state["correct"] = loss_sum.item(), int(correct.item())
-                save()
+                self.save()
         bar.close()
         state["loss_sum"], state["correct"] = loss_sum.item(), int(correct.item())
 
-        model.eval()
-        val_eer = float(validate(model))
+    def end_epoch(self, val_eer: float) -> None:
+        """Keep the model if it is the best so far, log the epoch, checkpoint the next one's start."""
+        state = self.state
         is_best = val_eer < state["best_eer"]
         if is_best:
-            state["best_eer"], state["best_epoch"] = val_eer, epoch + 1
-            _save_model(out_dir, model, cfg, state, n_speakers=len(cache.speakers))
+            state["best_eer"], state["best_epoch"] = val_eer, state["epoch"] + 1
+            _save_model(self.out_dir, self.model, self.cfg, state, n_speakers=len(self.cache.speakers))
+        seen = max(state["seen"], 1)
         state["history"].append({
-            "epoch": epoch + 1, "steps": steps_per_epoch, "crops": state["seen"],
-            "loss": state["loss_sum"] / max(state["seen"], 1), "accuracy": state["correct"] / max(state["seen"], 1),
-            "lr": scheduler.get_last_lr()[0], "val_eer": val_eer, "best": is_best,
-            "seconds": round(time.monotonic() - started, 3)})
-        write_lines(out_dir / "training_log.jsonl", (json.dumps(record) for record in state["history"]))
-        state.update(epoch=epoch + 1, step=0, loss_sum=0.0, correct=0, seen=0)
-        save()
-
-    if not (out_dir / "model.pt").is_file():
-        raise VpevalError(f"{out_dir}: no epoch gave a finite validation EER, so no model was kept "
-                          f"(see {out_dir / 'training_log.jsonl'})")
-    return out_dir
+            "epoch": state["epoch"] + 1, "steps": self.plan.steps_per_epoch, "crops": state["seen"],
+            "loss": state["loss_sum"] / seen, "accuracy": state["correct"] / seen,
+            "lr": self.scheduler.get_last_lr()[0], "val_eer": val_eer, "best": is_best,
+            "seconds": round(time.monotonic() - self.epoch_started, 3)})
+        write_lines(self.out_dir / "training_log.jsonl", (json.dumps(record) for record in state["history"]))
+        state.update(epoch=state["epoch"] + 1, step=0, loss_sum=0.0, correct=0, seen=0)
+        self.save()
 
 
 def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, seed: int) -> dict:
