@@ -1,4 +1,6 @@
 """Scoring backends, enrolment means, trial scoring and score files."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -8,6 +10,8 @@ from pipeline.asv.scoring import (CosineBackend, enrolment_vectors, length_norma
                                   write_scores)
 from pipeline.data.manifest import Trial, Utterance
 from pipeline.errors import VpevalError
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def utterance(utt_id: str, speaker: str) -> Utterance:
@@ -74,7 +78,7 @@ def test_score_file_round_trip(tmp_path):
 
 @pytest.mark.parametrize("name, mean_subtraction", [("cosine", False), ("cosine_mean", True)])
 def test_backend_configs_instantiate(name, mean_subtraction):
-    backend = instantiate(OmegaConf.load(f"conf/backend/{name}.yaml"))
+    backend = instantiate(OmegaConf.load(CONF / "backend" / f"{name}.yaml"))
     assert isinstance(backend, CosineBackend)
     assert backend.mean_subtraction is mean_subtraction and backend.name == name
 

@@ -36,6 +36,15 @@ SPEAKERS, TRAIN_PER_SPEAKER, VAL_PER_SPEAKER = 6, 6, 3
 RUN_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=4", "attacker.training.checkpoint_every=3"]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny models run fastest on one thread, and multi-threaded kernels thrash on shared cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def toy_voice(speaker: int, utterance: int, seconds: float) -> np.ndarray:
     """A harmonic voice: speaker F0 / formant scale / tilt, utterance-varied prosody and vowels."""
     voice = np.random.default_rng([7, speaker])
@@ -230,7 +239,8 @@ def test_interrupted_run_resumes_mid_epoch_to_the_same_model(trained, corpus, tm
         return validation_eer(encoder, val)
 
     with monkeypatch.context() as patch:
-        patch.setattr(CropBatches, "__getitem__", lambda self, step: fetches.append((self.epoch, step)) or fetch(self, step))
+        patch.setattr(CropBatches, "__getitem__",
+                      lambda self, step: fetches.append((self.epoch, step)) or fetch(self, step))
         with pytest.raises(KeyboardInterrupt):
             train_attacker(cfg, train, tmp_path, device="cpu", seed=int(cfg.seed),
                            validate=killed_in_the_second_validation)
@@ -360,3 +370,18 @@ def test_ecapa_config_has_the_vpc_2024_sizes():
     assert (training.optimizer.lr, training.optimizer.weight_decay) == (0.01, 2e-6)
     vpc = attacker_config("ecapa_vpc2024").training.scheduler
     assert (vpc.base_lr, vpc.step_size_up, vpc._target_) == (1e-8, 65000, "pipeline.asv.schedules.cyclic")
+
+
+@pytest.mark.gpu
+def test_tiny_training_and_extraction_on_cuda_in_bf16(corpus, tmp_path):
+    train, val = corpus
+    cfg = attacker_config(overrides=(*RUN_OVERRIDES, "attacker.training.precision=bf16",
+                                     "attacker.training.num_workers=2"))
+    model_dir = train_attacker(cfg, train, tmp_path, device="cuda", seed=int(cfg.seed),
+                               validate=lambda encoder: validation_eer(encoder, val))
+    log = read_log(model_dir / "training_log.jsonl")
+    assert all(np.isfinite(record["loss"]) for record in log) and log[-1]["accuracy"] > log[0]["accuracy"]
+    _, on_cpu = extract_embeddings(model_dir, val, device="cpu", progress=False)
+    _, on_gpu = extract_embeddings(model_dir, val, device="cuda", precision="bf16", progress=False)
+    cosine = (length_normalise(on_cpu) * length_normalise(on_gpu)).sum(axis=1)
+    assert cosine.min() > 0.99

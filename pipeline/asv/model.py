@@ -55,7 +55,8 @@ class SpeakerEncoder(nn.Module):
         if any(k % 2 == 0 for k in kernel_sizes):
             raise VpevalError(f"attacker.model.kernel_sizes must be odd, got {kernel_sizes}")
         if any(c % res2net_scale for c in channels[1:-1]):
-            raise VpevalError(f"attacker.model.channels {channels[1:-1]} must be multiples of res2net_scale={res2net_scale}")
+            raise VpevalError(f"attacker.model.channels {channels[1:-1]} must be multiples of "
+                              f"res2net_scale={res2net_scale}")
         self.architecture = dict(
             sample_rate=int(sample_rate), n_mels=int(n_mels), channels=channels, kernel_sizes=kernel_sizes,
             dilations=dilations, attention_channels=int(attention_channels), res2net_scale=int(res2net_scale),

@@ -79,7 +79,8 @@ class _Trainer:
             raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(self.model).__name__}")
         crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
         if crop_samples < self.model.fbank.window_size:
-            raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than one fbank window")
+            raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
+                              f"one fbank window")
 
         cache_dir = Path(training.cache_dir) if training.get("cache_dir") else out_dir / "audio_cache"
         self.cache = build_audio_cache(train_utts, cache_dir, sample_rate=self.model.sample_rate,
