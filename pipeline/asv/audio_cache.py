@@ -1,0 +1,154 @@
+"""Audio decoded once into one int16 array + an index, memory-mapped by training.
+
+A cache folder holds::
+
+    audio.npy     int16, every utterance's samples back to back (16-bit PCM scale)
+    offsets.npy   int64, N + 1 boundaries: utterance i is audio[offsets[i]:offsets[i + 1]]
+    labels.npy    int64, N speaker labels (index into `speakers`, sorted speaker ids)
+    cache.json    written last: the key of the inputs, sample rate, utterance ids, speakers
+
+Every file is written atomically and `cache.json` last, so a folder whose `cache.json`
+matches the inputs is complete. The key covers each utterance's id, speaker, path, file size
+and modification time, and the sample rate; any change rebuilds the cache.
+
+Audio is decoded in a thread pool (libsndfile and resampling release the GIL) and streamed to
+disk in manifest order, so memory stays bounded whatever the corpus size.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+
+import numpy as np
+from tqdm import tqdm
+
+from pipeline.data.audio import read_audio
+from pipeline.data.manifest import Utterance
+from pipeline.fileio import atomic_path, write_json
+
+INT16_SCALE = 32768.0
+CACHE_VERSION = 1
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+def ordered_map(function: Callable[[Item], Result], items: Iterable[Item], *, workers: int,
+                lookahead: int | None = None) -> Iterator[Result]:
+    """`map(function, items)` on a thread pool, in order, with at most `lookahead` items in flight."""
+    items = iter(items)
+    lookahead = lookahead or 4 * max(workers, 1)
+    with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+        pending = []
+        for item in items:
+            pending.append(pool.submit(function, item))
+            if len(pending) >= lookahead:
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
+
+
+def to_int16(wav: np.ndarray) -> np.ndarray:
+    """Float audio in [-1, 1] -> int16 (exact for audio that was 16-bit PCM)."""
+    return np.clip(np.round(wav * INT16_SCALE), -32768, 32767).astype(np.int16)
+
+
+@dataclass(frozen=True)
+class AudioCache:
+    """A complete cache folder, memory-mapped."""
+
+    folder: Path
+    audio: np.ndarray
+    offsets: np.ndarray
+    labels: np.ndarray
+    utterance_ids: list[str]
+    speakers: list[str]
+    sample_rate: int
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.utterance_ids)
+
+    def waveform(self, index: int) -> np.ndarray:
+        """Utterance `index` as float32 in [-1, 1]."""
+        return self.audio[self.offsets[index]:self.offsets[index + 1]].astype(np.float32) / INT16_SCALE
+
+
+def cache_key(utterances: Sequence[Utterance], sample_rate: int) -> str:
+    """sha256 over what the cache content depends on (ids, speakers, files, rate)."""
+    digest = hashlib.sha256(f"v{CACHE_VERSION} {sample_rate}\n".encode())
+    for utt in utterances:
+        stat = os.stat(utt.path) if os.path.exists(utt.path) else None
+        size, mtime = (stat.st_size, stat.st_mtime_ns) if stat else (-1, -1)
+        digest.update(f"{utt.id}\t{utt.speaker}\t{utt.path}\t{size}\t{mtime}\n".encode())
+    return digest.hexdigest()
+
+
+def open_audio_cache(folder: str | Path) -> AudioCache:
+    """Memory-map a complete cache folder (see `build_audio_cache`)."""
+    folder = Path(folder)
+    meta = json.loads((folder / "cache.json").read_text())
+    return AudioCache(
+        folder=folder,
+        audio=np.load(folder / "audio.npy", mmap_mode="r"),
+        offsets=np.load(folder / "offsets.npy"),
+        labels=np.load(folder / "labels.npy"),
+        utterance_ids=meta["utterances"],
+        speakers=meta["speakers"],
+        sample_rate=meta["sample_rate"],
+    )
+
+
+def build_audio_cache(utterances: Sequence[Utterance], folder: str | Path, *, sample_rate: int = 16000,
+                      workers: int = 4, progress: bool | None = None) -> AudioCache:
+    """Decode `utterances` into `folder` unless a complete cache of the same inputs is there.
+
+    >>> cache = build_audio_cache(utts, "run/audio_cache")  # doctest: +SKIP
+    >>> cache.waveform(0).shape                              # doctest: +SKIP
+    """
+    folder = Path(folder)
+    key = cache_key(utterances, sample_rate)
+    marker = folder / "cache.json"
+    if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
+        return open_audio_cache(folder)
+    speakers = sorted({utt.speaker for utt in utterances})
+    label_of = {speaker: label for label, speaker in enumerate(speakers)}
+    offsets = np.zeros(len(utterances) + 1, dtype=np.int64)
+    with atomic_path(folder / "audio.npy") as tmp, open(tmp, "wb") as out:
+        header_size = _write_npy_header(out, 0)
+        decoded = ordered_map(lambda utt: to_int16(read_audio(utt.path, sample_rate)), utterances, workers=workers)
+        for index, samples in enumerate(tqdm(decoded, total=len(utterances), desc="caching audio",
+                                             unit="utt", disable=None if progress is None else not progress)):
+            out.write(samples.astype("<i2", copy=False).tobytes())
+            offsets[index + 1] = offsets[index] + len(samples)
+        out.seek(0)
+        if _write_npy_header(out, int(offsets[-1])) != header_size:
+            raise RuntimeError("npy header size changed while streaming audio.npy")
+    _save_npy(folder / "offsets.npy", offsets)
+    _save_npy(folder / "labels.npy", np.array([label_of[u.speaker] for u in utterances], dtype=np.int64))
+    write_json(marker, {"key": key, "version": CACHE_VERSION, "sample_rate": sample_rate,
+                        "samples": int(offsets[-1]), "speakers": speakers,
+                        "utterances": [utt.id for utt in utterances]})
+    return open_audio_cache(folder)
+
+
+def _write_npy_header(out, num_samples: int) -> int:
+    """Write an int16 1-D .npy header at the current position; return its size in bytes."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<i2", "fortran_order": False, "shape": (num_samples,)})
+    out.write(header.getvalue())
+    return len(header.getvalue())
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with atomic_path(path) as tmp:
+        np.save(tmp, array)

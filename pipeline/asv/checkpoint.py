@@ -1,0 +1,85 @@
+"""Safe checkpoints: atomic `torch.save`, `torch.load(weights_only=True)`, clear mismatch errors."""
+from __future__ import annotations
+
+import pickle
+import random
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipeline.errors import VpevalError
+from pipeline.fileio import atomic_path
+
+SHOWN_DIFFERENCES = 3
+
+
+def save_checkpoint(path: str | Path, state: Mapping[str, Any]) -> Path:
+    """torch.save `state` atomically (tensors, numbers, strings, lists and dicts only)."""
+    with atomic_path(path) as tmp:
+        torch.save(dict(state), tmp)
+    return Path(path)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """torch.load with `weights_only=True`; anything else (pickled objects) is refused."""
+    path = Path(path)
+    if not path.is_file():
+        raise VpevalError(f"{path}: checkpoint not found")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise VpevalError(f"{path}: refused to load, it holds more than weights ({reason})") from None
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise VpevalError(f"{path}: not a readable torch checkpoint ({exc})") from None
+    if not isinstance(state, dict):
+        raise VpevalError(f"{path}: expected a dict of tensors, found {type(state).__name__}")
+    return state
+
+
+def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: str | Path, what: str) -> None:
+    """Load `state_dict` into `module`, or name the file and the expected vs found keys/shapes."""
+    if not isinstance(state_dict, Mapping) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
+        raise VpevalError(f"{path}: the {what} entry is not a state dict of tensors")
+    expected = {name: tuple(tensor.shape) for name, tensor in module.state_dict().items()}
+    found = {name: tuple(tensor.shape) for name, tensor in state_dict.items()}
+    problems = []
+    missing = sorted(expected.keys() - found.keys())
+    unexpected = sorted(found.keys() - expected.keys())
+    reshaped = [f"{name}: expected {expected[name]} found {found[name]}"
+                for name in sorted(expected.keys() & found.keys()) if expected[name] != found[name]]
+    for label, items in (("missing keys", missing), ("unexpected keys", unexpected), ("shape mismatches", reshaped)):
+        if items:
+            more = f" (+{len(items) - SHOWN_DIFFERENCES} more)" if len(items) > SHOWN_DIFFERENCES else ""
+            problems.append(f"{len(items)} {label} [{'; '.join(items[:SHOWN_DIFFERENCES])}]{more}")
+    if problems:
+        raise VpevalError(f"{path}: {what} is from another architecture: {', '.join(problems)}")
+    module.load_state_dict(state_dict)
+
+
+def rng_state(device: torch.device) -> dict:
+    """The global RNG states (torch, CUDA of `device`, numpy, random) as checkpoint-safe values."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
+                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "random": {"version": version, "internal": list(internal), "gauss_next": gauss_next},
+    }
+
+
+def restore_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
+    """Inverse of `rng_state`."""
+    torch.set_rng_state(state["torch"].cpu())  # RNG states must be CPU tensors, whatever map_location did
+    if device.type == "cuda" and state["cuda"] is not None:
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
+    numpy_state = state["numpy"]
+    np.random.set_state((numpy_state["kind"], numpy_state["keys"].cpu().numpy().astype(np.uint32),
+                         numpy_state["position"], numpy_state["has_gauss"], numpy_state["gauss"]))
+    python_state = state["random"]
+    random.setstate((python_state["version"], tuple(python_state["internal"]), python_state["gauss_next"]))

@@ -1,0 +1,104 @@
+"""Reproducible fixed-length training crops drawn from an audio cache.
+
+An epoch is a seeded shuffle of examples; batch `step` of epoch `epoch` is a pure function
+of (seed, epoch, step), so a resumed run (or another rank, later) can produce any batch
+without replaying the ones before it.
+
+- `examples_per_epoch: chunks` (SpeechBrain / VPC 2024): an utterance contributes
+  max(1, floor(length / crop)) examples per epoch, each a crop at a random position in the
+  whole utterance. `utterances`: one crop per utterance per epoch.
+- An utterance shorter than the crop is repeated circularly from a random start up to the
+  crop length, so every crop is full of speech and training needs no padding masks.
+- Batches have exactly `batch_size` crops; the last incomplete batch of an epoch is dropped
+  (an epoch with fewer examples than `batch_size` is one smaller batch).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from pipeline.errors import VpevalError
+
+EXAMPLE_MODES = ("chunks", "utterances")
+
+
+class CropPlan:
+    """Which crops make up each batch: `plan.batch(epoch, step) -> (utterance indices, starts)`."""
+
+    def __init__(self, lengths: np.ndarray, crop_samples: int, batch_size: int, seed: int,
+                 examples_per_epoch: str = "chunks"):
+        if examples_per_epoch not in EXAMPLE_MODES:
+            raise VpevalError(f"attacker.training.examples_per_epoch must be one of {EXAMPLE_MODES}, "
+                              f"got {examples_per_epoch!r}")
+        if batch_size < 1:
+            raise VpevalError(f"attacker.training.batch_size must be positive, got {batch_size}")
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.crop_samples = int(crop_samples)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        repeats = (np.maximum(1, self.lengths // self.crop_samples) if examples_per_epoch == "chunks"
+                   else np.ones(len(self.lengths), dtype=np.int64))
+        self.examples = np.repeat(np.arange(len(self.lengths)), repeats)
+        self.steps_per_epoch = max(1, len(self.examples) // self.batch_size)
+        self._order: tuple[int, np.ndarray] | None = None  # the last epoch's shuffle, reused by its steps
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The shuffled example indices of `epoch`."""
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(len(self.examples)))
+        return self._order[1]
+
+    def batch(self, epoch: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Utterance indices and crop start samples of batch `step` of `epoch`."""
+        if not 0 <= step < self.steps_per_epoch:
+            raise IndexError(f"step {step} outside an epoch of {self.steps_per_epoch} steps")
+        utterances = self.examples[self.order(epoch)[step * self.batch_size:(step + 1) * self.batch_size]]
+        lengths = self.lengths[utterances]
+        span = np.where(lengths >= self.crop_samples, lengths - self.crop_samples + 1, lengths)
+        starts = np.random.default_rng([self.seed, epoch, step]).integers(0, span)
+        return utterances, starts
+
+
+def take_crops(audio: np.ndarray, offsets: np.ndarray, utterances: np.ndarray, starts: np.ndarray,
+               crop_samples: int) -> np.ndarray:
+    """(B, crop_samples) int16 crops; short utterances wrap around (see module doc)."""
+    crops = np.empty((len(utterances), crop_samples), dtype=np.int16)
+    for row, (utt, start) in enumerate(zip(utterances, starts)):
+        begin, end = offsets[utt], offsets[utt + 1]
+        if end - begin >= crop_samples:
+            crops[row] = audio[begin + start:begin + start + crop_samples]
+        else:
+            crops[row] = audio[begin:end][(start + np.arange(crop_samples)) % (end - begin)]
+    return crops
+
+
+class CropBatches(Dataset):
+    """The batches of one epoch as a map-style dataset: item `step` -> (int16 crops, labels).
+
+    Meant for `DataLoader(batch_size=None, sampler=range(first_step, len(dataset)))`. The
+    audio is memory-mapped lazily in each worker process (the dataset pickles without it).
+    """
+
+    def __init__(self, cache_folder: str | Path, offsets: np.ndarray, labels: np.ndarray, plan: CropPlan, epoch: int):
+        self.audio_path = Path(cache_folder) / "audio.npy"
+        self.offsets = offsets
+        self.labels = labels
+        self.plan = plan
+        self.epoch = epoch
+        self._audio = None
+
+    def __len__(self) -> int:
+        return self.plan.steps_per_epoch
+
+    def __getitem__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._audio is None:
+            self._audio = np.load(self.audio_path, mmap_mode="r")
+        utterances, starts = self.plan.batch(self.epoch, step)
+        crops = take_crops(self._audio, self.offsets, utterances, starts, self.plan.crop_samples)
+        return torch.from_numpy(crops), torch.from_numpy(self.labels[utterances])
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_audio": None}

@@ -1,0 +1,105 @@
+"""Speaker embeddings of whole utterances, batched over length-sorted buckets.
+
+>>> ids, embeddings = extract_embeddings("runs/attacker", utts, device="cpu")  # doctest: +SKIP
+>>> embeddings.shape                                                          # doctest: +SKIP
+(len(utts), 192)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from tqdm import tqdm
+
+from pipeline.asv.audio_cache import ordered_map
+from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
+from pipeline.asv.model import SpeakerEncoder, autocast_dtype
+from pipeline.data.audio import read_audio
+from pipeline.data.manifest import Utterance
+from pipeline.errors import VpevalError
+
+def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEncoder:
+    """Rebuild the encoder from `model_dir/model.json` and load `model.pt` (weights only), in eval mode."""
+    model_dir = Path(model_dir)
+    spec_path = model_dir / "model.json"
+    if not spec_path.is_file():
+        raise VpevalError(f"{spec_path}: attacker model description not found")
+    try:
+        encoder = instantiate(json.loads(spec_path.read_text())["model"])
+    except (json.JSONDecodeError, KeyError, TypeError, InstantiationException) as exc:
+        raise VpevalError(f"{spec_path}: cannot rebuild the encoder ({str(exc).splitlines()[0]})") from None
+    if not isinstance(encoder, SpeakerEncoder):
+        raise VpevalError(f"{spec_path}: 'model' builds a {type(encoder).__name__}, not a SpeakerEncoder")
+    weights_path = model_dir / "model.pt"
+    load_state_checked(encoder, load_checkpoint(weights_path), weights_path, "model")
+    return encoder.to(device).eval()
+
+
+def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device,
+                       batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
+                       progress: bool | None = None) -> tuple[list[str], np.ndarray]:
+    """Embeddings (N x D float32, in the order of `utts`) with the encoder saved in `model_dir`."""
+    encoder = load_encoder(model_dir, device)
+    return embed_utterances(encoder, utts, device=device, batch_seconds=batch_seconds, precision=precision,
+                            workers=workers, progress=progress)
+
+
+def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[list[int]]:
+    """Index batches, longest utterances first, each with (count x longest) <= batch_seconds
+    (an utterance longer than that is a batch of its own).
+
+    >>> length_buckets([1.0, 4.0, 2.0, 3.0], batch_seconds=6.5)
+    [[1], [3, 2], [0]]
+    """
+    batches: list[list[int]] = []
+    for index in sorted(range(len(durations)), key=lambda i: (-durations[i], i)):
+        if batches and (len(batches[-1]) + 1) * durations[batches[-1][0]] <= batch_seconds:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, device: str | torch.device,
+                     batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
+                     progress: bool | None = None) -> tuple[list[str], np.ndarray]:
+    """Embed whole utterances with `encoder` (eval mode, no grad; autocast on CUDA for bf16/fp16).
+
+    Audio is read by `workers` threads ahead of the model; batches hold utterances of similar
+    length, padded, with relative lengths, so results do not depend on `batch_seconds`.
+    """
+    device = torch.device(device)
+    dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
+    encoder.eval()
+    min_samples = encoder.fbank.window_size
+    embeddings = np.zeros((len(utts), encoder.embedding_dim), dtype=np.float32)
+    batches = length_buckets([utt.duration for utt in utts], batch_seconds)
+
+    def load(batch: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        wavs = [read_audio(utts[i].path, encoder.sample_rate) for i in batch]
+        for i, wav in zip(batch, wavs):
+            if len(wav) < min_samples:
+                raise VpevalError(f"{utts[i].path}: utterance {utts[i].id!r} has {len(wav)} samples, "
+                                  f"fewer than one {min_samples}-sample fbank window")
+        lengths = np.array([len(wav) for wav in wavs], dtype=np.int64)
+        padded = np.zeros((len(wavs), lengths.max()), dtype=np.float32)
+        for row, wav in enumerate(wavs):
+            padded[row, :len(wav)] = wav
+        return padded, lengths
+
+    bar = tqdm(total=len(utts), desc="embedding", unit="utt", disable=None if progress is None else not progress)
+    with torch.inference_mode():
+        for batch, (padded, lengths) in zip(batches, ordered_map(load, batches, workers=workers)):
+            wavs = torch.from_numpy(padded).to(device, non_blocking=True)
+            wav_lens = torch.from_numpy(lengths / padded.shape[1]).to(device)
+            with torch.autocast(device_type=device.type, dtype=dtype, enabled=dtype is not None):
+                output = encoder(wavs, wav_lens)
+            embeddings[batch] = output.float().cpu().numpy()
+            bar.update(len(batch))
+    bar.close()
+    return [utt.id for utt in utts], embeddings

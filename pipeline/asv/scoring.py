@@ -1,0 +1,146 @@
+"""Scoring backends (plugins by config, `conf/backend/*.yaml`) and trial scoring.
+
+A backend is fitted on the attacker's training embeddings and scores aligned pairs::
+
+    backend = instantiate(cfg.backend).fit(train_embeddings, train_speakers)
+    scores = backend.score(enroll_vectors, test_vectors)      # one score per row pair
+
+`score_trials` builds each enrolment speaker's vector as the mean of its length-normalised
+utterance embeddings (as the VoicePrivacy toolkits do) and scores a trial list; `write_scores`
+writes `enroll test score target|nontarget` lines, the file every metric reads.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from pipeline.data.manifest import Trial, Utterance
+from pipeline.errors import VpevalError, input_error
+from pipeline.fileio import write_lines
+
+TRIAL_CHUNK = 65536
+
+
+def length_normalise(embeddings: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (all-zero rows stay zero)."""
+    embeddings = np.asarray(embeddings, dtype=np.float64)
+    norms = np.linalg.norm(embeddings, axis=-1, keepdims=True)
+    return embeddings / np.where(norms > 0, norms, 1.0)
+
+
+class ScoringBackend(ABC):
+    """fit(training embeddings, their speakers) once, then score(enroll, test) row pairs.
+
+    `name` is the label reports use (the config's `name:` key).
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @abstractmethod
+    def fit(self, embeddings: np.ndarray, speaker_ids: Sequence[str]) -> "ScoringBackend":
+        """Learn whatever the backend needs from the attacker's training embeddings; return self."""
+
+    @abstractmethod
+    def score(self, enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
+        """(N, D) enrolment and (N, D) test embeddings -> (N,) scores, higher = more likely same speaker."""
+
+
+class CosineBackend(ScoringBackend):
+    """Cosine similarity; with `mean_subtraction`, embeddings are length-normalised and the mean
+    of the length-normalised training embeddings is subtracted before the cosine.
+
+    >>> CosineBackend().fit(np.eye(2), ["a", "b"]).score(np.array([[1.0, 0.0]]), np.array([[1.0, 1.0]]))
+    array([0.70710678])
+    """
+
+    def __init__(self, mean_subtraction: bool = False, name: str = "cosine"):
+        super().__init__(name)
+        self.mean_subtraction = bool(mean_subtraction)
+        self.mean: np.ndarray | None = None
+
+    def fit(self, embeddings: np.ndarray, speaker_ids: Sequence[str]) -> "CosineBackend":
+        embeddings = _as_matrix(embeddings, "training embeddings")
+        if len(speaker_ids) != len(embeddings):
+            raise VpevalError(f"backend fit: {len(embeddings)} embeddings but {len(speaker_ids)} speaker ids")
+        self.mean = length_normalise(embeddings).mean(axis=0)
+        return self
+
+    def score(self, enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
+        enroll, test = _as_matrix(enroll, "enrolment embeddings"), _as_matrix(test, "test embeddings")
+        if enroll.shape != test.shape:
+            raise VpevalError(f"backend score: enrolment {enroll.shape} and test {test.shape} are not aligned pairs")
+        if self.mean_subtraction:
+            if self.mean is None:
+                raise VpevalError("cosine backend with mean_subtraction: call fit() on training embeddings first")
+            enroll = length_normalise(enroll) - self.mean
+            test = length_normalise(test) - self.mean
+        return np.einsum("nd,nd->n", length_normalise(enroll), length_normalise(test))
+
+
+def enrolment_vectors(enroll_utts: Sequence[Utterance], enroll_emb: np.ndarray) -> dict[str, np.ndarray]:
+    """Speaker -> mean of the speaker's length-normalised utterance embeddings."""
+    enroll_emb = _as_matrix(enroll_emb, "enrolment embeddings")
+    if len(enroll_utts) != len(enroll_emb):
+        raise VpevalError(f"{len(enroll_utts)} enrolment utterances but {len(enroll_emb)} embeddings")
+    normalised = length_normalise(enroll_emb)
+    rows: dict[str, list[int]] = {}
+    for row, utt in enumerate(enroll_utts):
+        rows.setdefault(utt.speaker, []).append(row)
+    return {speaker: normalised[indices].mean(axis=0) for speaker, indices in rows.items()}
+
+
+def score_trials(backend: ScoringBackend, enroll_utts: Sequence[Utterance], enroll_emb: np.ndarray,
+                 trial_emb_by_id: Mapping[str, np.ndarray], trials: Sequence[Trial]) -> np.ndarray:
+    """One score per trial (float64, in trial order), scored in chunks to bound memory."""
+    enrolment = enrolment_vectors(enroll_utts, enroll_emb)
+    scores = np.empty(len(trials), dtype=np.float64)
+    for start in range(0, len(trials), TRIAL_CHUNK):
+        chunk = trials[start:start + TRIAL_CHUNK]
+        for trial in chunk:
+            if trial.enroll not in enrolment:
+                raise VpevalError(f"trial '{trial.line()}': no enrolment utterances for speaker {trial.enroll!r}")
+            if trial.test not in trial_emb_by_id:
+                raise VpevalError(f"trial '{trial.line()}': no embedding for test utterance {trial.test!r}")
+        enroll = np.stack([enrolment[trial.enroll] for trial in chunk])
+        test = np.stack([np.asarray(trial_emb_by_id[trial.test], dtype=np.float64) for trial in chunk])
+        scores[start:start + len(chunk)] = backend.score(enroll, test)
+    return scores
+
+
+def write_scores(path: str | Path, trials: Sequence[Trial], scores: np.ndarray) -> Path:
+    """Write `enroll test score target|nontarget` lines atomically."""
+    if len(trials) != len(scores):
+        raise VpevalError(f"{path}: {len(trials)} trials but {len(scores)} scores")
+    return write_lines(path, (f"{t.enroll} {t.test} {float(s):.9g} {'target' if t.target else 'nontarget'}"
+                              for t, s in zip(trials, scores)))
+
+
+def read_scores(path: str | Path) -> tuple[list[Trial], np.ndarray]:
+    """Read a score file written by `write_scores`."""
+    path = Path(path)
+    if not path.is_file():
+        raise input_error(path, "score file not found")
+    trials, scores = [], []
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        parts = raw.split()
+        if not parts:
+            continue
+        if len(parts) != 4 or parts[3] not in ("target", "nontarget"):
+            raise input_error(path, f"expected 'enroll test score target|nontarget', got {raw!r}", number)
+        try:
+            scores.append(float(parts[2]))
+        except ValueError:
+            raise input_error(path, f"score {parts[2]!r} is not a number", number) from None
+        trials.append(Trial(parts[0], parts[1], parts[3] == "target"))
+    return trials, np.array(scores, dtype=np.float64)
+
+
+def _as_matrix(embeddings: Iterable, what: str) -> np.ndarray:
+    matrix = np.asarray(embeddings, dtype=np.float64)
+    if matrix.ndim != 2 or not np.isfinite(matrix).all():
+        raise VpevalError(f"{what}: expected a finite 2-D array, got shape {matrix.shape}")
+    return matrix

@@ -1,0 +1,232 @@
+"""Train the attacker's speaker encoder on (anonymised) training utterances.
+
+`train_attacker` writes into `out_dir`::
+
+    audio_cache/         decoded int16 audio (see `audio_cache`), unless training.cache_dir is set
+    checkpoint.pt        latest state: model, head, optimiser, scheduler, grad scaler, epoch,
+                         step within the epoch, RNG states, best validation EER, history
+    model.pt, model.json the encoder with the best validation EER so far (weights-only state
+                         dict) and what rebuilds it (`embed.load_encoder`)
+    training_log.jsonl   one line per finished epoch: loss, accuracy, lr, val_eer, best, seconds
+
+A checkpoint is written atomically after every epoch and every `checkpoint_every` optimiser
+steps. On start the run resumes from `checkpoint.pt`, mid-epoch included: batches are a pure
+function of (seed, epoch, step), so the consumed ones are skipped and, on CPU, an
+interrupted run ends with bitwise the same model as an uninterrupted one. A checkpoint written
+with other result-affecting settings is refused with the differing keys named.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
+from pipeline.asv.checkpoint import (load_checkpoint, load_state_checked, restore_rng_state, rng_state,
+                                     save_checkpoint)
+from pipeline.asv.crops import CropBatches, CropPlan
+from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
+from pipeline.data.manifest import Utterance
+from pipeline.errors import VpevalError
+from pipeline.fileio import write_json, write_lines
+
+CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
+# Settings that change how fast a run goes, never what it computes: free to change on resume.
+OPERATIONAL_KEYS = ("num_workers", "cache_workers", "checkpoint_every", "log_every", "cache_dir")
+
+Validate = Callable[[SpeakerEncoder], float]
+
+
+def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utterance], out_dir: str | Path, *,
+                   device: str | torch.device, seed: int, validate: Validate) -> Path:
+    """Train (or resume, or find finished) an attacker; return `out_dir`, which holds model.pt/json.
+
+    `cfg` is an attacker config (conf/attacker/*.yaml); `validate(encoder)` returns the
+    validation EER (lower is better) and is called once per epoch with the encoder in eval mode.
+    """
+    cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+    trainer = _Trainer(cfg, train_utts, Path(out_dir), torch.device(device), seed)
+    trainer.resume()
+    while trainer.state["epoch"] < trainer.epochs:
+        trainer.train_epoch()
+        trainer.end_epoch(float(validate(trainer.model.eval())))
+    if not (trainer.out_dir / "model.pt").is_file():
+        raise VpevalError(f"{out_dir}: no epoch gave a finite validation EER, so no model was kept "
+                          f"(see {trainer.out_dir / 'training_log.jsonl'})")
+    return trainer.out_dir
+
+
+class _Trainer:
+    """One attacker training run: its model, optimisation state, data and checkpoint."""
+
+    def __init__(self, cfg: DictConfig, train_utts: Sequence[Utterance], out_dir: Path, device: torch.device,
+                 seed: int):
+        training = cfg.training
+        self.cfg, self.out_dir, self.device = cfg, out_dir, device
+        self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
+        torch.manual_seed(seed)
+        self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
+        if not isinstance(self.model, SpeakerEncoder):
+            raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(self.model).__name__}")
+        crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
+        if crop_samples < self.model.fbank.window_size:
+            raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
+                              f"one fbank window")
+
+        cache_dir = Path(training.cache_dir) if training.get("cache_dir") else out_dir / "audio_cache"
+        self.cache = build_audio_cache(train_utts, cache_dir, sample_rate=self.model.sample_rate,
+                                       workers=int(training.cache_workers))
+        if len(self.cache.speakers) < 2:
+            raise VpevalError(f"attacker training set has {len(self.cache.speakers)} speaker(s); at least 2 are needed")
+        self.plan = CropPlan(self.cache.lengths, crop_samples, int(training.batch_size), seed,
+                             str(training.examples_per_epoch))
+        self.epochs = int(training.epochs)
+        self.head = AAMSoftmaxHead(self.model.embedding_dim, len(self.cache.speakers),
+                                   margin=float(cfg.head.margin), scale=float(cfg.head.scale))
+        self.model.to(device)
+        self.head.to(device)
+        parameters = list(self.model.parameters()) + list(self.head.parameters())
+        self.optimizer = instantiate(training.optimizer)(parameters)
+        self.scheduler = instantiate(training.scheduler)(self.optimizer,
+                                                         total_steps=self.epochs * self.plan.steps_per_epoch)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
+        if device.type == "cuda":
+            torch.backends.cudnn.benchmark = True  # fixed crop shapes: let cuDNN pick the fastest kernels
+        self.run = _run_identity(cfg, self.model, self.cache, seed)
+        self.checkpoint_path = out_dir / "checkpoint.pt"
+        self.checkpoint_every = int(training.checkpoint_every or 0)
+        self.log_every = max(1, int(training.get("log_every") or 10))
+        self.num_workers = int(training.num_workers)
+        self.epoch_started = time.monotonic()
+        # Progress of the run; saved in every checkpoint. loss_sum / correct / seen cover the
+        # current epoch's steps so far.
+        self.state = {"epoch": 0, "step": 0, "best_eer": math.inf, "best_epoch": 0, "history": [],
+                      "loss_sum": 0.0, "correct": 0, "seen": 0}
+
+    def resume(self) -> None:
+        """Restore everything from checkpoint.pt when there is one."""
+        path = self.checkpoint_path
+        if not path.is_file():
+            return
+        checkpoint = load_checkpoint(path, map_location=self.device)
+        if checkpoint.get("format") != CHECKPOINT_FORMAT:
+            raise VpevalError(f"{path}: not a vpeval attacker checkpoint (format {checkpoint.get('format')!r})")
+        load_state_checked(self.model, checkpoint["model"], path, "model")
+        _check_same_run(path, checkpoint["run"], self.run)
+        load_state_checked(self.head, checkpoint["head"], path, "head")
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        if checkpoint["scaler"]:  # empty when saved without fp16 (e.g. a run begun on CPU)
+            self.scaler.load_state_dict(checkpoint["scaler"])
+        restore_rng_state(checkpoint["rng"], self.device)
+        self.state = {key: checkpoint[key] for key in self.state}
+
+    def save(self) -> None:
+        save_checkpoint(self.checkpoint_path, {
+            "format": CHECKPOINT_FORMAT, "run": self.run, "model": self.model.state_dict(),
+            "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+            "rng": rng_state(self.device), **self.state})
+
+    def train_epoch(self) -> None:
+        """The remaining batches of the current epoch, with mid-epoch checkpoints."""
+        state, device, steps_per_epoch = self.state, self.device, self.plan.steps_per_epoch
+        epoch = state["epoch"]
+        self.epoch_started = time.monotonic()
+        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch)
+        loader = DataLoader(batches, batch_size=None, sampler=range(state["step"], steps_per_epoch),
+                            num_workers=self.num_workers, pin_memory=device.type == "cuda")
+        # Running sums stay on the device: no host sync per step.
+        loss_sum = torch.tensor(state["loss_sum"], dtype=torch.float64, device=device)
+        correct = torch.tensor(state["correct"], dtype=torch.int64, device=device)
+        self.model.train()
+        self.head.train()
+        bar = tqdm(loader, total=steps_per_epoch, initial=state["step"], desc=f"epoch {epoch + 1}/{self.epochs}",
+                   unit="batch", disable=None)
+        for crops, labels in bar:
+            wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
+            labels = labels.to(device, non_blocking=True)
+            with torch.autocast(device_type=device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+                embeddings = self.model(wavs)
+            loss, cosines = self.head(embeddings, labels)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.scheduler.step()
+            loss_sum += loss.detach().double() * len(labels)
+            correct += (cosines.argmax(dim=1) == labels).sum()
+            state["seen"] += len(labels)
+            state["step"] += 1
+            if state["step"] % self.log_every == 0 or state["step"] == steps_per_epoch:
+                bar.set_postfix(loss=f"{loss_sum.item() / state['seen']:.3f}",
+                                acc=f"{correct.item() / state['seen']:.3f}")
+            if self.checkpoint_every and (epoch * steps_per_epoch + state["step"]) % self.checkpoint_every == 0:
+                state["loss_sum"], state["correct"] = loss_sum.item(), int(correct.item())
+                self.save()
+        bar.close()
+        state["loss_sum"], state["correct"] = loss_sum.item(), int(correct.item())
+
+    def end_epoch(self, val_eer: float) -> None:
+        """Keep the model if it is the best so far, log the epoch, checkpoint the next one's start."""
+        state = self.state
+        is_best = val_eer < state["best_eer"]
+        if is_best:
+            state["best_eer"], state["best_epoch"] = val_eer, state["epoch"] + 1
+            _save_model(self.out_dir, self.model, self.cfg, state, n_speakers=len(self.cache.speakers))
+        seen = max(state["seen"], 1)
+        state["history"].append({
+            "epoch": state["epoch"] + 1, "steps": self.plan.steps_per_epoch, "crops": state["seen"],
+            "loss": state["loss_sum"] / seen, "accuracy": state["correct"] / seen,
+            "lr": self.scheduler.get_last_lr()[0], "val_eer": val_eer, "best": is_best,
+            "seconds": round(time.monotonic() - self.epoch_started, 3)})
+        write_lines(self.out_dir / "training_log.jsonl", (json.dumps(record) for record in state["history"]))
+        state.update(epoch=state["epoch"] + 1, step=0, loss_sum=0.0, correct=0, seen=0)
+        self.save()
+
+
+def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, seed: int) -> dict:
+    """Everything a checkpoint's numbers depend on, in checkpoint-safe types."""
+    training = OmegaConf.to_container(cfg.training, resolve=True)
+    data = hashlib.sha256("\n".join(f"{utt}\t{cache.speakers[label]}" for utt, label
+                                    in zip(cache.utterance_ids, cache.labels.tolist())).encode()).hexdigest()
+    return {"architecture": dict(model.architecture), "head": OmegaConf.to_container(cfg.head, resolve=True),
+            "training": {key: value for key, value in training.items() if key not in OPERATIONAL_KEYS},
+            "seed": int(seed), "data": data}
+
+
+def _check_same_run(path: Path, saved: Mapping[str, Any], run: dict) -> None:
+    """Refuse to resume a checkpoint whose result-affecting settings differ from this run's."""
+    differences = _differences(dict(saved), run)
+    if differences:
+        shown = "; ".join(differences[:3]) + (f" (+{len(differences) - 3} more)" if len(differences) > 3 else "")
+        raise VpevalError(f"{path}: written by a run with other settings ({shown}); "
+                          f"use another output folder or delete the checkpoint")
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """'key: old -> new' for every leaf that differs between two nested dicts."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [line for key in sorted(old.keys() | new.keys(), key=str)
+                for line in _differences(old.get(key), new.get(key), f"{prefix}{key}.")]
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
+
+
+def _save_model(out_dir: Path, model: SpeakerEncoder, cfg: DictConfig, state: Mapping[str, Any], *,
+                n_speakers: int) -> None:
+    """model.pt (weights only) then model.json (how to rebuild it, and where it came from)."""
+    save_checkpoint(out_dir / "model.pt", {name: tensor.detach().to("cpu", copy=True)
+                                               for name, tensor in model.state_dict().items()})
+    target = f"{type(model).__module__}.{type(model).__qualname__}"
+    write_json(out_dir / "model.json", {
+        "name": str(cfg.get("name", "")), "model": {"_target_": target, **model.architecture},
+        "epoch": state["best_epoch"], "val_eer": state["best_eer"], "n_speakers": n_speakers})

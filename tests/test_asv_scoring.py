@@ -1,0 +1,87 @@
+"""Scoring backends, enrolment means, trial scoring and score files."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from pipeline.asv.scoring import (CosineBackend, enrolment_vectors, length_normalise, read_scores, score_trials,
+                                  write_scores)
+from pipeline.data.manifest import Trial, Utterance
+from pipeline.errors import VpevalError
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def utterance(utt_id: str, speaker: str) -> Utterance:
+    return Utterance(utt_id, speaker, "f", f"/nowhere/{utt_id}.flac", 1.0)
+
+
+def test_cosine_values():
+    backend = CosineBackend()
+    enroll = np.array([[1.0, 0.0], [3.0, 4.0], [1.0, 1.0]])
+    test = np.array([[2.0, 0.0], [-3.0, -4.0], [1.0, -1.0]])
+    np.testing.assert_allclose(backend.score(enroll, test), [1.0, -1.0, 0.0], atol=1e-12)
+
+
+def test_mean_subtraction_uses_the_mean_of_length_normalised_training_embeddings():
+    train = np.array([[10.0, 0.0], [0.0, 1.0], [0.0, 3.0]])
+    backend = CosineBackend(mean_subtraction=True).fit(train, ["a", "b", "b"])
+    mean = np.array([1.0, 2.0]) / 3  # normalised rows: (1, 0), (0, 1), (0, 1)
+    np.testing.assert_allclose(backend.mean, mean)
+    enroll, test = np.array([[2.0, 1.0]]), np.array([[1.0, 3.0]])
+    a = enroll[0] / np.linalg.norm(enroll[0]) - mean
+    b = test[0] / np.linalg.norm(test[0]) - mean
+    expected = a @ b / np.linalg.norm(a) / np.linalg.norm(b)
+    np.testing.assert_allclose(backend.score(enroll, test), [expected])
+    assert abs(expected - CosineBackend().score(enroll, test)[0]) > 0.05
+
+
+def test_mean_subtraction_needs_fit():
+    with pytest.raises(VpevalError, match="fit"):
+        CosineBackend(mean_subtraction=True).score(np.ones((1, 2)), np.ones((1, 2)))
+
+
+def test_enrolment_vector_is_mean_of_length_normalised_embeddings():
+    utts = [utterance("a1", "A"), utterance("b1", "B"), utterance("a2", "A")]
+    embeddings = np.array([[4.0, 0.0], [0.0, 2.0], [0.0, 1.0]])
+    vectors = enrolment_vectors(utts, embeddings)
+    np.testing.assert_allclose(vectors["A"], [0.5, 0.5])
+    np.testing.assert_allclose(vectors["B"], [0.0, 1.0])
+
+
+def test_score_trials_in_trial_order_and_unknown_names():
+    utts = [utterance("a1", "A"), utterance("a2", "A"), utterance("b1", "B")]
+    embeddings = np.array([[1.0, 0.0], [10.0, 0.0], [0.0, 1.0]])
+    tests = {"t1": np.array([1.0, 0.0]), "t2": np.array([1.0, 1.0])}
+    trials = [Trial("A", "t1", True), Trial("B", "t1", False), Trial("B", "t2", True)]
+    scores = score_trials(CosineBackend(), utts, embeddings, tests, trials)
+    np.testing.assert_allclose(scores, [1.0, 0.0, np.sqrt(0.5)])
+    with pytest.raises(VpevalError, match="speaker 'C'"):
+        score_trials(CosineBackend(), utts, embeddings, tests, [Trial("C", "t1", True)])
+    with pytest.raises(VpevalError, match="test utterance 't3'"):
+        score_trials(CosineBackend(), utts, embeddings, tests, [Trial("A", "t3", True)])
+
+
+def test_score_file_round_trip(tmp_path):
+    trials = [Trial("A", "t1", True), Trial("B", "t1", False)]
+    path = write_scores(tmp_path / "scores", trials, np.array([0.123456789, -0.5]))
+    assert path.read_text().splitlines() == ["A t1 0.123456789 target", "B t1 -0.5 nontarget"]
+    read_trials, read_values = read_scores(path)
+    assert read_trials == trials
+    np.testing.assert_allclose(read_values, [0.123456789, -0.5])
+    (tmp_path / "bad").write_text("A t1 high target\n")
+    with pytest.raises(VpevalError, match="bad:1: score 'high'"):
+        read_scores(tmp_path / "bad")
+
+
+@pytest.mark.parametrize("name, mean_subtraction", [("cosine", False), ("cosine_mean", True)])
+def test_backend_configs_instantiate(name, mean_subtraction):
+    backend = instantiate(OmegaConf.load(CONF / "backend" / f"{name}.yaml"))
+    assert isinstance(backend, CosineBackend)
+    assert backend.mean_subtraction is mean_subtraction and backend.name == name
+
+
+def test_length_normalise_keeps_zero_rows():
+    np.testing.assert_allclose(length_normalise(np.array([[0.0, 0.0], [3.0, 4.0]])), [[0, 0], [0.6, 0.8]])
