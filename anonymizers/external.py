@@ -32,7 +32,12 @@ from pathlib import Path
 import torch
 
 from anonymizers.base import Anonymizer, Batch
-from anonymizers.checked_audio import check_file_ids, check_length_tolerance, find_output, load_checked
+from anonymizers.checked_audio import (
+    check_file_ids,
+    check_length_tolerance,
+    find_output,
+    load_checked,
+)
 from pipeline.data.audio import write_audio
 from pipeline.errors import VpevalError
 

@@ -32,8 +32,13 @@ import scipy.linalg
 import scipy.signal
 
 from anonymizers.mcadams import (
-    AUTOCORRELATION_FLOOR, LPC_ORDER, REAL_POLE_TOLERANCE, WHITE_NOISE_CORRECTION,
-    analysis_window, frame_geometry, padded_length,
+    AUTOCORRELATION_FLOOR,
+    LPC_ORDER,
+    REAL_POLE_TOLERANCE,
+    WHITE_NOISE_CORRECTION,
+    analysis_window,
+    frame_geometry,
+    padded_length,
 )
 
 

@@ -19,7 +19,12 @@ from pathlib import Path
 import torch
 
 from anonymizers.base import Anonymizer, Batch
-from anonymizers.checked_audio import AUDIO_SUFFIXES, check_length_tolerance, load_checked, shown
+from anonymizers.checked_audio import (
+    AUDIO_SUFFIXES,
+    check_length_tolerance,
+    load_checked,
+    shown,
+)
 from pipeline.errors import VpevalError, input_error
 
 

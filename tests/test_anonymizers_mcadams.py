@@ -7,8 +7,16 @@ import scipy.signal
 import torch
 
 from anonymizers.mcadams import (
-    McAdams, aberth_roots, all_pole_filter, companion_eigenvalues, fir_filter, levinson_durbin,
-    mcadams_waves, polynomial_from_roots, polynomial_roots, warp_pole_angles,
+    McAdams,
+    aberth_roots,
+    all_pole_filter,
+    companion_eigenvalues,
+    fir_filter,
+    levinson_durbin,
+    mcadams_waves,
+    polynomial_from_roots,
+    polynomial_roots,
+    warp_pole_angles,
 )
 from anonymizers.mcadams_reference import mcadams_reference
 from anonymizers.signals import speech_like

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from anonymizers.targets import (
-    Constant, FarthestAverage, Permutation, Random, Source, TargetPool, cosine_distance,
+    Constant,
+    FarthestAverage,
+    Permutation,
+    Random,
+    Source,
+    TargetPool,
+    cosine_distance,
 )
 from pipeline.errors import VpevalError
 

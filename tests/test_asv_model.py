@@ -4,7 +4,12 @@ import torch
 import torchaudio.compliance.kaldi as kaldi
 
 from pipeline.asv.features import KaldiFbank
-from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype, normalise_mean
+from pipeline.asv.model import (
+    AAMSoftmaxHead,
+    SpeakerEncoder,
+    autocast_dtype,
+    normalise_mean,
+)
 from pipeline.errors import VpevalError
 
 TINY = dict(channels=[32, 32, 32, 32, 96], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],

@@ -6,10 +6,16 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from pipeline.asv.scoring import (CosineBackend, enrolment_vectors, length_normalise, read_scores, score_trials,
-                                  write_scores)
+from pipeline.asv.scoring import (
+    CosineBackend,
+    enrolment_vectors,
+    length_normalise,
+    score_trials,
+    write_scores,
+)
 from pipeline.data.manifest import Trial, Utterance
 from pipeline.errors import VpevalError
+from pipeline.metrics import read_scores
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -68,12 +74,9 @@ def test_score_file_round_trip(tmp_path):
     trials = [Trial("A", "t1", True), Trial("B", "t1", False)]
     path = write_scores(tmp_path / "scores", trials, np.array([0.123456789, -0.5]))
     assert path.read_text().splitlines() == ["A t1 0.123456789 target", "B t1 -0.5 nontarget"]
-    read_trials, read_values = read_scores(path)
-    assert read_trials == trials
-    np.testing.assert_allclose(read_values, [0.123456789, -0.5])
-    (tmp_path / "bad").write_text("A t1 high target\n")
-    with pytest.raises(VpevalError, match="bad:1: score 'high'"):
-        read_scores(tmp_path / "bad")
+    parsed = read_scores(path)
+    np.testing.assert_allclose(parsed.target_scores, [0.123456789])
+    np.testing.assert_allclose(parsed.nontarget_scores, [-0.5])
 
 
 @pytest.mark.parametrize("name, mean_subtraction", [("cosine", False), ("cosine_mean", True)])

@@ -4,7 +4,7 @@ import os
 import pytest
 import soundfile as sf
 
-from pipeline.cache import Cache, DONE, summary_of
+from pipeline.cache import DONE, Cache, summary_of
 from pipeline.config import compose
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.data.vctk import VCTK, VctkProtocol, sentence_number

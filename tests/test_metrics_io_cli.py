@@ -23,7 +23,11 @@ from pipeline.metrics import (
     summary,
 )
 from pipeline.metrics.cli import main
-from pipeline.report.figures import det_figure, ece_profiles_figure, similarity_matrices_figure
+from pipeline.report.figures import (
+    det_figure,
+    ece_profiles_figure,
+    similarity_matrices_figure,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -1,7 +1,7 @@
 import pytest
 
-from pipeline.data.manifest import read_manifest, read_trials, write_manifest
 from pipeline.cache import Cache
+from pipeline.data.manifest import read_manifest, read_trials, write_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import split
 from pipeline.stages.prepare import manifest_path, trials_path

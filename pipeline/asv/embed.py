@@ -23,6 +23,7 @@ from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError
 
+
 def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEncoder:
     """Rebuild the encoder from `model_dir/model.json` and load `model.pt` (weights only), in eval mode."""
     model_dir = Path(model_dir)

@@ -22,7 +22,12 @@ from typing import Sequence
 
 import torch
 import torch.nn.functional as F
-from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN, Res2NetBlock, SERes2NetBlock, TDNNBlock
+from speechbrain.lobes.models.ECAPA_TDNN import (
+    ECAPA_TDNN,
+    Res2NetBlock,
+    SERes2NetBlock,
+    TDNNBlock,
+)
 from speechbrain.nnet.losses import AdditiveAngularMargin, LogSoftmaxWrapper
 from torch import nn
 

@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from pipeline.data.manifest import Trial, Utterance
-from pipeline.errors import VpevalError, input_error
+from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
 
 TRIAL_CHUNK = 65536
@@ -39,6 +39,11 @@ class ScoringBackend(ABC):
 
     def __init__(self, name: str):
         self.name = name
+
+    @property
+    def needs_fit(self) -> bool:
+        """Whether `score` depends on `fit` (so the training embeddings must be extracted)."""
+        return True
 
     @abstractmethod
     def fit(self, embeddings: np.ndarray, speaker_ids: Sequence[str]) -> "ScoringBackend":
@@ -61,6 +66,10 @@ class CosineBackend(ScoringBackend):
         super().__init__(name)
         self.mean_subtraction = bool(mean_subtraction)
         self.mean: np.ndarray | None = None
+
+    @property
+    def needs_fit(self) -> bool:
+        return self.mean_subtraction
 
     def fit(self, embeddings: np.ndarray, speaker_ids: Sequence[str]) -> "CosineBackend":
         embeddings = _as_matrix(embeddings, "training embeddings")
@@ -117,26 +126,6 @@ def write_scores(path: str | Path, trials: Sequence[Trial], scores: np.ndarray) 
         raise VpevalError(f"{path}: {len(trials)} trials but {len(scores)} scores")
     return write_lines(path, (f"{t.enroll} {t.test} {float(s):.9g} {'target' if t.target else 'nontarget'}"
                               for t, s in zip(trials, scores)))
-
-
-def read_scores(path: str | Path) -> tuple[list[Trial], np.ndarray]:
-    """Read a score file written by `write_scores`."""
-    path = Path(path)
-    if not path.is_file():
-        raise input_error(path, "score file not found")
-    trials, scores = [], []
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
-        parts = raw.split()
-        if not parts:
-            continue
-        if len(parts) != 4 or parts[3] not in ("target", "nontarget"):
-            raise input_error(path, f"expected 'enroll test score target|nontarget', got {raw!r}", number)
-        try:
-            scores.append(float(parts[2]))
-        except ValueError:
-            raise input_error(path, f"score {parts[2]!r} is not a number", number) from None
-        trials.append(Trial(parts[0], parts[1], parts[3] == "target"))
-    return trials, np.array(scores, dtype=np.float64)
 
 
 def _as_matrix(embeddings: Iterable, what: str) -> np.ndarray:

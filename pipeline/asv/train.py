@@ -31,8 +31,13 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
-from pipeline.asv.checkpoint import (load_checkpoint, load_state_checked, restore_rng_state, rng_state,
-                                     save_checkpoint)
+from pipeline.asv.checkpoint import (
+    load_checkpoint,
+    load_state_checked,
+    restore_rng_state,
+    rng_state,
+    save_checkpoint,
+)
 from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
 from pipeline.data.manifest import Utterance

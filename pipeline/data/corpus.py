@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol as Interface
+from typing import TYPE_CHECKING
+from typing import Protocol as Interface
 
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.data.corpus import Entry
-from pipeline.data.screening import probe, thread_map
 from pipeline.data.manifest import Utterance
+from pipeline.data.screening import probe, thread_map
 from pipeline.errors import VpevalError, input_error
 
 

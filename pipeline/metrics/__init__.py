@@ -19,7 +19,15 @@ from pipeline.metrics.linkability import linkability
 from pipeline.metrics.scorefiles import ScoreFile, read_scores
 from pipeline.metrics.similarity import SimilarityResult, TrialTable, similarity_metrics
 from pipeline.metrics.summary import SUMMARY_KEYS, summary
-from pipeline.metrics.zebra import EceProfile, Zebra, d_ece, ece, ece_profile, zebra, zebra_tag
+from pipeline.metrics.zebra import (
+    EceProfile,
+    Zebra,
+    d_ece,
+    ece,
+    ece_profile,
+    zebra,
+    zebra_tag,
+)
 from pipeline.metrics.zoo import SpeakerStats, speaker_breakdown
 
 __all__ = [

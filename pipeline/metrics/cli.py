@@ -20,7 +20,12 @@ from pipeline.metrics.bootstrap import UNITS, bootstrap_ci
 from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve
 from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, read_scores
-from pipeline.metrics.similarity import SETS, VARIANTS, SimilarityResult, similarity_metrics
+from pipeline.metrics.similarity import (
+    SETS,
+    VARIANTS,
+    SimilarityResult,
+    similarity_metrics,
+)
 from pipeline.metrics.summary import summary
 from pipeline.metrics.zebra import ece_profile
 from pipeline.metrics.zoo import speaker_breakdown
@@ -127,7 +132,11 @@ def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:
 def write_figures(folder: Path, report: dict, files: list[ScoreFile],
                   similarity: SimilarityResult | None) -> None:
     """DET and ZEBRA figures of every file; similarity matrices when tables were given."""
-    from pipeline.report.figures import det_figure, ece_profiles_figure, similarity_matrices_figure
+    from pipeline.report.figures import (
+        det_figure,
+        ece_profiles_figure,
+        similarity_matrices_figure,
+    )
 
     labels = [_label(entry) for entry in report["files"]]
     det_figure({label: det_curve(f.target_scores, f.nontarget_scores) for label, f in zip(labels, files)},

@@ -21,7 +21,14 @@ from omegaconf import DictConfig
 
 from anonymizers.base import stable_seed
 from pipeline.cache import Cache, plain
-from pipeline.data.manifest import Utterance, by_speaker, file_digest, read_manifest, write_manifest, write_trials
+from pipeline.data.manifest import (
+    Utterance,
+    by_speaker,
+    file_digest,
+    read_manifest,
+    write_manifest,
+    write_trials,
+)
 from pipeline.data.protocol import cross_trials
 from pipeline.errors import VpevalError
 from pipeline.stages.prepare import manifest_path, trials_path

@@ -1,0 +1,135 @@
+"""An experiment: the stages composed for every attack condition of the config.
+
+For each attack (conf/attacks), the enrolment and trial data are original or anonymised
+by the evaluated system, and the attacker is trained on original data or on data
+anonymised by the attacker's system (`attacker_anonymizer`, the evaluated one by default).
+Stage outputs are cached by content, so conditions share whatever they have in common.
+
+>>> report = run_experiment(compose(["data=synthetic_tiny"]), Path("runs/x"))  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.cache import Cache, content_hash, plain
+from pipeline.data.manifest import GENDERS
+from pipeline.devices import resolve_device
+from pipeline.stages import (
+    anonymize,
+    detect,
+    evaluate,
+    extract,
+    prepare,
+    report,
+    score,
+    split,
+    train,
+    validate,
+)
+from pipeline.stages.prepare import manifest_path, trials_path
+
+log = logging.getLogger(__name__)
+ORIGINAL = "original"
+
+
+@dataclass
+class EvalSet:
+    """One verification condition's inputs: who enrols, which utterances are tried, the trials."""
+
+    name: str
+    enrolls: str
+    trial_utts: str
+    trials: Path
+
+
+class Experiment:
+    """Resolves the data, attackers and scores an experiment needs, through the cache."""
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        self.cache = Cache(Path(cfg.paths.cache))
+        self.device = str(resolve_device(cfg.device))
+        self.evaluated = cfg.anonymizer
+        self.attacker_system = cfg.attacker_anonymizer if cfg.get("attacker_anonymizer") else cfg.anonymizer
+        self.prepared = prepare.run(cfg.data, self.cache)
+        validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
+        self._attackers: dict[str, tuple[Path, Path]] = {}
+
+    def data(self, kind: str, name: str, system: DictConfig) -> Path:
+        """Manifest of list `name`, original or anonymised by `system`."""
+        source = manifest_path(self.prepared, name)
+        if kind == ORIGINAL:
+            return source
+        return anonymize.run(system, source, self.cache, seed=self.cfg.seed, device=self.device,
+                             sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
+
+    def attacker(self, kind: str) -> tuple[Path, Path]:
+        """(model folder, split folder) of the attacker trained on `kind` data."""
+        if kind not in self._attackers:
+            training = self.data(kind, "train", self.attacker_system)
+            held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
+            model = train.run(self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device)
+            self._attackers[kind] = (model, held_out)
+        return self._attackers[kind]
+
+    def scores(self, model: Path, held_out: Path, enrolls: Path, trial_utts: Path, trials: Path) -> Path:
+        """Score file of one condition: embeddings of both sides, then the backend."""
+        extraction = plain(self.cfg.attacker.extraction)
+
+        def embed(manifest: Path) -> Path:
+            return extract.run(model, manifest, self.cache, device=self.device, extraction=extraction)
+
+        training = manifest_path(held_out, "train")
+        return score.run(self.cfg.backend, embed(enrolls), embed(trial_utts), enrolls, trials, self.cache,
+                         training_emb=lambda: (embed(training), training))
+
+    def records(self) -> list[dict]:
+        records = []
+        for attack, spec in self.cfg.attacks.items():
+            model, held_out = self.attacker(spec.attacker)
+            anonymized = spec.enroll != ORIGINAL or spec.trials != ORIGINAL
+            labels = {
+                "attack": attack,
+                "anonymizer": self.evaluated.name if anonymized else ORIGINAL,
+                "attacker_anonymizer": self.attacker_system.name if spec.attacker != ORIGINAL else ORIGINAL,
+            }
+            for split_name in self.cfg.eval_splits:
+                for g in GENDERS:
+                    name = f"{split_name}_{g}"
+                    scores = self.scores(
+                        model, held_out,
+                        self.data(spec.enroll, f"{split_name}_enrolls", self.evaluated),
+                        self.data(spec.trials, f"{split_name}_trials_{g}", self.evaluated),
+                        trials_path(self.prepared, f"{split_name}_trials_{g}"))
+                    records.append({**labels, "set": name, **evaluate.run(scores, self.cache)})
+            scores = self.scores(model, held_out, manifest_path(held_out, "val_enrolls"),
+                                 manifest_path(held_out, "val_trials"), trials_path(held_out, "val_trials"))
+            val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"]}
+            records.append({**val_labels, "set": "val", **evaluate.run(scores, self.cache)})
+        return records
+
+
+def config_summary(cfg: DictConfig) -> dict:
+    attacker_system = cfg.attacker_anonymizer if cfg.get("attacker_anonymizer") else cfg.anonymizer
+    return {"name": cfg.name, "data": cfg.data.name, "anonymizer": cfg.anonymizer.name,
+            "attacker_anonymizer": attacker_system.name, "attacker": cfg.attacker.name,
+            "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed}
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """Hash of everything that changes results (not paths, device or Hydra's own settings)."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    return content_hash({k: v for k, v in resolved.items() if k not in ("paths", "device", "hydra")})
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path) -> Path:
+    """Run every stage the config needs and write the report; returns the report folder."""
+    experiment = Experiment(cfg)
+    records = experiment.records()
+    return report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
+                      records=records, detection=detect.run(records),
+                      stages=[asdict(e) for e in experiment.cache.events])

@@ -1,0 +1,54 @@
+"""Stage 5b — score: trials of one condition with a scoring backend.
+
+The backend (conf/backend) is fitted on the attacker's training embeddings when it needs
+them (e.g. mean subtraction, PLDA); the enrolment vector of a speaker is the mean of its
+length-normalised utterance embeddings. Output folder: `scores.txt` with
+`enroll test score target|nontarget` lines, written before any metric runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from omegaconf import DictConfig
+
+from pipeline.asv.scoring import score_trials, write_scores
+from pipeline.cache import Cache
+from pipeline.config import instantiate, without
+from pipeline.data.manifest import file_digest, read_manifest, read_trials
+from pipeline.stages import extract
+
+VERSION = 1
+
+
+def run(backend: DictConfig, enroll_emb: Path, trial_emb: Path, enrolls: Path, trials: Path, cache: Cache, *,
+        training_emb: Callable[[], tuple[Path, Path]]) -> Path:
+    """Score `trials` from extract-stage folders; returns the folder holding scores.txt.
+
+    `training_emb()` returns (extract folder, manifest) of the attacker's training data;
+    it is called only when the backend needs fitting, so cosine scoring never pays for it.
+    """
+    params = without(backend, "name")
+    needs_fit = bool(instantiate(backend).needs_fit)
+    inputs = {"enroll": Path(enroll_emb).name, "trials_emb": Path(trial_emb).name,
+              "enrolls": file_digest(enrolls), "trials": file_digest(trials)}
+    if needs_fit:
+        inputs["training"] = Path(training_emb()[0]).name
+
+    def build(out: Path) -> dict:
+        scorer = instantiate(backend)
+        if needs_fit:
+            folder, manifest = training_emb()
+            embeddings = extract.load(folder)
+            utts = read_manifest(manifest)
+            scorer.fit(np.stack([embeddings[u.id] for u in utts]), [u.speaker for u in utts])
+        enroll_utts = read_manifest(enrolls)
+        enroll_vectors = extract.load(enroll_emb)
+        trial_list = read_trials(trials)
+        scores = score_trials(scorer, enroll_utts, np.stack([enroll_vectors[u.id] for u in enroll_utts]),
+                              extract.load(trial_emb), trial_list)
+        write_scores(out / "scores.txt", trial_list, scores)
+        return {"trials": len(trial_list)}
+
+    return cache.build("score", params, inputs, build, VERSION) / "scores.txt"

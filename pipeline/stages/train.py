@@ -1,0 +1,57 @@
+"""Stage 4 — train: the attacker (ECAPA-TDNN) on a split's training data.
+
+Model selection uses the split's validation protocol: after every epoch the encoder embeds
+the validation enrolment and trial utterances, cosine scores the trials and the epoch with
+the lowest ROCCH-EER is kept. Checkpoints make an interrupted training resume where it stopped.
+
+Output folder: `model.pt` (weights only), `model.json` (architecture), `training_log.jsonl`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from pipeline.asv.embed import embed_utterances
+from pipeline.asv.scoring import CosineBackend, score_trials
+from pipeline.asv.train import OPERATIONAL_KEYS, train_attacker
+from pipeline.cache import Cache, plain
+from pipeline.data.manifest import file_digest, read_manifest, read_trials
+from pipeline.metrics import eer
+from pipeline.stages.prepare import manifest_path, trials_path
+
+VERSION = 1
+
+
+def validation_eer(held_out: Path, device: str, batch_seconds: float):
+    """A function encoder -> EER on the split's validation protocol (cosine scoring)."""
+    enrolls = read_manifest(manifest_path(held_out, "val_enrolls"))
+    trial_utts = read_manifest(manifest_path(held_out, "val_trials"))
+    trials = read_trials(trials_path(held_out, "val_trials"))
+    labels = [t.target for t in trials]
+
+    def validate(encoder) -> float:
+        kwargs = dict(device=device, batch_seconds=batch_seconds, progress=False)
+        _, enroll_emb = embed_utterances(encoder, enrolls, **kwargs)
+        ids, trial_emb = embed_utterances(encoder, trial_utts, **kwargs)
+        scores = score_trials(CosineBackend(), enrolls, enroll_emb, dict(zip(ids, trial_emb)), trials)
+        return eer(scores[labels], scores[[not x for x in labels]])
+
+    return validate
+
+
+def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str) -> Path:
+    """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder)."""
+    training = {k: v for k, v in plain(attacker.training).items() if k not in OPERATIONAL_KEYS}
+    params = {**plain(attacker), "training": training, "seed": seed}
+    params.pop("name", None)
+    inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "val_enrolls", "val_trials")}
+    inputs["val_trial_list"] = file_digest(trials_path(held_out, "val_trials"))
+
+    def build(out: Path) -> dict:
+        validate = validation_eer(held_out, device, float(attacker.extraction.batch_seconds))
+        train_attacker(attacker, read_manifest(manifest_path(held_out, "train")), out,
+                       device=device, seed=seed, validate=validate)
+        return {"attacker": attacker.name}
+
+    return cache.build("train", params, inputs, build, VERSION)

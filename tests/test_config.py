@@ -1,0 +1,89 @@
+"""Every config group composes, resolves and instantiates (lightning-hydra-template style)."""
+from pathlib import Path
+
+import pytest
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+
+from pipeline.config import CONFIG_DIR, compose, instantiate, without
+
+# Mandatory values (???) each option needs to compose.
+REQUIRED = {
+    ("data", "librispeech"): ["data.root=/corpora/LibriSpeech"],
+    ("data", "vctk"): ["data.root=/corpora/VCTK"],
+    ("data", "vpc"): ["data.root=/corpora/vpc/data"],
+    ("data", "vpc_vctk"): ["data.root=/corpora/vpc/data"],
+    ("anonymizer", "external"): ["anonymizer.command=[python,x.py]"],
+    ("anonymizer", "precomputed"): ["anonymizer.folder=/anon"],
+}
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+GROUPS = [(g, o) for g in ("data", "anonymizer", "attacker", "backend", "attacks", "paths") for o in options(g)]
+
+
+def test_every_group_has_options():
+    assert {g for g, _ in GROUPS} == {"data", "anonymizer", "attacker", "backend", "attacks", "paths"}
+
+
+@pytest.mark.parametrize("group,option", GROUPS)
+def test_group_option_composes_and_resolves(group, option):
+    cfg = compose([f"{group}={option}", *REQUIRED.get((group, option), [])])
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert resolved[group] is not None
+
+
+@pytest.mark.parametrize("option", options("anonymizer"))
+def test_anonymizers_instantiate(option, tmp_path):
+    extra = ["anonymizer.folder=" + str(tmp_path)] if option == "precomputed" else REQUIRED.get(("anonymizer", option), [])
+    cfg = compose([f"anonymizer={option}", *extra])
+    system = instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
+    assert callable(system)
+
+
+@pytest.mark.parametrize("option", options("anonymizer"))
+def test_attacker_anonymizer_selects_any_system(option):
+    required = [r.replace("anonymizer.", "attacker_anonymizer.") for r in REQUIRED.get(("anonymizer", option), [])]
+    cfg = compose([f"anonymizer@attacker_anonymizer={option}", *required])
+    assert cfg.attacker_anonymizer.name == option and cfg.anonymizer.name == "mcadams"
+
+
+def test_attacker_anonymizer_defaults_to_the_evaluated_system():
+    assert compose(["anonymizer=mcadams_fixed"]).get("attacker_anonymizer") is None
+
+
+@pytest.mark.parametrize("option", options("attacker"))
+def test_attacker_models_instantiate(option):
+    cfg = compose([f"attacker={option}"])
+    model = instantiate(cfg.attacker.model)
+    assert model.embedding_dim == cfg.attacker.model.embedding_dim
+
+
+@pytest.mark.parametrize("option", options("backend"))
+def test_backends_instantiate(option):
+    backend = instantiate(compose([f"backend={option}"]).backend)
+    assert hasattr(backend, "score")
+
+
+@pytest.mark.parametrize("option", options("data"))
+def test_data_readers_and_protocols_build(option):
+    cfg = compose([f"data={option}", *REQUIRED.get(("data", option), [])])
+    assert instantiate(cfg.data.protocol) is not None
+    assert callable(get_class(cfg.data.reader._target_))
+
+
+def test_default_paths_live_in_the_repository(monkeypatch):
+    monkeypatch.delenv("VPEVAL_DATA", raising=False)
+    cfg = compose()
+    assert Path(cfg.paths.data) == CONFIG_DIR.parent / "data"
+    assert Path(cfg.paths.cache) == CONFIG_DIR.parent / "data" / "cache"
+
+
+def test_unknown_key_override_is_refused():
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        compose(["anonymizer.alpah=0.7"])
