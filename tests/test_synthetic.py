@@ -158,6 +158,13 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
     assert json.loads((root / "synthetic.json").read_text())["seed"] == 3
 
 
+def test_other_sample_rate(tmp_path):
+    root = tiny(tmp_path / "c", sample_rate=8000, subsets={"s": {"female": 1, "male": 0, "utterances": 2}})
+    for flac in root.rglob("*.flac"):
+        info = sf.info(str(flac))
+        assert info.samplerate == 8000 and DURATION[0] <= info.duration <= DURATION[1]
+
+
 @pytest.mark.parametrize("options, problem", [
     ({"seed": -1}, "seed"),
     ({"subsets": {"a": {"female": 1, "male": 0}}}, "exactly the keys"),

@@ -1,8 +1,9 @@
 """Built-in synthetic speech corpus in the LibriSpeech layout, deterministic from a seed.
 
 Speech-like audio comes from a source-filter synthesiser: a Rosenberg glottal pulse train
-(with jitter, shimmer and breathiness) and noise sources, shaped every 5 ms by a cascade of
-formant resonators whose targets follow a random phone sequence. Speaker identity lives in
+(with jitter, shimmer and breathiness) and noise sources, shaped by a cascade of formant
+resonators (updated every 10 ms from 5 ms parameter tracks) whose targets follow a random
+phone sequence. Speaker identity lives in
 the source and the vocal tract (F0 level and range, vocal tract length and per-formant
 offsets, bandwidths, spectral tilt, open and speed quotient, breathiness, jitter, shimmer);
 the content is a fresh phone sequence with prosody for every utterance; every chapter adds a
@@ -193,8 +194,8 @@ class SpeakerTask:
 def draw_voice(rng: np.random.Generator, gender: str) -> Voice:
     """Draw a speaker; female and male differ in F0 (about an octave) and vocal tract length."""
     female = gender == "f"
-    vtl_scale = (1.17 if female else 1.0) * np.exp(rng.normal(0.0, 0.06))
-    formant_offsets = np.exp(rng.normal(0.0, [0.06, 0.05, 0.045, 0.04, 0.04, 0.04, 0.04]))
+    vtl_scale = (1.17 if female else 1.0) * np.exp(rng.normal(0.0, 0.07))
+    formant_offsets = np.exp(rng.normal(0.0, [0.07, 0.06, 0.05, 0.05, 0.05, 0.05, 0.05]))
     return Voice(
         gender=gender,
         f0_hz=float((205.0 if female else 115.0) * np.exp(rng.normal(0.0, 0.13))),
@@ -215,7 +216,7 @@ def draw_voice(rng: np.random.Generator, gender: str) -> Voice:
 def draw_session(rng: np.random.Generator) -> Session:
     """Draw a chapter's mild channel and session variation."""
     return Session(
-        eq_db=tuple(float(x) for x in rng.normal(0.0, 1.2, 3)),
+        eq_db=tuple(float(x) for x in rng.normal(0.0, 1.0, 3)),
         highpass_hz=float(rng.uniform(40.0, 150.0)),
         snr_db=float(rng.uniform(35.0, 50.0)),
         level_dbfs=float(rng.uniform(-28.0, -20.0)),
