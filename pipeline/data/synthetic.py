@@ -213,6 +213,11 @@ def draw_voice(rng: np.random.Generator, gender: str) -> Voice:
     )
 
 
+def speaker_voice(seed: int, speaker: int, gender: str) -> Voice:
+    """The voice of speaker `speaker` in the corpus generated with `seed`."""
+    return draw_voice(np.random.default_rng([seed, 1, speaker]), gender)
+
+
 def draw_session(rng: np.random.Generator) -> Session:
     """Draw a chapter's mild channel and session variation."""
     return Session(
@@ -229,6 +234,8 @@ def plan_utterance(rng: np.random.Generator, voice: Voice, total_ms: int) -> tup
     """Draw words (syllables of phones) filling `total_ms`; return the segments and the words."""
     tempo = voice.tempo * np.exp(rng.normal(0.0, 0.07))
     lead, trail = rng.uniform(*DURATION_MS["silence"]), rng.uniform(120.0, 300.0)
+    silence_share = min(1.0, 0.4 * total_ms / (lead + trail))  # short utterances: shorter silences
+    lead, trail = lead * silence_share, trail * silence_share
     budget = total_ms - lead - trail
     words: list[list[tuple]] = []  # per word: (phone, duration, stressed, stop parts)
     spoken = 0.0
@@ -256,6 +263,7 @@ def plan_utterance(rng: np.random.Generator, voice: Voice, total_ms: int) -> tup
 
 
 def _round_parts(parts: tuple, total: int) -> tuple:
+    """Whole milliseconds for the parts of a stop, summing to `total`."""
     if not parts:
         return ()
     edges = np.round(np.cumsum(parts) * total / sum(parts)).astype(int)
@@ -298,7 +306,8 @@ def _smooth(x: np.ndarray, frames: int) -> np.ndarray:
     kernel /= kernel.sum()
     pad = frames // 2
     padded = np.pad(x, [(pad, frames - 1 - pad)] + [(0, 0)] * (x.ndim - 1), mode="edge")
-    return np.apply_along_axis(lambda column: np.convolve(column, kernel, mode="valid"), 0, padded)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, frames, axis=0)
+    return windows @ kernel
 
 
 def frame_tracks(segments: list[Segment], voice: Voice, n_frames: int) -> dict[str, np.ndarray]:
@@ -355,11 +364,11 @@ def f0_contour(rng: np.random.Generator, voice: Voice, session: Session, tracks:
     frames = np.arange(n)
     stressed = np.flatnonzero(np.diff(tracks["stress"].astype(int)) == 1) + 1
     for start in stressed:
-        if rng.random() < 0.6:
-            width = rng.uniform(10.0, 25.0)
+        if rng.random() < 0.6:  # a pitch accent peaking 30 ms into the vowel
+            spread = rng.uniform(5.0, 12.5)
             height = rng.uniform(0.3, 1.0) * voice.f0_range_st * rng.choice([1.0, -0.4], p=[0.85, 0.15])
-            semitones = semitones + height * np.exp(-0.5 * ((frames - start - 6) / width * 2) ** 2)
-    final = np.clip((frames - (n - 80)) / 80.0, 0.0, 1.0)
+            semitones = semitones + height * np.exp(-0.5 * ((frames - start - 6) / spread) ** 2)
+    final = np.clip((frames - (n - 80)) / 80.0, 0.0, 1.0)  # over the last 400 ms
     semitones = semitones + final * rng.choice([-1.0, 1.5], p=[0.85, 0.15]) * rng.uniform(0.5, 2.5)
     semitones = semitones + _smooth(rng.normal(0.0, 1.0, n), 15) * 1.2
     return np.clip(voice.f0_hz * 2.0 ** (semitones / 12.0), 50.0, 500.0)
@@ -492,16 +501,20 @@ def synthesise(rng: np.random.Generator, voice: Voice, session: Session, segment
 
 
 def synthesise_speaker(task: SpeakerTask) -> tuple[int, float]:
-    """Write one speaker's chapters (audio, transcripts, alignments); return (speaker, seconds)."""
-    voice = draw_voice(np.random.default_rng([task.seed, task.speaker, 0]), task.gender)
+    """Write one speaker's chapters (audio, transcripts, alignments); return (speaker, seconds).
+
+    Random streams are keyed (seed, role, speaker[, chapter, utterance]), so a speaker's audio
+    depends on nothing else: not on the other speakers, nor on the order or number of workers.
+    """
+    voice = speaker_voice(task.seed, task.speaker, task.gender)
     total_seconds = 0.0
     low_ms, high_ms = (round(1000 * x) for x in task.duration)
     for chapter_index, (chapter, n_utterances) in enumerate(task.chapters):
-        session = draw_session(np.random.default_rng([task.seed, task.speaker, 1, chapter_index]))
+        session = draw_session(np.random.default_rng([task.seed, 2, task.speaker, chapter_index]))
         folder = Path(task.folder) / task.subset / str(task.speaker) / str(chapter)
         transcripts, alignments = [], []
         for utt_index in range(n_utterances):
-            rng = np.random.default_rng([task.seed, task.speaker, 2, chapter_index, utt_index])
+            rng = np.random.default_rng([task.seed, 3, task.speaker, chapter_index, utt_index])
             total_ms = int(rng.integers(low_ms, high_ms + 1))
             segments, words = plan_utterance(rng, voice, total_ms)
             utt_id = f"{task.speaker}-{chapter}-{utt_index:04d}"
@@ -548,7 +561,7 @@ def _options(seed: int, sample_rate: int, subsets: Mapping, duration, chapters_p
 
 def plan_speakers(options: dict, folder: Path) -> list[SpeakerTask]:
     """Draw disjoint numeric speaker ids, chapter ids and genders for every subset."""
-    rng = np.random.default_rng([options["seed"], 3])
+    rng = np.random.default_rng([options["seed"], 0])
     sizes = [(name, s["female"], s["male"], s["utterances"]) for name, s in options["subsets"].items()]
     n_speakers = sum(f + m for _, f, m, _ in sizes)
     n_chapters = n_speakers * options["chapters_per_speaker"]
