@@ -1,0 +1,93 @@
+"""The whole experiment on a tiny synthetic corpus with a tiny attacker: every stage's
+outputs, a second run that does no stage work, and a changed parameter that re-runs only
+what depends on it."""
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.cache import DONE
+from pipeline.config import compose
+from pipeline.data.manifest import read_manifest, read_trials
+from pipeline.experiment import run_experiment
+
+STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate"}
+SETS = ["dev_f", "dev_m", "test_f", "test_m", "val"]
+
+
+def overrides(data: Path, *extra: str) -> list[str]:
+    return [f"paths.data={data}", "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu", *extra]
+
+
+def results(report: Path) -> dict:
+    return json.loads((report / "results.json").read_text())
+
+
+def built(report: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for event in results(report)["stages"]:
+        if not event["reused"]:
+            out.setdefault(event["stage"], []).append(event["path"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    data = tmp_path_factory.mktemp("data")
+    return data, run_experiment(compose(overrides(data)), data / "runs" / "first")
+
+
+def test_report_has_every_condition(first):
+    _, report = first
+    found = results(report)
+    assert [(r["attack"], r["set"]) for r in found["records"]] == [(a, s) for a in ("OO", "AA") for s in SETS]
+    for record in found["records"]:
+        assert 0 <= record["eer"] <= 1 and record["n_target"] > 0 and record["n_nontarget"] > 0
+        assert {"eer_threshold", "cllr", "min_cllr", "anonymizer", "attacker_anonymizer"} <= record.keys()
+    oo, aa = (r for r in found["records"] if r["set"] == "test_f")
+    assert (oo["anonymizer"], oo["attacker_anonymizer"]) == ("original", "original")
+    assert (aa["anonymizer"], aa["attacker_anonymizer"]) == ("mcadams", "mcadams")
+    assert [d["attack"] for d in found["detection"]] == ["OO", "AA"]
+    assert "relative_gap" in found["detection"][0]
+    text = (report / "report.md").read_text()
+    assert "| AA | test_m | mcadams | mcadams |" in text and "EER_val" in text
+
+
+def test_every_stage_wrote_complete_outputs(first):
+    _, report = first
+    stages = built(report)
+    assert set(stages) == STAGES
+    for paths in stages.values():
+        assert all((Path(p) / DONE).is_file() for p in paths)
+    assert len(stages["train"]) == 2  # original and anonymised attackers
+    for folder in stages["anonymize"]:
+        utts = read_manifest(Path(folder) / "manifest.jsonl")
+        assert all(Path(u.path).is_file() and Path(u.path).is_relative_to(folder) for u in utts)
+    for folder in stages["train"]:
+        assert (Path(folder) / "model.pt").is_file() and (Path(folder) / "model.json").is_file()
+    for folder in stages["score"]:
+        lines = (Path(folder) / "scores.txt").read_text().splitlines()
+        assert lines and all(len(line.split()) == 4 for line in lines)
+    prepared = Path(stages["prepare"][0])
+    assert (prepared / "kaldi" / "synth_test_trials_f" / "trials").is_file()
+    assert read_trials(prepared / "trials" / "test_trials_m.txt")
+
+
+def test_second_run_does_no_stage_work(first):
+    data, report = first
+    again = run_experiment(compose(overrides(data)), data / "runs" / "second")
+    assert built(again) == {}
+    assert results(again)["records"] == results(report)["records"]
+    assert results(again)["config_hash"] == results(report)["config_hash"]
+
+
+def test_changed_alpha_reruns_anonymisation_and_what_follows_only(first):
+    data, report = first
+    changed = run_experiment(compose(overrides(data, "anonymizer.alpha=[0.6,0.7]")), data / "runs" / "alpha")
+    stages = built(changed)
+    assert "prepare" not in stages and "validate" not in stages
+    assert {"anonymize", "split", "train", "extract", "score", "evaluate"} <= set(stages)
+    assert len(stages["train"]) == 1  # the attacker on original data is reused
+    before = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"]}
+    after = {(r["attack"], r["set"]): r["eer"] for r in results(changed)["records"]}
+    assert all(after[k] == before[k] for k in before if k[0] == "OO")
