@@ -355,3 +355,55 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
     difference = max(np.abs(results["team"][utt] - results["alone"][utt]).max() for utt in results["alone"])
     scale = max(np.abs(vector).max() for vector in results["alone"].values())
     assert difference < EMBEDDING_TOLERANCE * scale
+
+
+# --- CUDA ------------------------------------------------------------------------------------
+
+def cuda_spec(ranks: int = 2) -> TeamSpec:
+    return TeamSpec(ranks, 1, 0, "127.0.0.1", _free_port_pair(), "cuda", 300.0)
+
+
+@pytest.mark.gpu
+def test_a_team_asking_for_more_gpus_than_visible_fails_before_any_work():
+    with pytest.raises(VpevalError, match="fewer GPUs than requested"):
+        team_spec({"gpus_per_node": torch.cuda.device_count() + 1, "nodes": 1, "timeout_s": 5}, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_ddp_on_two_gpus_with_nccl_matches_one_gpu(workers_import_this_module, corpus, manifests, random_model,
+                                                   tmp_path):
+    overrides = [*DDP_OVERRIDES, "attacker.training.precision=fp32"]
+    with Team(cuda_spec()) as gpus:
+        gpus.run(train_task, train=str(manifests[0]), val=str(manifests[1]), out=str(tmp_path / "two"),
+                 overrides=overrides)
+        extraction = {"batch_seconds": 4.0, "precision": "fp32", "workers": 1}
+        manifest = write_manifest(tmp_path / "utts.jsonl", corpus[1])
+        gpus.run(extract_on_rank, model=str(random_model), manifest=str(manifest), out=str(tmp_path),
+                 extraction=extraction)
+    train_task(World.single("cuda"), str(manifests[0]), str(manifests[1]), str(tmp_path / "one"), overrides)
+    embeddings = [embed_utterances(final_encoder(tmp_path / name), corpus[1], device="cpu", progress=False)[1]
+                  for name in ("one", "two")]
+    # cuDNN picks kernels per process, so rounding differs more than on CPU
+    assert np.abs(embeddings[0] - embeddings[1]).max() < 1e-2 * np.abs(embeddings[0]).max()
+    _, alone = extract_embeddings(random_model, corpus[1], device="cuda", progress=False, **extraction)
+    np.testing.assert_allclose(np.load(tmp_path / "embeddings.npy"), alone, rtol=0, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_compiled_bf16_training_on_cuda_learns(manifests, tmp_path):
+    overrides = [*DDP_OVERRIDES, "attacker.training.epochs=3", "attacker.training.precision=bf16",
+                 "attacker.training.compile=true"]
+    train_task(World.single("cuda"), str(manifests[0]), str(manifests[1]), str(tmp_path), overrides)
+    log = read_log(tmp_path / "training_log.jsonl")
+    assert all(np.isfinite(record["loss"]) for record in log) and log[-1]["loss"] < log[0]["loss"]
+
+
+@pytest.mark.slow  # inductor compiles the tiny model's training step on CPU: ~4 min on 2 cores
+def test_compiled_training_on_cpu_follows_eager_training(manifests, tmp_path):
+    overrides = [*DDP_OVERRIDES, "attacker.training.epochs=1"]
+    train_task(World.single("cpu"), str(manifests[0]), str(manifests[1]), str(tmp_path / "eager"), overrides)
+    train_task(World.single("cpu"), str(manifests[0]), str(manifests[1]), str(tmp_path / "compiled"),
+               [*overrides, "attacker.training.compile=true"])
+    eager, compiled = (read_log(tmp_path / name / "training_log.jsonl")[0] for name in ("eager", "compiled"))
+    assert compiled["loss"] == pytest.approx(eager["loss"], rel=0.02)

@@ -107,7 +107,10 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
 
     show = progress if world.is_main else False
     bar = tqdm(total=sum(map(len, batches)), desc="embedding", unit="utt", disable=None if show is None else not show)
-    with torch.inference_mode():
+    cudnn = torch.backends.cudnn
+    # Every bucket has its own padded length: cuDNN autotuning (on while training) would re-tune each one.
+    with torch.inference_mode(), cudnn.flags(enabled=cudnn.enabled, benchmark=False,
+                                             deterministic=cudnn.deterministic, allow_tf32=cudnn.allow_tf32):
         for batch, (padded, lengths) in zip(batches, ordered_map(load, batches, workers=workers)):
             wavs = torch.from_numpy(padded).to(device, non_blocking=True)
             wav_lens = torch.from_numpy(lengths / padded.shape[1]).to(device)
