@@ -36,6 +36,8 @@ def experiment_app(cfg: DictConfig) -> None:
         report = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
     except VpevalError as error:
         fail(error)
+    if report is None:  # a follower node of a multi-node run: node 0 reports
+        return
     log.info("report: %s", report / "report.md")
     print(report, flush=True)
 

@@ -10,11 +10,13 @@ Stage outputs are cached by content, so conditions share whatever they have in c
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.asv.team import Team, serve_node, team_spec
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.data.manifest import GENDERS
 from pipeline.devices import resolve_device
@@ -49,8 +51,9 @@ class EvalSet:
 class Experiment:
     """Resolves the data, attackers and scores an experiment needs, through the cache."""
 
-    def __init__(self, cfg: DictConfig):
+    def __init__(self, cfg: DictConfig, team: Team | None = None):
         self.cfg = cfg
+        self.team = team  # the ranks that train and extract, when distributed
         self.cache = Cache(Path(cfg.paths.cache))
         self.device = str(resolve_device(cfg.device))
         self.evaluated = cfg.anonymizer
@@ -72,7 +75,8 @@ class Experiment:
         if kind not in self._attackers:
             training = self.data(kind, "train", self.attacker_system)
             held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
-            model = train.run(self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device)
+            model = train.run(self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device,
+                              team=self.team)
             self._attackers[kind] = (model, held_out)
         return self._attackers[kind]
 
@@ -81,7 +85,7 @@ class Experiment:
         extraction = plain(self.cfg.attacker.extraction)
 
         def embed(manifest: Path) -> Path:
-            return extract.run(model, manifest, self.cache, device=self.device, extraction=extraction)
+            return extract.run(model, manifest, self.cache, device=self.device, extraction=extraction, team=self.team)
 
         training = manifest_path(held_out, "train")
         return score.run(self.cfg.backend, embed(enrolls), embed(trial_utts), enrolls, trials, self.cache,
@@ -121,15 +125,25 @@ def config_summary(cfg: DictConfig) -> dict:
 
 
 def config_hash(cfg: DictConfig) -> str:
-    """Hash of everything that changes results (not paths, device or Hydra's own settings)."""
+    """Hash of everything that changes results (not paths, devices or Hydra's own settings)."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    return content_hash({k: v for k, v in resolved.items() if k not in ("paths", "device", "hydra")})
+    return content_hash({k: v for k, v in resolved.items() if k not in ("paths", "device", "distributed", "hydra")})
 
 
-def run_experiment(cfg: DictConfig, run_dir: Path) -> Path:
-    """Run every stage the config needs and write the report; returns the report folder."""
-    experiment = Experiment(cfg)
-    records = experiment.records()
+def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
+    """Run every stage the config needs and write the report; returns the report folder.
+
+    With `distributed` asking for several ranks, training and extraction run on a team of
+    torchrun workers; on a multi-node job the nodes other than node 0 only serve that team
+    and return None.
+    """
+    spec = team_spec(cfg.distributed, str(cfg.device))
+    if spec is not None and spec.node_rank > 0:
+        serve_node(spec)
+        return None
+    with Team(spec) if spec is not None else nullcontext() as team:
+        experiment = Experiment(cfg, team)
+        records = experiment.records()
     return report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                       records=records, detection=detect.run(records),
                       stages=[asdict(e) for e in experiment.cache.events])

@@ -99,9 +99,9 @@ def equal_error_rate(scores: np.ndarray, target: np.ndarray) -> float:
     return float((miss[best] + false_alarm[best]) / 2)
 
 
-def validation_eer(encoder: SpeakerEncoder, val: list[Utterance]) -> float:
-    """EER of cosine scores over every pair of validation utterances."""
-    _, embeddings = embed_utterances(encoder, val, device="cpu", batch_seconds=20, progress=False)
+def validation_eer(encoder: SpeakerEncoder, val: list[Utterance], world=None) -> float:
+    """EER of cosine scores over every pair of validation utterances (embedded by `world`'s ranks if given)."""
+    _, embeddings = embed_utterances(encoder, val, device="cpu", batch_seconds=20, progress=False, world=world)
     normalised = length_normalise(embeddings)
     pairs = np.triu_indices(len(val), 1)
     speakers = np.array([utt.speaker for utt in val])

@@ -120,24 +120,37 @@ def build_audio_cache(utterances: Sequence[Utterance], folder: str | Path, *, sa
     marker = folder / "cache.json"
     if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
         return open_audio_cache(folder)
+    decoded = ordered_map(lambda utt: to_int16(read_audio(utt.path, sample_rate)), utterances, workers=workers)
+    return write_audio_cache(folder, key, utterances, tqdm(decoded, total=len(utterances), desc="caching audio",
+                                                           unit="utt",
+                                                           disable=None if progress is None else not progress),
+                             sample_rate=sample_rate)
+
+
+def write_audio_cache(folder: str | Path, key: str, utterances: Sequence[Utterance], samples: Iterable[np.ndarray],
+                      *, sample_rate: int) -> AudioCache:
+    """Stream the int16 `samples` of `utterances` (in order) into a cache folder marked with `key`."""
+    folder = Path(folder)
     speakers = sorted({utt.speaker for utt in utterances})
     label_of = {speaker: label for label, speaker in enumerate(speakers)}
     offsets = np.zeros(len(utterances) + 1, dtype=np.int64)
     with atomic_path(folder / "audio.npy") as tmp, open(tmp, "wb") as out:
         header_size = _write_npy_header(out, 0)
-        decoded = ordered_map(lambda utt: to_int16(read_audio(utt.path, sample_rate)), utterances, workers=workers)
-        for index, samples in enumerate(tqdm(decoded, total=len(utterances), desc="caching audio",
-                                             unit="utt", disable=None if progress is None else not progress)):
-            out.write(samples.astype("<i2", copy=False).tobytes())
-            offsets[index + 1] = offsets[index] + len(samples)
+        written = 0
+        for waveform in samples:
+            written += 1
+            out.write(waveform.astype("<i2", copy=False).tobytes())
+            offsets[written] = offsets[written - 1] + len(waveform)
+        if written != len(utterances):
+            raise ValueError(f"{written} waveforms for {len(utterances)} utterances")
         out.seek(0)
         if _write_npy_header(out, int(offsets[-1])) != header_size:
             raise RuntimeError("npy header size changed while streaming audio.npy")
     _save_npy(folder / "offsets.npy", offsets)
     _save_npy(folder / "labels.npy", np.array([label_of[u.speaker] for u in utterances], dtype=np.int64))
-    write_json(marker, {"key": key, "version": CACHE_VERSION, "sample_rate": sample_rate,
-                        "samples": int(offsets[-1]), "speakers": speakers,
-                        "utterances": [utt.id for utt in utterances]})
+    write_json(folder / "cache.json", {"key": key, "version": CACHE_VERSION, "sample_rate": sample_rate,
+                                       "samples": int(offsets[-1]), "speakers": speakers,
+                                       "utterances": [utt.id for utt in utterances]})
     return open_audio_cache(folder)
 
 

@@ -43,6 +43,7 @@ class CropPlan:
                    else np.ones(len(self.lengths), dtype=np.int64))
         self.examples = np.repeat(np.arange(len(self.lengths)), repeats)
         self.steps_per_epoch = max(1, len(self.examples) // self.batch_size)
+        self.crops_per_step = min(self.batch_size, len(self.examples))  # the global batch every step has
         self._order: tuple[int, np.ndarray] | None = None  # the last epoch's shuffle, reused by its steps
 
     def order(self, epoch: int) -> np.ndarray:
@@ -80,14 +81,17 @@ class CropBatches(Dataset):
 
     Meant for `DataLoader(batch_size=None, sampler=range(first_step, len(dataset)))`. The
     audio is memory-mapped lazily in each worker process (the dataset pickles without it).
+    `rows` takes one rank's share of every batch (all of it by default).
     """
 
-    def __init__(self, cache_folder: str | Path, offsets: np.ndarray, labels: np.ndarray, plan: CropPlan, epoch: int):
+    def __init__(self, cache_folder: str | Path, offsets: np.ndarray, labels: np.ndarray, plan: CropPlan, epoch: int,
+                 rows: slice = slice(None)):
         self.audio_path = Path(cache_folder) / "audio.npy"
         self.offsets = offsets
         self.labels = labels
         self.plan = plan
         self.epoch = epoch
+        self.rows = rows
         self._audio = None
 
     def __len__(self) -> int:
@@ -97,6 +101,7 @@ class CropBatches(Dataset):
         if self._audio is None:
             self._audio = np.load(self.audio_path, mmap_mode="r")
         utterances, starts = self.plan.batch(self.epoch, step)
+        utterances, starts = utterances[self.rows], starts[self.rows]
         crops = take_crops(self._audio, self.offsets, utterances, starts, self.plan.crop_samples)
         return torch.from_numpy(crops), torch.from_numpy(self.labels[utterances])
 

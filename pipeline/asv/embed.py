@@ -3,6 +3,11 @@
 >>> ids, embeddings = extract_embeddings("runs/attacker", utts, device="cpu")  # doctest: +SKIP
 >>> embeddings.shape                                                          # doctest: +SKIP
 (len(utts), 192)
+
+With a `World` of several ranks the buckets are dealt round-robin (longest first) to the
+ranks, each embeds its own, and a sum over ranks (every row comes from exactly one rank,
+zeros elsewhere) gives every rank all embeddings in manifest order: the same buckets, so
+the same numbers as one process.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from tqdm import tqdm
 
 from pipeline.asv.audio_cache import ordered_map
 from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
+from pipeline.asv.distributed import World
 from pipeline.asv.model import SpeakerEncoder, autocast_dtype
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
@@ -43,11 +49,12 @@ def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEn
 
 def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device,
                        batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
-                       progress: bool | None = None) -> tuple[list[str], np.ndarray]:
-    """Embeddings (N x D float32, in the order of `utts`) with the encoder saved in `model_dir`."""
+                       progress: bool | None = None, world: World | None = None) -> tuple[list[str], np.ndarray]:
+    """Embeddings (N x D float32, in the order of `utts`) with the encoder saved in `model_dir`
+    (shared by the ranks of `world`, see the module doc)."""
     encoder = load_encoder(model_dir, device)
     return embed_utterances(encoder, utts, device=device, batch_seconds=batch_seconds, precision=precision,
-                            workers=workers, progress=progress)
+                            workers=workers, progress=progress, world=world)
 
 
 def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[list[int]]:
@@ -68,18 +75,23 @@ def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[lis
 
 def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, device: str | torch.device,
                      batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
-                     progress: bool | None = None) -> tuple[list[str], np.ndarray]:
+                     progress: bool | None = None, world: World | None = None) -> tuple[list[str], np.ndarray]:
     """Embed whole utterances with `encoder` (eval mode, no grad; autocast on CUDA for bf16/fp16).
 
     Audio is read by `workers` threads ahead of the model; batches hold utterances of similar
     length, padded, with relative lengths, so results do not depend on `batch_seconds`.
+    With `world` (whose device must be `device`), every rank calls this with the same
+    utterances, embeds its share of the buckets and returns all embeddings.
     """
     device = torch.device(device)
+    world = world or World.single(device)
+    if world.device != device:
+        raise ValueError(f"embed_utterances: device {device} is not the world's device {world.device}")
     dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
     encoder.eval()
     min_samples = encoder.fbank.window_size
     embeddings = np.zeros((len(utts), encoder.embedding_dim), dtype=np.float32)
-    batches = length_buckets([utt.duration for utt in utts], batch_seconds)
+    batches = length_buckets([utt.duration for utt in utts], batch_seconds)[world.rank::world.size]
 
     def load(batch: list[int]) -> tuple[np.ndarray, np.ndarray]:
         wavs = [read_audio(utts[i].path, encoder.sample_rate) for i in batch]
@@ -93,8 +105,12 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
             padded[row, :len(wav)] = wav
         return padded, lengths
 
-    bar = tqdm(total=len(utts), desc="embedding", unit="utt", disable=None if progress is None else not progress)
-    with torch.inference_mode():
+    show = progress if world.is_main else False
+    bar = tqdm(total=sum(map(len, batches)), desc="embedding", unit="utt", disable=None if show is None else not show)
+    cudnn = torch.backends.cudnn
+    # Every bucket has its own padded length: cuDNN autotuning (on while training) would re-tune each one.
+    with torch.inference_mode(), cudnn.flags(enabled=cudnn.enabled, benchmark=False,
+                                             deterministic=cudnn.deterministic, allow_tf32=cudnn.allow_tf32):
         for batch, (padded, lengths) in zip(batches, ordered_map(load, batches, workers=workers)):
             wavs = torch.from_numpy(padded).to(device, non_blocking=True)
             wav_lens = torch.from_numpy(lengths / padded.shape[1]).to(device)
@@ -103,4 +119,6 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
             embeddings[batch] = output.float().cpu().numpy()
             bar.update(len(batch))
     bar.close()
+    if world.size > 1:
+        embeddings = world.sum(torch.from_numpy(embeddings).to(device)).cpu().numpy()
     return [utt.id for utt in utts], embeddings

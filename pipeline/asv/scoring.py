@@ -1,13 +1,16 @@
 """Scoring backends (plugins by config, `conf/backend/*.yaml`) and trial scoring.
 
-A backend is fitted on the attacker's training embeddings and scores aligned pairs::
+A backend is fitted on the attacker's training embeddings, builds a model of each enrolled
+speaker from its utterance embeddings, and scores aligned (speaker model, test) pairs::
 
     backend = instantiate(cfg.backend).fit(train_embeddings, train_speakers)
-    scores = backend.score(enroll_vectors, test_vectors)      # one score per row pair
+    model = backend.enrol(speaker_embeddings)                 # (n, D) -> one vector
+    scores = backend.score(models, test_vectors)              # one score per row pair
 
-`score_trials` builds each enrolment speaker's vector as the mean of its length-normalised
-utterance embeddings (as the VoicePrivacy toolkits do) and scores a trial list; `write_scores`
-writes `enroll test score target|nontarget` lines, the file every metric reads.
+The default speaker model is the mean of the length-normalised utterance embeddings (as the
+VoicePrivacy toolkits do); PLDA (`pipeline.asv.plda`) keeps what its multi-enrolment LLR
+needs. `score_trials` scores a trial list; `write_scores` writes
+`enroll test score target|nontarget` lines, the file every metric reads.
 """
 from __future__ import annotations
 
@@ -31,8 +34,14 @@ def length_normalise(embeddings: np.ndarray) -> np.ndarray:
     return embeddings / np.where(norms > 0, norms, 1.0)
 
 
+def mean_of_normalised(embeddings: np.ndarray) -> np.ndarray:
+    """The mean of length-normalised embeddings (rows), the usual speaker model."""
+    return length_normalise(as_matrix(embeddings, "enrolment embeddings")).mean(axis=0)
+
+
 class ScoringBackend(ABC):
-    """fit(training embeddings, their speakers) once, then score(enroll, test) row pairs.
+    """fit(training embeddings, their speakers) once, enrol(a speaker's embeddings), then
+    score(speaker models, test embeddings) row pairs.
 
     `name` is the label reports use (the config's `name:` key).
     """
@@ -49,9 +58,14 @@ class ScoringBackend(ABC):
     def fit(self, embeddings: np.ndarray, speaker_ids: Sequence[str]) -> "ScoringBackend":
         """Learn whatever the backend needs from the attacker's training embeddings; return self."""
 
+    def enrol(self, embeddings: np.ndarray) -> np.ndarray:
+        """A speaker's model from its (n, D) enrolment embeddings (default: `mean_of_normalised`)."""
+        return mean_of_normalised(embeddings)
+
     @abstractmethod
     def score(self, enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
-        """(N, D) enrolment and (N, D) test embeddings -> (N,) scores, higher = more likely same speaker."""
+        """(N, ...) speaker models (from `enrol`) and (N, D) test embeddings -> (N,) scores, higher =
+        more likely the same speaker."""
 
 
 class CosineBackend(ScoringBackend):
@@ -72,14 +86,14 @@ class CosineBackend(ScoringBackend):
         return self.mean_subtraction
 
     def fit(self, embeddings: np.ndarray, speaker_ids: Sequence[str]) -> "CosineBackend":
-        embeddings = _as_matrix(embeddings, "training embeddings")
+        embeddings = as_matrix(embeddings, "training embeddings")
         if len(speaker_ids) != len(embeddings):
             raise VpevalError(f"backend fit: {len(embeddings)} embeddings but {len(speaker_ids)} speaker ids")
         self.mean = length_normalise(embeddings).mean(axis=0)
         return self
 
     def score(self, enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
-        enroll, test = _as_matrix(enroll, "enrolment embeddings"), _as_matrix(test, "test embeddings")
+        enroll, test = as_matrix(enroll, "enrolment embeddings"), as_matrix(test, "test embeddings")
         if enroll.shape != test.shape:
             raise VpevalError(f"backend score: enrolment {enroll.shape} and test {test.shape} are not aligned pairs")
         if self.mean_subtraction:
@@ -90,22 +104,23 @@ class CosineBackend(ScoringBackend):
         return np.einsum("nd,nd->n", length_normalise(enroll), length_normalise(test))
 
 
-def enrolment_vectors(enroll_utts: Sequence[Utterance], enroll_emb: np.ndarray) -> dict[str, np.ndarray]:
-    """Speaker -> mean of the speaker's length-normalised utterance embeddings."""
-    enroll_emb = _as_matrix(enroll_emb, "enrolment embeddings")
+def enrolment_vectors(enroll_utts: Sequence[Utterance], enroll_emb: np.ndarray,
+                      backend: ScoringBackend | None = None) -> dict[str, np.ndarray]:
+    """Speaker -> its model by `backend.enrol` (default: mean of its length-normalised utterance embeddings)."""
+    enroll_emb = as_matrix(enroll_emb, "enrolment embeddings")
     if len(enroll_utts) != len(enroll_emb):
         raise VpevalError(f"{len(enroll_utts)} enrolment utterances but {len(enroll_emb)} embeddings")
-    normalised = length_normalise(enroll_emb)
+    enrol = backend.enrol if backend is not None else mean_of_normalised
     rows: dict[str, list[int]] = {}
     for row, utt in enumerate(enroll_utts):
         rows.setdefault(utt.speaker, []).append(row)
-    return {speaker: normalised[indices].mean(axis=0) for speaker, indices in rows.items()}
+    return {speaker: enrol(enroll_emb[indices]) for speaker, indices in rows.items()}
 
 
 def score_trials(backend: ScoringBackend, enroll_utts: Sequence[Utterance], enroll_emb: np.ndarray,
                  trial_emb_by_id: Mapping[str, np.ndarray], trials: Sequence[Trial]) -> np.ndarray:
     """One score per trial (float64, in trial order), scored in chunks to bound memory."""
-    enrolment = enrolment_vectors(enroll_utts, enroll_emb)
+    enrolment = enrolment_vectors(enroll_utts, enroll_emb, backend)
     scores = np.empty(len(trials), dtype=np.float64)
     for start in range(0, len(trials), TRIAL_CHUNK):
         chunk = trials[start:start + TRIAL_CHUNK]
@@ -128,7 +143,7 @@ def write_scores(path: str | Path, trials: Sequence[Trial], scores: np.ndarray) 
                               for t, s in zip(trials, scores)))
 
 
-def _as_matrix(embeddings: Iterable, what: str) -> np.ndarray:
+def as_matrix(embeddings: Iterable, what: str) -> np.ndarray:
     matrix = np.asarray(embeddings, dtype=np.float64)
     if matrix.ndim != 2 or not np.isfinite(matrix).all():
         raise VpevalError(f"{what}: expected a finite 2-D array, got shape {matrix.shape}")

@@ -14,6 +14,14 @@ steps. On start the run resumes from `checkpoint.pt`, mid-epoch included: batche
 function of (seed, epoch, step), so the consumed ones are skipped and, on CPU, an
 interrupted run ends with bitwise the same model as an uninterrupted one. A checkpoint written
 with other result-affecting settings is refused with the differing keys named.
+
+Several ranks (a `World` of processes launched by torchrun, see `distributed` and `team`)
+train one model with DistributedDataParallel: every rank builds the same (seed, epoch, step)
+batch and takes its rows of it, so the global batch, and the model up to float rounding, do
+not depend on the number of ranks; batch norm uses the statistics of the global batch
+(`training.sync_batchnorm`). Rank 0 builds the audio cache first, writes the checkpoints,
+the model and the log, and shows progress; every rank resumes from the same checkpoint;
+validation runs on every rank (extraction sharded) and rank 0's EER decides the best model.
 """
 from __future__ import annotations
 
@@ -27,6 +35,8 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
@@ -39,6 +49,7 @@ from pipeline.asv.checkpoint import (
     save_checkpoint,
 )
 from pipeline.asv.crops import CropBatches, CropPlan
+from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError
@@ -46,37 +57,57 @@ from pipeline.fileio import write_json, write_lines
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.
-OPERATIONAL_KEYS = ("num_workers", "cache_workers", "checkpoint_every", "log_every", "cache_dir")
+OPERATIONAL_KEYS = ("num_workers", "cache_workers", "checkpoint_every", "log_every", "cache_dir", "compile")
 
 Validate = Callable[[SpeakerEncoder], float]
 
 
 def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utterance], out_dir: str | Path, *,
-                   device: str | torch.device, seed: int, validate: Validate) -> Path:
+                   seed: int, validate: Validate, device: str | torch.device | None = None,
+                   world: World | None = None) -> Path:
     """Train (or resume, or find finished) an attacker; return `out_dir`, which holds model.pt/json.
 
     `cfg` is an attacker config (conf/attacker/*.yaml); `validate(encoder)` returns the
-    validation EER (lower is better) and is called once per epoch with the encoder in eval mode.
+    validation EER (lower is better) and is called once per epoch with the encoder in eval
+    mode. Give `device` to train in this process alone, or `world` when every rank of a
+    torchrun launch calls this with the same arguments (`validate` then runs on every rank).
     """
+    if (device is None) == (world is None):
+        raise ValueError("train_attacker needs either device or world")
+    world = world or World.single(device)
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
-    trainer = _Trainer(cfg, train_utts, Path(out_dir), torch.device(device), seed)
-    trainer.resume()
+    trainer = _Trainer(cfg, train_utts, Path(out_dir), world, seed)
     while trainer.state["epoch"] < trainer.epochs:
         trainer.train_epoch()
         trainer.end_epoch(float(validate(trainer.model.eval())))
+    world.barrier()  # rank 0's last files are written before any rank returns
     if not (trainer.out_dir / "model.pt").is_file():
         raise VpevalError(f"{out_dir}: no epoch gave a finite validation EER, so no model was kept "
                           f"(see {trainer.out_dir / 'training_log.jsonl'})")
     return trainer.out_dir
 
 
+class _TrainingStep(nn.Module):
+    """Encoder and AAM head as one module, what DDP wraps and torch.compile compiles:
+    (int16-scaled crops, labels) -> (mean loss, cosines); the encoder under autocast."""
+
+    def __init__(self, model: SpeakerEncoder, head: AAMSoftmaxHead, amp_dtype: torch.dtype | None):
+        super().__init__()
+        self.model, self.head, self.amp_dtype = model, head, amp_dtype
+
+    def forward(self, wavs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.autocast(device_type=wavs.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            embeddings = self.model(wavs)
+        return self.head(embeddings, labels)
+
+
 class _Trainer:
     """One attacker training run: its model, optimisation state, data and checkpoint."""
 
-    def __init__(self, cfg: DictConfig, train_utts: Sequence[Utterance], out_dir: Path, device: torch.device,
-                 seed: int):
+    def __init__(self, cfg: DictConfig, train_utts: Sequence[Utterance], out_dir: Path, world: World, seed: int):
         training = cfg.training
-        self.cfg, self.out_dir, self.device = cfg, out_dir, device
+        self.cfg, self.out_dir, self.world, self.device = cfg, out_dir, world, world.device
+        device = world.device
         self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
         torch.manual_seed(seed)
         self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
@@ -88,12 +119,16 @@ class _Trainer:
                               f"one fbank window")
 
         cache_dir = Path(training.cache_dir) if training.get("cache_dir") else out_dir / "audio_cache"
-        self.cache = build_audio_cache(train_utts, cache_dir, sample_rate=self.model.sample_rate,
-                                       workers=int(training.cache_workers))
+        with world.main_first():
+            self.cache = build_audio_cache(train_utts, cache_dir, sample_rate=self.model.sample_rate,
+                                           workers=int(training.cache_workers), progress=None if world.is_main else False)
         if len(self.cache.speakers) < 2:
             raise VpevalError(f"attacker training set has {len(self.cache.speakers)} speaker(s); at least 2 are needed")
         self.plan = CropPlan(self.cache.lengths, crop_samples, int(training.batch_size), seed,
                              str(training.examples_per_epoch))
+        self.rows = world.rows(self.plan.crops_per_step)
+        if world.size > 1 and training.sync_batchnorm:
+            use_global_batchnorm(self.model)
         self.epochs = int(training.epochs)
         self.head = AAMSoftmaxHead(self.model.embedding_dim, len(self.cache.speakers),
                                    margin=float(cfg.head.margin), scale=float(cfg.head.scale))
@@ -113,12 +148,22 @@ class _Trainer:
         self.num_workers = int(training.num_workers)
         self.epoch_started = time.monotonic()
         # Progress of the run; saved in every checkpoint. loss_sum / correct / seen cover the
-        # current epoch's steps so far.
+        # current epoch's steps so far, over every rank.
         self.state = {"epoch": 0, "step": 0, "best_eer": math.inf, "best_epoch": 0, "history": [],
                       "loss_sum": 0.0, "correct": 0, "seen": 0}
+        self._resume()
+        self.step_module = self._step_module(self.amp_dtype, bool(training.compile))
 
-    def resume(self) -> None:
-        """Restore everything from checkpoint.pt when there is one."""
+    def _step_module(self, amp_dtype: torch.dtype | None, compile_: bool) -> nn.Module:
+        """The training forward: DDP across ranks, torch.compile'd if asked (built after resuming)."""
+        step: nn.Module = _TrainingStep(self.model, self.head, amp_dtype)
+        if self.world.size > 1:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            step = DistributedDataParallel(step, device_ids=device_ids, gradient_as_bucket_view=True)
+        return torch.compile(step) if compile_ else step
+
+    def _resume(self) -> None:
+        """Restore everything from checkpoint.pt when there is one (every rank reads the same file)."""
         path = self.checkpoint_path
         if not path.is_file():
             return
@@ -136,6 +181,9 @@ class _Trainer:
         self.state = {key: checkpoint[key] for key in self.state}
 
     def save(self) -> None:
+        """Rank 0 writes checkpoint.pt (atomically)."""
+        if not self.world.is_main:
+            return
         save_checkpoint(self.checkpoint_path, {
             "format": CHECKPOINT_FORMAT, "run": self.run, "model": self.model.state_dict(),
             "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -143,58 +191,66 @@ class _Trainer:
             "rng": rng_state(self.device), **self.state})
 
     def train_epoch(self) -> None:
-        """The remaining batches of the current epoch, with mid-epoch checkpoints."""
-        state, device, steps_per_epoch = self.state, self.device, self.plan.steps_per_epoch
+        """The remaining batches of the current epoch (this rank's rows of each), with mid-epoch checkpoints."""
+        state, device, steps_per_epoch, world = self.state, self.device, self.plan.steps_per_epoch, self.world
         epoch = state["epoch"]
         self.epoch_started = time.monotonic()
-        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch)
+        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch, self.rows)
         loader = DataLoader(batches, batch_size=None, sampler=range(state["step"], steps_per_epoch),
                             num_workers=self.num_workers, pin_memory=device.type == "cuda")
-        # Running sums stay on the device: no host sync per step.
-        loss_sum = torch.tensor(state["loss_sum"], dtype=torch.float64, device=device)
-        correct = torch.tensor(state["correct"], dtype=torch.int64, device=device)
-        self.model.train()
-        self.head.train()
+        # This rank's loss and correct-count sums since they were last added to `state`; they
+        # stay on the device (no host sync per step) and are summed over ranks at checkpoints.
+        sums = torch.zeros(2, dtype=torch.float64, device=device)
+        self.step_module.train()
         bar = tqdm(loader, total=steps_per_epoch, initial=state["step"], desc=f"epoch {epoch + 1}/{self.epochs}",
-                   unit="batch", disable=None)
+                   unit="batch", disable=None if world.is_main else True)
         for crops, labels in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)
-            with torch.autocast(device_type=device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-                embeddings = self.model(wavs)
-            loss, cosines = self.head(embeddings, labels)
+            loss, cosines = self.step_module(wavs, labels)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.scheduler.step()
-            loss_sum += loss.detach().double() * len(labels)
-            correct += (cosines.argmax(dim=1) == labels).sum()
-            state["seen"] += len(labels)
+            sums += torch.stack([loss.detach().double() * len(labels), (cosines.argmax(dim=1) == labels).sum().double()])
+            state["seen"] += self.plan.crops_per_step
             state["step"] += 1
-            if state["step"] % self.log_every == 0 or state["step"] == steps_per_epoch:
-                bar.set_postfix(loss=f"{loss_sum.item() / state['seen']:.3f}",
-                                acc=f"{correct.item() / state['seen']:.3f}")
+            if world.is_main and (state["step"] % self.log_every == 0 or state["step"] == steps_per_epoch):
+                loss_sum, correct = (sums * world.size).tolist()  # rank 0's rows stand in for the others'
+                bar.set_postfix(loss=f"{(state['loss_sum'] + loss_sum) / state['seen']:.3f}",
+                                acc=f"{(state['correct'] + correct) / state['seen']:.3f}")
             if self.checkpoint_every and (epoch * steps_per_epoch + state["step"]) % self.checkpoint_every == 0:
-                state["loss_sum"], state["correct"] = loss_sum.item(), int(correct.item())
+                self._add_sums(sums)
                 self.save()
         bar.close()
-        state["loss_sum"], state["correct"] = loss_sum.item(), int(correct.item())
+        self._add_sums(sums)
+
+    def _add_sums(self, sums: torch.Tensor) -> None:
+        """Add every rank's loss and correct-count sums to `state` and reset them."""
+        loss_sum, correct = self.world.sum(sums).tolist()
+        self.state["loss_sum"] += loss_sum
+        self.state["correct"] += int(correct)
+        sums.zero_()
 
     def end_epoch(self, val_eer: float) -> None:
-        """Keep the model if it is the best so far, log the epoch, checkpoint the next one's start."""
-        state = self.state
+        """Keep the model if it is the best so far (rank 0's EER decides on every rank), log the
+        epoch, checkpoint the next one's start."""
+        state, main = self.state, self.world.is_main
+        val_eer = self.world.broadcast(val_eer)
         is_best = val_eer < state["best_eer"]
         if is_best:
             state["best_eer"], state["best_epoch"] = val_eer, state["epoch"] + 1
-            _save_model(self.out_dir, self.model, self.cfg, state, n_speakers=len(self.cache.speakers))
+            if main:
+                _save_model(self.out_dir, self.model, self.cfg, state, n_speakers=len(self.cache.speakers))
         seen = max(state["seen"], 1)
         state["history"].append({
             "epoch": state["epoch"] + 1, "steps": self.plan.steps_per_epoch, "crops": state["seen"],
             "loss": state["loss_sum"] / seen, "accuracy": state["correct"] / seen,
             "lr": self.scheduler.get_last_lr()[0], "val_eer": val_eer, "best": is_best,
             "seconds": round(time.monotonic() - self.epoch_started, 3)})
-        write_lines(self.out_dir / "training_log.jsonl", (json.dumps(record) for record in state["history"]))
+        if main:
+            write_lines(self.out_dir / "training_log.jsonl", (json.dumps(record) for record in state["history"]))
         state.update(epoch=state["epoch"] + 1, step=0, loss_sum=0.0, correct=0, seen=0)
         self.save()
 

@@ -2,6 +2,8 @@
 
 Output folder: `embeddings.npy` (N x D float32, manifest order) and `ids.txt`; keyed by
 the model folder and the manifest's content, so each (model, manifest) pair is embedded once.
+With a team the manifest's length buckets are shared among the ranks (`pipeline.asv.embed`)
+and rank 0 writes the files.
 """
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.asv.distributed import World
 from pipeline.asv.embed import extract_embeddings
+from pipeline.asv.team import Team, run_on_ranks
 from pipeline.cache import Cache
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.fileio import atomic_path, write_lines
@@ -17,19 +21,29 @@ from pipeline.fileio import atomic_path, write_lines
 VERSION = 1
 
 
-def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: dict) -> Path:
-    """Embed the utterances of `manifest` with the attacker in `model` (a train-stage folder).
+def extract_on_rank(world: World, model: str, manifest: str, out: str, extraction: dict) -> None:
+    """This rank's share of the manifest's embeddings; rank 0 writes them all."""
+    ids, embeddings = extract_embeddings(model, read_manifest(Path(manifest)), device=world.device, world=world,
+                                         **extraction)
+    if world.is_main:
+        with atomic_path(Path(out) / "embeddings.npy") as tmp:
+            np.save(tmp, embeddings)
+        write_lines(Path(out) / "ids.txt", ids)
+
+
+def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: dict, team: Team | None = None) -> Path:
+    """Embed the utterances of `manifest` with the attacker in `model` (a train-stage folder),
+    on `team`'s ranks when given, else in this process on `device`.
 
     `extraction` (batch_seconds, precision, workers) changes speed, not results, so it is
     not part of the folder's key.
     """
 
     def build(out: Path) -> dict:
-        ids, embeddings = extract_embeddings(model, read_manifest(manifest), device=device, **extraction)
-        with atomic_path(out / "embeddings.npy") as tmp:
-            np.save(tmp, embeddings)
-        write_lines(out / "ids.txt", ids)
-        return {"utterances": len(ids), "dim": int(embeddings.shape[1])}
+        run_on_ranks(team, device, extract_on_rank, model=str(model), manifest=str(manifest), out=str(out),
+                     extraction=dict(extraction))
+        return {"utterances": len((out / "ids.txt").read_text().split()),
+                "dim": int(np.load(out / "embeddings.npy", mmap_mode="r").shape[1])}
 
     inputs = {"model": Path(model).name, "manifest": file_digest(manifest)}
     return cache.build("extract", {}, inputs, build, VERSION)

@@ -3,6 +3,8 @@
 Model selection uses the split's validation protocol: after every epoch the encoder embeds
 the validation enrolment and trial utterances, cosine scores the trials and the epoch with
 the lowest ROCCH-EER is kept. Checkpoints make an interrupted training resume where it stopped.
+With a team (`distributed.gpus_per_node` / `nodes` > 1) every rank trains (DDP) and
+validates its share of the validation utterances; see `pipeline.asv.team`.
 
 Output folder: `model.pt` (weights only), `model.json` (architecture), `training_log.jsonl`.
 """
@@ -10,10 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from pipeline.asv.distributed import World
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import CosineBackend, score_trials
+from pipeline.asv.team import Team, run_on_ranks
 from pipeline.asv.train import OPERATIONAL_KEYS, train_attacker
 from pipeline.cache import Cache, plain
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
@@ -23,15 +27,16 @@ from pipeline.stages.prepare import manifest_path, trials_path
 VERSION = 1
 
 
-def validation_eer(held_out: Path, device: str, batch_seconds: float):
-    """A function encoder -> EER on the split's validation protocol (cosine scoring)."""
+def validation_eer(held_out: Path, world: World, batch_seconds: float):
+    """A function encoder -> EER on the split's validation protocol (cosine scoring); on
+    several ranks each embeds its share of the utterances and every rank gets the EER."""
     enrolls = read_manifest(manifest_path(held_out, "val_enrolls"))
     trial_utts = read_manifest(manifest_path(held_out, "val_trials"))
     trials = read_trials(trials_path(held_out, "val_trials"))
     labels = [t.target for t in trials]
 
     def validate(encoder) -> float:
-        kwargs = dict(device=device, batch_seconds=batch_seconds, progress=False)
+        kwargs = dict(device=world.device, batch_seconds=batch_seconds, progress=False, world=world)
         _, enroll_emb = embed_utterances(encoder, enrolls, **kwargs)
         ids, trial_emb = embed_utterances(encoder, trial_utts, **kwargs)
         scores = score_trials(CosineBackend(), enrolls, enroll_emb, dict(zip(ids, trial_emb)), trials)
@@ -40,8 +45,17 @@ def validation_eer(held_out: Path, device: str, batch_seconds: float):
     return validate
 
 
-def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str) -> Path:
-    """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder)."""
+def train_on_rank(world: World, attacker: dict, held_out: str, out: str, seed: int) -> None:
+    """This rank's part of training (all of it on a single process)."""
+    attacker_cfg = OmegaConf.create(attacker)
+    validate = validation_eer(Path(held_out), world, float(attacker_cfg.extraction.batch_seconds))
+    train_attacker(attacker_cfg, read_manifest(manifest_path(Path(held_out), "train")), out, seed=seed,
+                   validate=validate, world=world)
+
+
+def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None) -> Path:
+    """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
+    ranks when given, else in this process on `device`."""
     training = {k: v for k, v in plain(attacker.training).items() if k not in OPERATIONAL_KEYS}
     params = {**plain(attacker), "training": training, "seed": seed}
     params.pop("name", None)
@@ -49,9 +63,8 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
     inputs["val_trial_list"] = file_digest(trials_path(held_out, "val_trials"))
 
     def build(out: Path) -> dict:
-        validate = validation_eer(held_out, device, float(attacker.extraction.batch_seconds))
-        train_attacker(attacker, read_manifest(manifest_path(held_out, "train")), out,
-                       device=device, seed=seed, validate=validate)
+        run_on_ranks(team, device, train_on_rank, attacker=plain(attacker), held_out=str(held_out), out=str(out),
+                     seed=seed)
         return {"attacker": attacker.name}
 
     return cache.build("train", params, inputs, build, VERSION)

@@ -1,0 +1,409 @@
+"""torch.distributed on CPU (gloo): teams of torchrun workers, DDP training, sharded extraction.
+
+The functions named `*_task` run inside team workers (`function(world, **kwargs)` on every
+rank); the workers import this module, so the tests put its folder on PYTHONPATH.
+
+Tolerance of "2 ranks = 1 process": the global batch is the same, but gradient sums and
+batch-norm statistics are added in another order, so float32 results differ by rounding
+that Adam steps amplify. After 8 steps of the tiny model every parameter agrees within
+PARAMETER_TOLERANCE (measured: 2e-6) and the embeddings within EMBEDDING_TOLERANCE relative
+to their largest value (measured: 3e-6 to 2e-4) — except the bias of the attention logits
+(SHIFT_FREE): softmax over time ignores it, its exact gradient is 0, and Adam turns the
+rounding noise of that 0 into steps of size lr, so it drifts without changing any output.
+Two runs with the same number of ranks are bitwise equal on CPU, killed or not.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from pipeline.asv.crops import CropBatches, CropPlan
+from pipeline.asv.distributed import GlobalBatchNorm1d, World, use_global_batchnorm
+from pipeline.asv.embed import embed_utterances, extract_embeddings
+from pipeline.asv.model import SpeakerEncoder
+from pipeline.asv.team import Team, TeamSpec, _free_port_pair, _job_port, team_spec
+from pipeline.asv.train import train_attacker
+from pipeline.data.manifest import read_manifest, write_manifest
+from pipeline.errors import VpevalError
+from pipeline.stages.extract import extract_on_rank
+from tests.test_asv_training import attacker_config, corpus, read_log, validation_eer  # noqa: F401 (fixture)
+
+TESTS = Path(__file__).resolve().parent
+DDP_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=2", "attacker.training.checkpoint_every=3"]
+PARAMETER_TOLERANCE = 1e-4
+EMBEDDING_TOLERANCE = 1e-3
+SHIFT_FREE = "ecapa.asp.conv.conv.bias"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def workers_import_this_module():
+    """Team workers inherit PYTHONPATH; they import the `*_task` functions from this folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+        patch.setenv("OMP_NUM_THREADS", "1")
+        yield
+
+
+def cpu_spec(ranks: int = 2, nodes: int = 1, node_rank: int = 0, timeout_s: float = 120.0, port: int | None = None):
+    return TeamSpec(ranks, nodes, node_rank, "127.0.0.1", port or _free_port_pair(), "cpu", timeout_s)
+
+
+@pytest.fixture(scope="module")
+def team(workers_import_this_module):
+    """Two CPU ranks (gloo), shared by the tests of this module that leave it healthy."""
+    with Team(cpu_spec()) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def manifests(corpus, tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("manifests")
+    return write_manifest(folder / "train.jsonl", corpus[0]), write_manifest(folder / "val.jsonl", corpus[1])
+
+
+@pytest.fixture(scope="module")
+def random_model(tmp_path_factory) -> Path:
+    """A model folder (model.json + model.pt) holding an untrained tiny encoder with non-trivial BN statistics."""
+    folder = tmp_path_factory.mktemp("random_model")
+    architecture = {k: v for k, v in OmegaConf.to_container(attacker_config().model).items() if k != "_target_"}
+    torch.manual_seed(5)
+    encoder = SpeakerEncoder(**architecture)
+    for layer in encoder.modules():
+        if isinstance(layer, nn.BatchNorm1d):
+            layer.running_mean.uniform_(-1, 1)
+            layer.running_var.uniform_(0.5, 2)
+    torch.save(encoder.state_dict(), folder / "model.pt")
+    (folder / "model.json").write_text(json.dumps({"model": {"_target_": "pipeline.asv.model.SpeakerEncoder",
+                                                             **architecture}}))
+    return folder
+
+
+# --- tasks run by team workers ---------------------------------------------------------------
+
+def train_task(world: World, train: str, val: str, out: str, overrides: list[str], kill_at_fetch: int = 0) -> None:
+    """Tiny attacker training on every rank; rank 1 SIGKILLs itself at its `kill_at_fetch`-th batch."""
+    torch.set_num_threads(1)
+    if kill_at_fetch and world.rank == 1:
+        fetch, fetched = CropBatches.__getitem__, []
+
+        def killed_at_a_fetch(self, step):
+            fetched.append(step)
+            if len(fetched) == kill_at_fetch:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return fetch(self, step)
+
+        CropBatches.__getitem__ = killed_at_a_fetch  # this worker process dies with the patch
+    val_utts = read_manifest(val)
+    train_attacker(attacker_config(overrides=tuple(overrides)), read_manifest(train), out, seed=1986, world=world,
+                   validate=lambda encoder: validation_eer(encoder, val_utts, world))
+
+
+def batchnorm_task(world: World, out: str) -> None:
+    """GlobalBatchNorm1d on this rank's half of a fixed batch: output, input gradient, running stats."""
+    torch.manual_seed(0)
+    x = (torch.randn(8, 6, 5) * 3 + 1)[world.rows(8)].requires_grad_()
+    layer = use_global_batchnorm(nn.Sequential(nn.BatchNorm1d(6)))[0].train()
+    weight = torch.linspace(-1, 1, 8 * 6 * 5).view(8, 6, 5)[world.rows(8)]
+    y = layer(x)
+    (y * weight).sum().backward()
+    torch.save({"y": y.detach(), "grad": x.grad, "mean": layer.running_mean, "var": layer.running_var,
+                "kind": type(layer).__name__}, f"{out}.{world.rank}")
+
+
+def failing_task(world: World) -> None:
+    """Rank 1 fails while rank 0 waits for it in a collective."""
+    if world.rank == 1:
+        raise VpevalError("rank one cannot go on")
+    world.barrier()
+
+
+# --- pure logic --------------------------------------------------------------------------------
+
+def test_single_world_collectives_are_identities():
+    world = World.single("cpu")
+    tensor = torch.tensor([1.0, 2.0])
+    assert world.sum(tensor) is tensor and tensor.tolist() == [1.0, 2.0]
+    assert world.broadcast(0.5) == 0.5 and world.rows(6) == slice(0, 6) and world.is_main
+    with world.main_first():
+        pass
+
+
+def test_ranks_take_disjoint_rows_of_the_same_global_batch(corpus, tmp_path):
+    from pipeline.asv.audio_cache import build_audio_cache
+
+    cache = build_audio_cache(corpus[0], tmp_path / "cache", workers=2, progress=False)
+    plan = CropPlan(cache.lengths, 8000, 8, seed=3)
+    whole = CropBatches(cache.folder, cache.offsets, cache.labels, plan, epoch=1)[2]
+    shards = [CropBatches(cache.folder, cache.offsets, cache.labels, plan, epoch=1,
+                          rows=World(rank, 4, rank, torch.device("cpu")).rows(8))[2] for rank in range(4)]
+    assert all(crops.shape == (2, 8000) for crops, _ in shards)
+    torch.testing.assert_close(torch.cat([crops for crops, _ in shards]), whole[0], rtol=0, atol=0)
+    torch.testing.assert_close(torch.cat([labels for _, labels in shards]), whole[1], rtol=0, atol=0)
+    with pytest.raises(VpevalError, match="batch of 8 crops cannot be split evenly over 3 ranks"):
+        World(0, 3, 0, torch.device("cpu")).rows(8)
+
+
+def test_global_batchnorm_without_a_process_group_is_batchnorm():
+    torch.manual_seed(1)
+    plain, converted = nn.BatchNorm1d(4), use_global_batchnorm(nn.Sequential(nn.BatchNorm1d(4)))[0]
+    assert isinstance(converted, GlobalBatchNorm1d)
+    x = torch.randn(5, 4, 7)
+    torch.testing.assert_close(converted(x), plain(x))
+    torch.testing.assert_close(converted.running_var, plain.running_var)
+
+
+def test_one_gpu_and_one_node_need_no_team():
+    assert team_spec({"gpus_per_node": 1, "nodes": 1, "timeout_s": 5}, "auto") is None
+
+
+def test_fewer_gpus_than_requested_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    settings = {"gpus_per_node": 4, "nodes": 1, "timeout_s": 5}
+    for device in ("auto", "cuda"):
+        with pytest.raises(VpevalError, match=r"gpus_per_node=4 but .* has 2 visible GPU\(s\): fewer GPUs than requested"):
+            team_spec(settings, device)
+    assert team_spec({**settings, "gpus_per_node": 2}, "cuda").device_type == "cuda"
+    with pytest.raises(VpevalError, match="device='cuda:1' picks one GPU"):
+        team_spec({**settings, "gpus_per_node": 2}, "cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(VpevalError, match="has 0 visible GPU"):
+        team_spec({**settings, "gpus_per_node": 2}, "auto")
+    assert team_spec({**settings, "gpus_per_node": 2}, "cpu").device_type == "cpu"
+
+
+def test_multi_node_settings_come_from_slurm_or_must_be_given(monkeypatch):
+    settings = {"gpus_per_node": 2, "nodes": 2, "node_rank": None, "master_addr": None, "port": None, "timeout_s": 5}
+    for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(VpevalError, match="distributed.node_rank must be set for a multi-node run outside Slurm"):
+        team_spec(settings, "cpu")
+    given = team_spec({**settings, "node_rank": 1, "master_addr": "head", "port": 29400}, "cpu")
+    assert (given.node_rank, given.master_addr, given.port, given.world_size) == (1, "head", 29400, 4)
+    monkeypatch.setenv("SLURM_JOB_ID", "123456")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_NODEID", "1")
+    slurm = team_spec(settings, "cpu")
+    assert (slurm.node_rank, slurm.master_addr, slurm.port) == (1, "gpu07", _job_port("123456"))
+    assert 20000 <= slurm.port <= 59998 and slurm.port == _job_port("123456")
+    monkeypatch.setenv("SLURM_NTASKS", "8")
+    with pytest.raises(VpevalError, match="needs one vpeval task per node"):
+        team_spec(settings, "cpu")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
+    with pytest.raises(VpevalError, match="nodes=2 but Slurm job 123456 has 1 node.*fewer nodes than requested"):
+        team_spec(settings, "cpu")
+
+
+# --- teams of gloo workers ---------------------------------------------------------------------
+
+def test_global_batchnorm_over_two_ranks_is_batchnorm_over_the_whole_batch(team, tmp_path):
+    team.run(batchnorm_task, out=str(tmp_path / "bn"))
+    halves = [torch.load(tmp_path / f"bn.{rank}", weights_only=True) for rank in range(2)]
+    assert {half["kind"] for half in halves} == {"GlobalBatchNorm1d"}
+    torch.manual_seed(0)
+    x = (torch.randn(8, 6, 5) * 3 + 1).requires_grad_()
+    reference = nn.BatchNorm1d(6).train()
+    y = reference(x)
+    (y * torch.linspace(-1, 1, 8 * 6 * 5).view(8, 6, 5)).sum().backward()
+    torch.testing.assert_close(torch.cat([h["y"] for h in halves]), y.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.cat([h["grad"] for h in halves]), x.grad, rtol=1e-5, atol=1e-5)
+    for half in halves:
+        torch.testing.assert_close(half["mean"], reference.running_mean, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(half["var"], reference.running_var, rtol=1e-5, atol=1e-6)
+
+
+def test_sharded_extraction_equals_one_process_in_order(team, corpus, manifests, random_model, tmp_path):
+    utts = corpus[1] + corpus[0]
+    manifest = write_manifest(tmp_path / "utts.jsonl", utts)
+    extraction = {"batch_seconds": 4.0, "precision": "fp32", "workers": 1}
+    team.run(extract_on_rank, model=str(random_model), manifest=str(manifest), out=str(tmp_path), extraction=extraction)
+    ids, alone = extract_embeddings(random_model, utts, device="cpu", progress=False, **extraction)
+    assert (tmp_path / "ids.txt").read_text().split() == ids == [utt.id for utt in utts]
+    np.testing.assert_array_equal(np.load(tmp_path / "embeddings.npy"), alone)  # same buckets, same numbers
+    assert np.abs(alone).sum(axis=1).min() > 0  # every row was filled by some rank
+
+
+@pytest.fixture(scope="module")
+def ddp_trained(team, manifests, tmp_path_factory) -> Path:
+    """An uninterrupted 2-rank DDP run."""
+    out = tmp_path_factory.mktemp("ddp_trained")
+    team.run(train_task, train=str(manifests[0]), val=str(manifests[1]), out=str(out), overrides=DDP_OVERRIDES)
+    return out
+
+
+def final_encoder(folder: Path) -> SpeakerEncoder:
+    architecture = OmegaConf.to_container(attacker_config().model)
+    encoder = SpeakerEncoder(**{k: v for k, v in architecture.items() if k != "_target_"})
+    encoder.load_state_dict(torch.load(folder / "checkpoint.pt", weights_only=True)["model"])
+    return encoder.eval()
+
+
+def test_ddp_on_two_ranks_matches_one_process(ddp_trained, corpus, manifests, tmp_path):
+    train_task(World.single("cpu"), str(manifests[0]), str(manifests[1]), str(tmp_path), DDP_OVERRIDES)
+    one, two = (torch.load(folder / "checkpoint.pt", weights_only=True) for folder in (tmp_path, ddp_trained))
+    assert (one["epoch"], one["step"]) == (two["epoch"], two["step"]) == (2, 0)
+    differences = {name: (one["model"][name].double() - two["model"][name].double()).abs().max().item()
+                   for name in one["model"] if one["model"][name].is_floating_point() and name != SHIFT_FREE}
+    assert max(differences.values()) < PARAMETER_TOLERANCE, max(differences.items(), key=lambda item: item[1])
+    embeddings = [embed_utterances(final_encoder(folder), corpus[1], device="cpu", progress=False)[1]
+                  for folder in (tmp_path, ddp_trained)]
+    assert np.abs(embeddings[0] - embeddings[1]).max() < EMBEDDING_TOLERANCE * np.abs(embeddings[0]).max()
+    for a, b in zip(read_log(tmp_path / "training_log.jsonl"), read_log(ddp_trained / "training_log.jsonl")):
+        assert (a["crops"], a["steps"]) == (b["crops"], b["steps"])
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4) and a["accuracy"] == pytest.approx(b["accuracy"], abs=0.02)
+
+
+def test_ddp_run_killed_mid_epoch_resumes_to_the_same_model(ddp_trained, team, manifests, tmp_path,
+                                                             workers_import_this_module):
+    kwargs = dict(train=str(manifests[0]), val=str(manifests[1]), out=str(tmp_path), overrides=DDP_OVERRIDES)
+    started = time.monotonic()
+    with Team(cpu_spec()) as doomed:
+        # rank 1 dies fetching epoch 2, step 4; rank 0's collective or torchrun notices first
+        with pytest.raises(VpevalError, match=r"^distributed train_task: the workers of node 0 exited with status"
+                                              r"|^distributed train_task failed on rank 0: .* by peer"):
+            doomed.run(train_task, kill_at_fetch=8, **kwargs)
+        with pytest.raises(VpevalError, match="stopped earlier"):
+            doomed.run(train_task, **kwargs)
+    assert time.monotonic() - started < 60
+    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert (checkpoint["epoch"], checkpoint["step"]) == (1, 2)  # 6 of 8 steps, mid-epoch
+    team.run(train_task, **kwargs)
+    resumed, uninterrupted = (torch.load(folder / "model.pt", weights_only=True) for folder in (tmp_path, ddp_trained))
+    for name in uninterrupted:
+        assert torch.equal(resumed[name], uninterrupted[name]), name
+    assert read_log(tmp_path / "training_log.jsonl") == [
+        {**record, "seconds": resumed_record["seconds"]} for record, resumed_record
+        in zip(read_log(ddp_trained / "training_log.jsonl"), read_log(tmp_path / "training_log.jsonl"))]
+
+
+def test_a_failing_rank_stops_the_team_with_its_error(workers_import_this_module):
+    started = time.monotonic()
+    with Team(cpu_spec()) as failing:
+        with pytest.raises(VpevalError, match=r"^distributed failing_task failed on rank 1: rank one cannot go on$"):
+            failing.run(failing_task)
+    assert time.monotonic() - started < 60
+
+
+def test_a_missing_node_fails_after_the_timeout(workers_import_this_module):
+    started = time.monotonic()
+    with Team(cpu_spec(ranks=1, nodes=2, timeout_s=4)) as lonely:
+        with pytest.raises(VpevalError, match=r"node 1 sent no heartbeat for 4 s|ranks joined within 4 s"):
+            lonely.run(failing_task)
+    assert time.monotonic() - started < 40
+
+
+@pytest.mark.slow  # two torchruns and a follower process: ~30 s on 2 cores
+def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_module, corpus, random_model,
+                                                           tmp_path):
+    leader = cpu_spec(ranks=1, nodes=2)
+    follower = subprocess.Popen([sys.executable, "-c", (
+        "from pipeline.asv.team import TeamSpec, serve_node; "
+        f"serve_node(TeamSpec(1, 2, 1, '127.0.0.1', {leader.port}, 'cpu', 120.0))")],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ["PYTHONPATH"]])})
+    utts = corpus[1]
+    manifest = write_manifest(tmp_path / "utts.jsonl", utts)
+    extraction = {"batch_seconds": 3.0, "precision": "fp32", "workers": 1}
+    try:
+        with Team(leader) as two_nodes:
+            two_nodes.run(extract_on_rank, model=str(random_model), manifest=str(manifest), out=str(tmp_path),
+                          extraction=extraction)
+        assert follower.wait(timeout=60) == 0  # the follower node left when the leader closed the team
+    finally:
+        follower.kill()
+    _, alone = extract_embeddings(random_model, utts, device="cpu", progress=False, **extraction)
+    np.testing.assert_array_equal(np.load(tmp_path / "embeddings.npy"), alone)
+
+
+def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, corpus, tmp_path):
+    from pipeline.cache import Cache, is_complete
+    from pipeline.stages import extract, split, train
+    from pipeline.stages.prepare import manifest_path
+
+    everything = write_manifest(tmp_path / "all.jsonl", corpus[0] + corpus[1])
+    cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1},
+                            "attacker": attacker_config(overrides=tuple(DDP_OVERRIDES))})
+    results = {}
+    for name, with_team in (("team", team), ("alone", None)):
+        cache = Cache(tmp_path / name)
+        held_out = split.run(cfg.split, everything, cache, seed=1986)
+        model = train.run(cfg.attacker, held_out, cache, seed=1986, device="cpu", team=with_team)
+        embedded = extract.run(model, manifest_path(held_out, "val"), cache, device="cpu",
+                               extraction={"batch_seconds": 4.0, "precision": "fp32", "workers": 1}, team=with_team)
+        assert is_complete(model) and is_complete(embedded) and (model / "model.pt").is_file()
+        assert [record["epoch"] for record in read_log(model / "training_log.jsonl")] == [1, 2]
+        results[name] = extract.load(embedded)
+    assert results["team"].keys() == results["alone"].keys()
+    difference = max(np.abs(results["team"][utt] - results["alone"][utt]).max() for utt in results["alone"])
+    scale = max(np.abs(vector).max() for vector in results["alone"].values())
+    assert difference < EMBEDDING_TOLERANCE * scale
+
+
+# --- CUDA ------------------------------------------------------------------------------------
+
+def cuda_spec(ranks: int = 2) -> TeamSpec:
+    return TeamSpec(ranks, 1, 0, "127.0.0.1", _free_port_pair(), "cuda", 300.0)
+
+
+@pytest.mark.gpu
+def test_a_team_asking_for_more_gpus_than_visible_fails_before_any_work():
+    with pytest.raises(VpevalError, match="fewer GPUs than requested"):
+        team_spec({"gpus_per_node": torch.cuda.device_count() + 1, "nodes": 1, "timeout_s": 5}, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_ddp_on_two_gpus_with_nccl_matches_one_gpu(workers_import_this_module, corpus, manifests, random_model,
+                                                   tmp_path):
+    overrides = [*DDP_OVERRIDES, "attacker.training.precision=fp32"]
+    with Team(cuda_spec()) as gpus:
+        gpus.run(train_task, train=str(manifests[0]), val=str(manifests[1]), out=str(tmp_path / "two"),
+                 overrides=overrides)
+        extraction = {"batch_seconds": 4.0, "precision": "fp32", "workers": 1}
+        manifest = write_manifest(tmp_path / "utts.jsonl", corpus[1])
+        gpus.run(extract_on_rank, model=str(random_model), manifest=str(manifest), out=str(tmp_path),
+                 extraction=extraction)
+    train_task(World.single("cuda"), str(manifests[0]), str(manifests[1]), str(tmp_path / "one"), overrides)
+    embeddings = [embed_utterances(final_encoder(tmp_path / name), corpus[1], device="cpu", progress=False)[1]
+                  for name in ("one", "two")]
+    # cuDNN picks kernels per process, so rounding differs more than on CPU
+    assert np.abs(embeddings[0] - embeddings[1]).max() < 1e-2 * np.abs(embeddings[0]).max()
+    _, alone = extract_embeddings(random_model, corpus[1], device="cuda", progress=False, **extraction)
+    np.testing.assert_allclose(np.load(tmp_path / "embeddings.npy"), alone, rtol=0, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_compiled_bf16_training_on_cuda_learns(manifests, tmp_path):
+    overrides = [*DDP_OVERRIDES, "attacker.training.epochs=3", "attacker.training.precision=bf16",
+                 "attacker.training.compile=true"]
+    train_task(World.single("cuda"), str(manifests[0]), str(manifests[1]), str(tmp_path), overrides)
+    log = read_log(tmp_path / "training_log.jsonl")
+    assert all(np.isfinite(record["loss"]) for record in log) and log[-1]["loss"] < log[0]["loss"]
+
+
+@pytest.mark.slow  # inductor compiles the tiny model's training step on CPU: ~4 min on 2 cores
+def test_compiled_training_on_cpu_follows_eager_training(manifests, tmp_path):
+    overrides = [*DDP_OVERRIDES, "attacker.training.epochs=1"]
+    train_task(World.single("cpu"), str(manifests[0]), str(manifests[1]), str(tmp_path / "eager"), overrides)
+    train_task(World.single("cpu"), str(manifests[0]), str(manifests[1]), str(tmp_path / "compiled"),
+               [*overrides, "attacker.training.compile=true"])
+    eager, compiled = (read_log(tmp_path / name / "training_log.jsonl")[0] for name in ("eager", "compiled"))
+    assert compiled["loss"] == pytest.approx(eager["loss"], rel=0.02)
