@@ -37,10 +37,10 @@ class XVector(SpeakerEmbeddingAnonymizer):
         self.strategy_builder = strategy
         self.strategy: Strategy | None = None
 
-    def check_targets(self) -> None:
+    def check_targets(self, genders: dict[str, str]) -> None:
         wants_speakers = "source_speakers" in inspect.signature(self.strategy_builder).parameters
-        self.strategy = self.strategy_builder(**({"source_speakers": self.genders} if wants_speakers else {}))
-        one_per_gender = {gender: speaker for speaker, gender in sorted(self.genders.items())}
+        self.strategy = self.strategy_builder(**({"source_speakers": genders} if wants_speakers else {}))
+        one_per_gender = {gender: speaker for speaker, gender in sorted(genders.items())}
         probe_embedding = self.target_pool.embeddings.mean(0)
         self.strategy.select(self.target_pool, [Source(f"check-{g}", s, g, probe_embedding)
                                                 for g, s in one_per_gender.items()], seed=self.seed)

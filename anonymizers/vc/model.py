@@ -62,7 +62,7 @@ class VoiceConverter(nn.Module):
         super().__init__()
         self.sample_rate, self.hop_length, self.speaker_dim = int(sample_rate), int(hop_length), int(speaker_dim)
         if getattr(content, "hop_length", hop_length) != hop_length:
-            raise ValueError(f"content encoder hop {content.hop_length} != model hop {hop_length}")
+            raise ValueError(f"content encoder hop_length {content.hop_length} != model hop_length {hop_length}")
         self.content = content
         self.pitch = YinPitch(sample_rate=sample_rate, hop_length=hop_length, **dict(pitch or {}))
         self.decoder = FrameDecoder(content_dim=content.dim, speaker_dim=speaker_dim, **dict(decoder or {}))

@@ -88,14 +88,16 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
                 "pool": self.pool.key}
 
     def prepare(self, utterances: Sequence[Utterance]) -> None:
-        self.genders = speaker_genders(utterances)
-        self.check_targets()
+        genders = speaker_genders(utterances)
+        self.check_targets(genders)
         if self.level == "speaker":
             self.speaker_stats = speaker_statistics(utterances, self.encoder, self.model.pitch, device=self.device,
                                                     batch_seconds=self.statistics_batch_seconds)
+        self.genders = genders
 
-    def check_targets(self) -> None:
-        """Stop before any audio work when the pool cannot serve the sources (too small)."""
+    def check_targets(self, genders: dict[str, str]) -> None:
+        """Stop before any audio work when the pool cannot serve the source speakers
+        ({speaker: gender}), e.g. too few pool speakers for N."""
 
     @abstractmethod
     def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:

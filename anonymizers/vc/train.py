@@ -238,10 +238,10 @@ class VCTrainer:
                 self.save_progress(started)
                 started = time.monotonic()
         state["seconds"] += time.monotonic() - started
+        self.save()  # before validation, which draws excitation noise from the RNG
         validation = self.validate()
         write_lines(self.out_dir / "training_log.jsonl",
                     [json.dumps(r) for r in state["history"]] + [json.dumps({"validation": validation})])
-        self.save()
         self.write_model(model_dir, validation)
         return model_dir
 
