@@ -69,9 +69,9 @@ def trained(tmp_path_factory):
             "manifest": prepared / "test_trials_f.jsonl"}
 
 
-def system(name: str, trained, *overrides: str, seed: int = 5):
+def system(name: str, trained, *overrides: str, seed: int = 5, device: str = "cpu"):
     cfg = compose([f"anonymizer={name}", f"anonymizer.vc_model={trained['vc_model']}", *overrides])
-    return instantiate(without(cfg.anonymizer, "name"), seed=seed, device="cpu")
+    return instantiate(without(cfg.anonymizer, "name"), seed=seed, device=device)
 
 
 SMALL_POOL = ("anonymizer.strategy.n_farthest=2", "anonymizer.strategy.n_average=2")
@@ -238,3 +238,37 @@ def test_a_voice_converter_with_ssl_content_round_trips_through_its_folder(train
     loaded, _, _ = load_voice_converter(tmp_path / "ssl_vc", "cpu")
     for name, value in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], value)
+
+
+def test_adversarial_training_runs_and_resumes_its_discriminators(trained):
+    root, cfg = trained["root"], trained["vc_cfg"].copy()
+    OmegaConf.update(cfg, "training.adversarial.enabled", True)
+    OmegaConf.update(cfg, "training.steps", 1)
+    train_vc(cfg, root / "adversarial", device="cpu")
+    OmegaConf.update(cfg, "training.steps", 2)
+    train_vc(cfg, root / "adversarial", device="cpu")
+    checkpoint = load_checkpoint(root / "adversarial" / "checkpoint.pt")
+    assert checkpoint["step"] == 2 and checkpoint["discriminators"]
+    assert all(r["discriminator"] > 0 and r["feature_matching"] > 0 for r in checkpoint["history"])
+
+
+@pytest.mark.slow
+def test_tiny_recipe_trains_its_own_speaker_encoder(tmp_path):
+    model = train_vc(recipe("tiny", tmp_path / "data"), tmp_path / "vc", device="cpu")
+    trained_encoder = next((tmp_path / "vc" / "stages" / "train").glob("*/model.pt"))
+    assert (model / "speaker_encoder" / "model.pt").read_bytes() == trained_encoder.read_bytes()
+
+
+@pytest.mark.gpu
+def test_recipe_and_systems_on_cuda_with_bf16(trained, tmp_path):
+    cfg = trained["vc_cfg"].copy()
+    OmegaConf.update(cfg, "training.precision", "bf16")
+    OmegaConf.update(cfg, "training.adversarial.enabled", True)
+    model = train_vc(cfg, tmp_path / "cuda", device="cuda")
+    gpu = {**trained, "vc_model": model}
+    for name, overrides in [("xvector", SMALL_POOL), ("ohnn", (f"anonymizer.ohnn_model={trained['ohnn_model']}",
+                                                              "anonymizer.f0_neighbours=2"))]:
+        anonymizer = system(name, gpu, *overrides, "anonymizer.precision=bf16", device="cuda")
+        assert anonymizer.model.generator.conv_post.bias.is_cuda
+        outputs = run(anonymizer, trained["trials"][:3])
+        assert all(torch.isfinite(o).all() and not o.is_cuda for o in outputs)

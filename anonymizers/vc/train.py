@@ -75,6 +75,7 @@ CHECKPOINT_FORMAT = "vpeval-vc-checkpoint-1"
 # Settings that never change what a step computes: free to change on resume.
 OPERATIONAL_KEYS = ("steps", "checkpoint_every", "log_every", "validation_utterances")
 MODEL_DIR = "vc_model"
+VALIDATION_SETS = ("dev_enrolls", "dev_trials_f", "dev_trials_m")
 F0_GROSS_ERROR = 0.2  # a voiced frame's F0 is grossly wrong when off by more than 20 %
 
 
@@ -184,11 +185,14 @@ class VCTrainer:
         waves = torch.from_numpy(crops / INT16_SCALE).to(self.device)
         return waves, torch.from_numpy(self.embeddings[indices]).to(self.device)
 
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
+
     def train_step(self, step: int) -> dict:
         training = self.cfg.training
         waves, speaker = self.segments(step)
         num_samples = torch.full((len(waves),), waves.shape[1], device=self.device)
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+        with self.autocast():
             output, vq_loss = self.model(waves, num_samples, speaker)
         output = output.float()[:, :waves.shape[1]]
         stft = self.stft_loss(output, waves)
@@ -197,12 +201,14 @@ class VCTrainer:
         record = {"stft": stft.item(), "mel": mel.item(), "vq": vq_loss.item()}
         adversarial = training.adversarial
         if self.adversarial and step >= int(adversarial.start_step):
-            d_loss = discriminator_loss(self.discriminators(waves), self.discriminators(output.detach()))
+            with self.autocast():
+                d_loss = discriminator_loss(self.discriminators(waves), self.discriminators(output.detach()))
             self.d_optimizer.zero_grad(set_to_none=True)
-            d_loss.backward()
-            self.d_optimizer.step()
+            self.scaler.scale(d_loss).backward()
+            self.scaler.step(self.d_optimizer)
             self.d_scheduler.step()
-            gan, matching = generator_losses(self.discriminators(waves), self.discriminators(output))
+            with self.autocast():
+                gan, matching = generator_losses(self.discriminators(waves), self.discriminators(output))
             loss = loss + float(adversarial.weight) * gan + float(adversarial.feature_matching) * matching
             record.update(discriminator=d_loss.item(), adversarial=gan.item(), feature_matching=matching.item())
         self.optimizer.zero_grad(set_to_none=True)
@@ -252,10 +258,10 @@ class VCTrainer:
 
     @torch.no_grad()
     def validate(self) -> dict:
-        """Reconstruction quality on held-out speakers (the corpus's dev enrolment utterances):
+        """Reconstruction quality on held-out speakers (the corpus's dev utterances):
         log-mel L1, F0 gross-error rate and voicing agreement, ECAPA cosine to the original."""
-        utterances = sorted(read_manifest(manifest_path(self.prepared, "dev_enrolls")), key=lambda u: u.id)
-        utterances = utterances[:int(self.cfg.training.validation_utterances)]
+        utterances = sorted((u for name in VALIDATION_SETS for u in read_manifest(manifest_path(self.prepared, name))),
+                            key=lambda u: u.id)[:int(self.cfg.training.validation_utterances)]
         self.model.eval()
         mel = LogMel(self.model.sample_rate, hop_length=self.model.hop_length).to(self.device)
         totals = {"mel_l1": 0.0, "f0_gross_error": 0.0, "voicing_agreement": 0.0, "speaker_cosine": 0.0}
