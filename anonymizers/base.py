@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from pipeline.data.manifest import Utterance
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 
@@ -73,6 +75,17 @@ class Anonymizer(ABC):
         self.seed = int(seed)
         self.device = resolve_device(device)
         self.batch_seconds = float(batch_seconds)
+
+    def prepare(self, utterances: Sequence[Utterance]) -> None:
+        """Called once by the anonymize stage with every utterance of the manifest (ids,
+        speakers, genders, paths) before any batch, e.g. for speaker-level statistics or the
+        list of source speakers. Default: nothing."""
+
+    def fingerprint(self) -> dict[str, str]:
+        """Digests of the files the system loads (weights, target pools); the anonymize stage
+        keys its cached audio on them, so retrained weights at the same path are never
+        mistaken for the old ones. Default: none."""
+        return {}
 
     @abstractmethod
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from anonymizers.base import Anonymizer
 from pipeline.cache import Cache
 from pipeline.config import instantiate, without
 from pipeline.data.audio import audio_info, read_audio, write_audio
@@ -33,10 +34,11 @@ def output_path(out: Path, utt: Utterance) -> Path:
 def run(system: DictConfig, manifest: Path, cache: Cache, *, seed: int, device: str,
         sample_rate: int = 16000) -> Path:
     """Anonymise the utterances of `manifest` with `system` (a conf/anonymizer node)."""
+    anonymizer = instantiate(without(system, "name"), seed=seed, device=device)
     params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate}
-    inputs = {"manifest": file_digest(manifest)}
+    inputs = {"manifest": file_digest(manifest), **anonymizer.fingerprint()}
     return cache.build("anonymize", params, inputs,
-                       lambda out: _build(out, system, Path(manifest), seed, device, sample_rate), VERSION)
+                       lambda out: _build(out, system.name, anonymizer, Path(manifest), sample_rate), VERSION)
 
 
 def _batches(utts: list[Utterance], seconds: float) -> list[list[Utterance]]:
@@ -57,16 +59,16 @@ def _written(out: Path, utt: Utterance) -> Utterance:
     return replace(utt, path=str(output_path(out, utt)), sample_rate=rate, duration=round(frames / rate, 4))
 
 
-def _build(out: Path, system: DictConfig, manifest: Path, seed: int, device: str, sample_rate: int) -> dict:
+def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, sample_rate: int) -> dict:
     utts = read_manifest(manifest)
     todo = [u for u in utts if not output_path(out, u).is_file()]
     if todo:
-        anonymizer = instantiate(without(system, "name"), seed=seed, device=device)
-        log.info("anonymize: %s on %d/%d utterances of %s", system.name, len(todo), len(utts), manifest)
+        anonymizer.prepare(utts)
+        log.info("anonymize: %s on %d/%d utterances of %s", name, len(todo), len(utts), manifest)
         batches = _batches(todo, anonymizer.batch_seconds)
         load = lambda batch: [read_audio(u.path, sample_rate) for u in batch]  # noqa: E731
         with ThreadPoolExecutor(max_workers=1) as prefetch, \
-                tqdm(total=len(todo), desc=f"anonymize {system.name}", unit="utt") as bar:
+                tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
             pending = prefetch.submit(load, batches[0])
             for i, batch in enumerate(batches):
                 waves = pending.result()
@@ -78,4 +80,4 @@ def _build(out: Path, system: DictConfig, manifest: Path, seed: int, device: str
                 bar.update(len(batch))
     anonymized = [_written(out, u) for u in utts]
     write_manifest(out / "manifest.jsonl", anonymized)
-    return {"utterances": len(utts), "system": system.name}
+    return {"utterances": len(utts), "system": name}

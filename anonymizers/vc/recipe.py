@@ -1,0 +1,80 @@
+"""Steps shared by the training recipes (`anonymizers.vc.train`, `anonymizers.vc.train_ohnn`):
+the corpus through the pipeline's own prepare stage, the speaker encoder (given, or trained
+with the pipeline's own attacker training on the original speech), utterance embeddings
+cached by content, and resumable-run bookkeeping."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+
+from anonymizers.vc.checkpoints import WEIGHTS, digest
+from anonymizers.vc.pool import utterances_key
+from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
+from pipeline.asv.embed import embed_utterances
+from pipeline.asv.model import SpeakerEncoder
+from pipeline.cache import Cache
+from pipeline.data.manifest import Utterance, read_manifest
+from pipeline.errors import VpevalError
+from pipeline.stages import prepare, split, train
+from pipeline.stages.prepare import manifest_path
+
+EMBEDDINGS_FORMAT = "vpeval-utterance-embeddings-1"
+
+
+def prepared_corpus(cfg: DictConfig, cache: Cache) -> Path:
+    """The recipe corpus (`cfg.data`, a conf/data node) through the prepare stage."""
+    return prepare.run(cfg.data, cache)
+
+
+def training_utterances(prepared: Path) -> list[Utterance]:
+    return read_manifest(manifest_path(prepared, "train"))
+
+
+def speaker_encoder_dir(cfg: DictConfig, cache: Cache, prepared: Path, device: str) -> Path:
+    """`cfg.speaker_encoder.model_dir`, or an ECAPA-TDNN trained here on the corpus's original
+    training speech by the pipeline's split and train stages (`cfg.speaker_encoder.attacker`)."""
+    given = cfg.speaker_encoder.get("model_dir")
+    if given:
+        folder = Path(str(given))
+        if not (folder / "model.json").is_file() or not (folder / WEIGHTS).is_file():
+            raise VpevalError(f"speaker_encoder.model_dir={folder}: no model.json and model.pt (an attacker folder)")
+        return folder
+    held_out = split.run(cfg.speaker_encoder.split, manifest_path(prepared, "train"), cache, seed=int(cfg.seed))
+    return train.run(cfg.speaker_encoder.attacker, held_out, cache, seed=int(cfg.seed), device=device)
+
+
+def utterance_embeddings(utterances: Sequence[Utterance], encoder: SpeakerEncoder, encoder_dir: Path,
+                         cache_file: Path, *, device: torch.device, batch_seconds: float = 120.0) -> np.ndarray:
+    """(N, D) L2-normalised embeddings in the order of `utterances`, cached in `cache_file`
+    under a key of the utterances and the encoder weights."""
+    key = utterances_key(utterances, EMBEDDINGS_FORMAT, digest(encoder_dir / WEIGHTS))
+    if cache_file.is_file():
+        state = load_checkpoint(cache_file)
+        if state.get("key") == key:
+            return state["embeddings"].numpy()
+    _, embeddings = embed_utterances(encoder, utterances, device=device, batch_seconds=batch_seconds)
+    embeddings = F.normalize(torch.from_numpy(embeddings), dim=-1)
+    save_checkpoint(cache_file, {"format": EMBEDDINGS_FORMAT, "key": key, "embeddings": embeddings})
+    return embeddings.numpy()
+
+
+def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """'key: old -> new' for every leaf that differs between two nested dicts."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [line for key in sorted(old.keys() | new.keys(), key=str)
+                for line in differences(old.get(key), new.get(key), f"{prefix}{key}.")]
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
+
+
+def check_same_run(path: Path, saved: dict, current: dict) -> None:
+    """Refuse to resume a checkpoint written with other result-affecting settings."""
+    changed = differences(saved, current)
+    if changed:
+        shown = "; ".join(changed[:3]) + (f" (+{len(changed) - 3} more)" if len(changed) > 3 else "")
+        raise VpevalError(f"{path}: written by a run with other settings ({shown}); "
+                          f"use another output folder or delete the checkpoint")

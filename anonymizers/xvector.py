@@ -1,0 +1,51 @@
+"""x-vector based anonymisation (VoicePrivacy B1 family) with neural resynthesis.
+
+The pseudo-speaker of each source (an utterance, or a speaker at speaker level) comes from a
+target-selection strategy of `anonymizers.targets` over a pool of target speakers:
+farthest-N / average-N* (VPC 2020), CONST, PERM or RAND (maouche2020 §5.1), optionally
+same-gender. Its log-F0 statistics are the mean of those of the pool speakers it was made
+from. The voice converter (content + F0 + ECAPA embedding -> HiFi-GAN-NSF) is the one of
+`anonymizers.vc`, trained by `python -m anonymizers.vc.train`.
+
+>>> XVector(vc_model="runs/vc/vc_model", strategy=partial(FarthestAverage, n_farthest=10, n_average=5),
+...         level="utterance", seed=0, device="cpu")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import numpy as np
+
+from anonymizers.targets import Source, Strategy
+from anonymizers.vc.system import SpeakerEmbeddingAnonymizer
+
+
+class XVector(SpeakerEmbeddingAnonymizer):
+    """Speaker-embedding anonymisation with pool targets.
+
+    Args:
+        strategy: builds the `Strategy` (from config: a `_partial_: true` node naming
+            `anonymizers.targets.FarthestAverage`, `Constant`, `Permutation` or `Random`);
+            a builder taking `source_speakers` (PERM) gets the {speaker: gender} of the
+            manifest being anonymised.
+        **common: see `SpeakerEmbeddingAnonymizer` and `Anonymizer`.
+    """
+
+    def __init__(self, *, strategy: Callable[..., Strategy], **common):
+        super().__init__(**common)
+        self.strategy_builder = strategy
+        self.strategy: Strategy | None = None
+
+    def check_targets(self, genders: dict[str, str]) -> None:
+        wants_speakers = "source_speakers" in inspect.signature(self.strategy_builder).parameters
+        self.strategy = self.strategy_builder(**({"source_speakers": genders} if wants_speakers else {}))
+        one_per_gender = {gender: speaker for speaker, gender in sorted(genders.items())}
+        probe_embedding = self.target_pool.embeddings.mean(0)
+        self.strategy.select(self.target_pool, [Source(f"check-{g}", s, g, probe_embedding)
+                                                for g, s in one_per_gender.items()], seed=self.seed)
+
+    def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:
+        targets = self.strategy.select(self.target_pool, sources, seed=self.seed)
+        embeddings = np.stack([t.embedding for t in targets])
+        return embeddings, np.array([self.pool.f0_of(t.speakers) for t in targets])
