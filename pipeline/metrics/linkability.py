@@ -47,6 +47,9 @@ def linkability_from_sorted(mated, nonmated, omega: float = 1.0, n_bins: int | N
     low, high = min(mated[0], nonmated[0]), max(mated[-1], nonmated[-1])
     if low == high:
         return 0.0
+    if (high - low) / n_bins < 1e-290:  # densities would overflow: rescale (D_sys is scale invariant)
+        mated, nonmated = (mated - low) / (high - low), (nonmated - low) / (high - low)
+        low, high = 0.0, 1.0
     edges = np.linspace(low, high, int(n_bins) + 1)
     centres = (edges[1:] + edges[:-1]) / 2
     p_mated = _density(mated, edges)
