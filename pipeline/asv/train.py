@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
 from pathlib import Path
@@ -57,6 +58,7 @@ from pipeline.fileio import write_json, write_lines
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.
+log = logging.getLogger(__name__)
 OPERATIONAL_KEYS = ("num_workers", "cache_workers", "checkpoint_every", "log_every", "cache_dir", "compile")
 
 Validate = Callable[[SpeakerEncoder], float]
@@ -251,6 +253,10 @@ class _Trainer:
             "seconds": round(time.monotonic() - self.epoch_started, 3)})
         if main:
             write_lines(self.out_dir / "training_log.jsonl", (json.dumps(record) for record in state["history"]))
+            epoch = state["history"][-1]
+            log.info("train: epoch %d/%d loss %.3f accuracy %.3f validation EER %.2f %%%s (%.0f s)", epoch["epoch"],
+                     self.epochs, epoch["loss"], epoch["accuracy"], 100 * val_eer, " best" if is_best else "",
+                     epoch["seconds"])
         state.update(epoch=state["epoch"] + 1, step=0, loss_sum=0.0, correct=0, seen=0)
         self.save()
 
