@@ -44,7 +44,7 @@ DEFAULT_CHUNK_FRAMES = {"cpu": 4096, "cuda": 131072}
 
 def frame_geometry(sample_rate: int) -> tuple[int, int]:
     """(window length, shift) in samples: 20 ms and 10 ms, floored as in the VPC code."""
-    return int(math.floor(WINDOW_SECONDS * sample_rate)), int(math.floor(SHIFT_SECONDS * sample_rate))
+    return math.floor(WINDOW_SECONDS * sample_rate), math.floor(SHIFT_SECONDS * sample_rate)
 
 
 def analysis_window(win_length: int, shift: int) -> np.ndarray:
@@ -81,12 +81,20 @@ def polynomial_roots(coefficients: torch.Tensor) -> torch.Tensor:
     first). Rows z^n (all lower coefficients exactly zero) get exact zero roots.
 
     On CPU: eigenvalues of the companion matrices (LAPACK, like `np.roots`), the batch split
-    over torch's intra-op threads. On CUDA: `aberth_roots`, because torch's CUDA eigensolver
-    handles one small matrix at a time (and through the host), far too slow for millions.
+    over torch's intra-op threads; rows z^n (digital silence) skip LAPACK, which is most of
+    the cost (see "Speed" in docs/readme/anonymizers.md). On CUDA: `aberth_roots`, because
+    torch's CUDA eigensolver handles one small matrix at a time (and through the host), far
+    too slow for millions.
     """
     monomial = (coefficients[:, 1:] == 0).all(1)
-    find = aberth_roots if coefficients.is_cuda else companion_eigenvalues
-    roots = find(coefficients)
+    if coefficients.is_cuda:
+        roots = aberth_roots(coefficients)
+    else:
+        count, degree = coefficients.shape[0], coefficients.shape[1] - 1
+        roots = torch.zeros(count, degree, dtype=coefficients.dtype.to_complex(), device=coefficients.device)
+        rows = torch.nonzero(~monomial).squeeze(1)
+        if rows.numel():
+            roots[rows] = companion_eigenvalues(coefficients[rows])
     roots[monomial] = 0
     return roots
 
