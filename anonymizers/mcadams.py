@@ -18,8 +18,9 @@ is scaled to the input's peak level, like the VPC code, so it never exceeds it.
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -246,16 +247,47 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
     all_frames = signal.unfold(0, win_length, shift)
     output = torch.zeros_like(signal)
     taps = torch.arange(win_length, device=device)
-    for begin in range(0, len(frame_index), chunk_frames):
+
+    def process(begin: int) -> tuple[torch.Tensor, torch.Tensor]:
         index = frame_index[begin:begin + chunk_frames]
-        processed = mcadams_frames(all_frames[index], frame_alpha[begin:begin + chunk_frames], window)
-        output.index_add_(0, (index[:, None] * shift + taps).reshape(-1), processed.reshape(-1))
+        return index, mcadams_frames(all_frames[index], frame_alpha[begin:begin + chunk_frames], window)
+
+    begins = range(0, len(frame_index), chunk_frames)
+    workers = min(torch.get_num_threads(), len(begins)) if device.type == "cpu" else 1
+    with contextlib.ExitStack() as stack:
+        if workers > 1:
+            stack.enter_context(single_intra_op_thread())
+            chunks = stack.enter_context(ThreadPoolExecutor(max_workers=workers)).map(process, begins)
+        else:
+            chunks = map(process, begins)
+        for index, processed in chunks:  # in chunk order, whichever thread computed them
+            output.index_add_(0, (index[:, None] * shift + taps).reshape(-1), processed.reshape(-1))
     results = []
     for wave, start in zip(waves, starts[:-1]):
         offset = int(start) + win_length - shift
         out = output[offset:offset + len(wave)]
         results.append(peak_matched(out, wave.to(torch.float64)))
     return results
+
+
+@contextlib.contextmanager
+def single_intra_op_thread() -> Iterator[None]:
+    """torch's intra-op parallelism off for the duration (restored after).
+
+    On CPU with several torch threads, `mcadams_waves` gives whole chunks to that many Python
+    threads (torch kernels release the GIL) instead of splitting each of the thousands of
+    small kernels per chunk over OpenMP threads: when other jobs keep the cores busy, every
+    OpenMP region waits for a descheduled thread, and the batched path ran 3-18x slower with
+    2 threads than with 1. Chunks are independent and overlap-added in order, so the output
+    is the same as with one thread, bit for bit. The setting is process-wide: torch work in
+    other threads during the call also runs on one intra-op thread.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def peak_matched(output: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
