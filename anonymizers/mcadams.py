@@ -222,9 +222,22 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
                   chunk_frames: int | None = None) -> list[torch.Tensor]:
     """McAdams on a list of 1-D waveforms (one α each), all frames batched together in chunks
     of `chunk_frames` (default by device, see DEFAULT_CHUNK_FRAMES); returns float64
-    waveforms of the input lengths on the inputs' device."""
+    waveforms of the input lengths on the inputs' device.
+
+    On CPU with several torch threads, whole chunks go to that many Python threads and
+    torch's intra-op threads are off for the call (see `single_intra_op_thread`)."""
     if not waves:
         return []
+    workers = torch.get_num_threads() if waves[0].device.type == "cpu" else 1
+    if workers == 1:
+        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, workers)
+    with single_intra_op_thread():
+        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, workers)
+
+
+def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample_rate: int,
+                        chunk_frames: int | None, workers: int) -> list[torch.Tensor]:
+    """`mcadams_waves` with chunks spread over `workers` Python threads (1: in this thread)."""
     win_length, shift = frame_geometry(sample_rate)
     if win_length % shift:
         raise VpevalError(f"McAdams needs the window ({win_length}) to be a multiple of the shift ({shift})")
@@ -253,11 +266,10 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
         return index, mcadams_frames(all_frames[index], frame_alpha[begin:begin + chunk_frames], window)
 
     begins = range(0, len(frame_index), chunk_frames)
-    workers = min(torch.get_num_threads(), len(begins)) if device.type == "cpu" else 1
     with contextlib.ExitStack() as stack:
-        if workers > 1:
-            stack.enter_context(single_intra_op_thread())
-            chunks = stack.enter_context(ThreadPoolExecutor(max_workers=workers)).map(process, begins)
+        if min(workers, len(begins)) > 1:
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=min(workers, len(begins))))
+            chunks = pool.map(process, begins)
         else:
             chunks = map(process, begins)
         for index, processed in chunks:  # in chunk order, whichever thread computed them

@@ -138,7 +138,7 @@ def main() -> None:
     print(f"reference     : {span(reference_rates)} s/s (numpy/scipy, one frame at a time)")
     print(f"speed-up      : {span(ratios)}x wall, {span(cpu_ratios)}x in CPU time")
     if device.type == "cpu":
-        print(f"LAPACK roots  : {span([100 * r for r in root_shares], 0)} % of the batched wall time")
+        print(f"LAPACK roots  : {span([100 * r for r in root_shares], 0)} % of the batched wall time (summed over threads)")
     print(f"load average  : {span(loads)} (1-minute, after each repeat)")
 
 
