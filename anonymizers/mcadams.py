@@ -87,7 +87,7 @@ def polynomial_roots(coefficients: torch.Tensor) -> torch.Tensor:
     stacked `eigvals` and scipy's `dgeev` (OpenBLAS), `dhseqr`/`dlahqr` straight on the
     companion matrix (already Hessenberg; OpenBLAS, and MKL's own), float32 `eigvals`, and
     Aberth or Newton iterations warm-started from the previous frame's roots (consecutive
-    frames' roots are not close enough: 20-80 % of frames fail to converge in 8-12 steps).
+    frames' roots are not close enough: 18-84 % of frames fail to converge in 6-12 steps).
     On CUDA: `aberth_roots`, because torch's CUDA eigensolver handles one small matrix at a
     time (and through the host), far too slow for millions.
     """
@@ -192,8 +192,8 @@ def all_pole_filter(signal: torch.Tensor, denominator: torch.Tensor) -> torch.Te
     Direct form, one time step at a time for all rows together (time-major layout so that
     every step reads contiguous memory), written in scatter form: once y[n] is final, one
     fused multiply-add adds its share to the next p samples (half the CPU time of gathering
-    p products, summing and adding, with the same rounding behaviour; as in `fir_filter`, the
-    last bit can depend on the row's position in the batch). Measured alternatives: block recursions (blocks of
+    p products, summing and adding; as in `fir_filter`, the last bit can depend on the row's
+    position in the batch). Measured alternatives: block recursions (blocks of
     p samples through the inverse Toeplitz matrix) lose 4-5 digits, because the clustered
     poles that α < 1 produces push |a| to 1e3, while the direct form stays within 1e-9 of a
     long-double reference; an FFT of the impulse response aliases for poles near the unit
@@ -296,8 +296,11 @@ def single_intra_op_thread() -> Iterator[None]:
     On CPU with several torch threads, `mcadams_waves` gives whole chunks to that many Python
     threads (torch kernels release the GIL) instead of splitting each of the thousands of
     small kernels per chunk over OpenMP threads: when other jobs keep the cores busy, every
-    OpenMP region waits for a descheduled thread, and the batched path ran 3-18x slower with
-    2 threads than with 1. Chunks are independent and overlap-added in order, so the output
+    OpenMP region waits for a descheduled thread (and idle OpenMP threads spin between
+    regions), and the batched path ran 3-18x slower with 2 threads than with 1. Intra-op
+    threads stay off for the whole call, not only the chunks: a few regions before them
+    left a spinning OpenMP thread that doubled the CPU time. Chunks are independent and
+    overlap-added in order, so the output
     is the same as with one thread, bit for bit. The setting is process-wide: torch work in
     other threads during the call also runs on one intra-op thread.
     """
