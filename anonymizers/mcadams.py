@@ -18,8 +18,9 @@ is scaled to the input's peak level, like the VPC code, so it never exceeds it.
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -44,7 +45,7 @@ DEFAULT_CHUNK_FRAMES = {"cpu": 4096, "cuda": 131072}
 
 def frame_geometry(sample_rate: int) -> tuple[int, int]:
     """(window length, shift) in samples: 20 ms and 10 ms, floored as in the VPC code."""
-    return int(math.floor(WINDOW_SECONDS * sample_rate)), int(math.floor(SHIFT_SECONDS * sample_rate))
+    return math.floor(WINDOW_SECONDS * sample_rate), math.floor(SHIFT_SECONDS * sample_rate)
 
 
 def analysis_window(win_length: int, shift: int) -> np.ndarray:
@@ -81,12 +82,24 @@ def polynomial_roots(coefficients: torch.Tensor) -> torch.Tensor:
     first). Rows z^n (all lower coefficients exactly zero) get exact zero roots.
 
     On CPU: eigenvalues of the companion matrices (LAPACK, like `np.roots`), the batch split
-    over torch's intra-op threads. On CUDA: `aberth_roots`, because torch's CUDA eigensolver
-    handles one small matrix at a time (and through the host), far too slow for millions.
+    over torch's intra-op threads; rows z^n (digital silence) skip LAPACK, which is most of
+    the cost. Measured on CPU and slower (see "Speed" in docs/readme/anonymizers.md): numpy's
+    stacked `eigvals` and scipy's `dgeev` (OpenBLAS), `dhseqr`/`dlahqr` straight on the
+    companion matrix (already Hessenberg; OpenBLAS, and MKL's own), float32 `eigvals`, and
+    Aberth or Newton iterations warm-started from the previous frame's roots (consecutive
+    frames' roots are not close enough: 18-84 % of frames fail to converge in 6-12 steps).
+    On CUDA: `aberth_roots`, because torch's CUDA eigensolver handles one small matrix at a
+    time (and through the host), far too slow for millions.
     """
     monomial = (coefficients[:, 1:] == 0).all(1)
-    find = aberth_roots if coefficients.is_cuda else companion_eigenvalues
-    roots = find(coefficients)
+    if coefficients.is_cuda:
+        roots = aberth_roots(coefficients)
+    else:
+        count, degree = coefficients.shape[0], coefficients.shape[1] - 1
+        roots = torch.zeros(count, degree, dtype=coefficients.dtype.to_complex(), device=coefficients.device)
+        rows = torch.nonzero(~monomial).squeeze(1)
+        if rows.numel():
+            roots[rows] = companion_eigenvalues(coefficients[rows])
     roots[monomial] = 0
     return roots
 
@@ -161,10 +174,15 @@ def polynomial_from_roots(roots: torch.Tensor) -> torch.Tensor:
 
 
 def fir_filter(signal: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
-    """y[n] = sum_k taps[k] x[n-k] per row, zero initial state (scipy's lfilter(b, [1], x))."""
+    """y[n] = sum_k taps[k] x[n-k] per row, zero initial state (scipy's lfilter(b, [1], x)).
+
+    One fused multiply-add pass per tap (`addcmul_`, 2.5x less CPU than multiply then add).
+    Its vectorised body uses FMA and its scalar tail does not, so the last bit of a row can
+    depend on the row's position in the batch; tests compare batchings to 1e-6, not bitwise.
+    """
     out = signal * taps[:, :1]
     for k in range(1, taps.shape[1]):
-        out[:, k:] += taps[:, k:k + 1] * signal[:, :-k]
+        out[:, k:].addcmul_(taps[:, k:k + 1], signal[:, :-k])
     return out
 
 
@@ -172,7 +190,10 @@ def all_pole_filter(signal: torch.Tensor, denominator: torch.Tensor) -> torch.Te
     """y = x / A(z) per row (monic A, zero initial state; scipy's lfilter([1], a, x)).
 
     Direct form, one time step at a time for all rows together (time-major layout so that
-    every step reads contiguous memory). Measured alternatives: block recursions (blocks of
+    every step reads contiguous memory), written in scatter form: once y[n] is final, one
+    fused multiply-add adds its share to the next p samples (half the CPU time of gathering
+    p products, summing and adding; as in `fir_filter`, the last bit can depend on the row's
+    position in the batch). Measured alternatives: block recursions (blocks of
     p samples through the inverse Toeplitz matrix) lose 4-5 digits, because the clustered
     poles that α < 1 produces push |a| to 1e3, while the direct form stays within 1e-9 of a
     long-double reference; an FFT of the impulse response aliases for poles near the unit
@@ -181,12 +202,14 @@ def all_pole_filter(signal: torch.Tensor, denominator: torch.Tensor) -> torch.Te
     """
     count, length = signal.shape
     order = denominator.shape[1] - 1
-    feedback = -denominator[:, 1:].flip(1).T.contiguous()  # row j multiplies y[n - order + j]
+    feedback = -denominator[:, 1:].T.contiguous()  # row j - 1 multiplies y[n - j]
     history = torch.zeros(length + order, count, dtype=signal.dtype, device=signal.device)
-    history[order:] = signal.T
-    for n in range(length):
-        history[n + order] += (feedback * history[n:n + order]).sum(0)
-    return history[order:].T
+    history[:length] = signal.T
+    for n in range(length - 1):
+        # y[n] is final: add its share to the next `order` samples (scatter form: one fused
+        # multiply-add per step instead of multiply, reduce and add; half the CPU time).
+        history[n + 1:n + 1 + order].addcmul_(feedback, history[n])
+    return history[:length].T
 
 
 def mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
@@ -206,9 +229,22 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
                   chunk_frames: int | None = None) -> list[torch.Tensor]:
     """McAdams on a list of 1-D waveforms (one α each), all frames batched together in chunks
     of `chunk_frames` (default by device, see DEFAULT_CHUNK_FRAMES); returns float64
-    waveforms of the input lengths on the inputs' device."""
+    waveforms of the input lengths on the inputs' device.
+
+    On CPU with several torch threads, whole chunks go to that many Python threads and
+    torch's intra-op threads are off for the call (see `single_intra_op_thread`)."""
     if not waves:
         return []
+    workers = torch.get_num_threads() if waves[0].device.type == "cpu" else 1
+    if workers == 1:
+        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, workers)
+    with single_intra_op_thread():
+        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, workers)
+
+
+def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample_rate: int,
+                        chunk_frames: int | None, workers: int) -> list[torch.Tensor]:
+    """`mcadams_waves` with chunks spread over `workers` Python threads (1: in this thread)."""
     win_length, shift = frame_geometry(sample_rate)
     if win_length % shift:
         raise VpevalError(f"McAdams needs the window ({win_length}) to be a multiple of the shift ({shift})")
@@ -231,16 +267,49 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
     all_frames = signal.unfold(0, win_length, shift)
     output = torch.zeros_like(signal)
     taps = torch.arange(win_length, device=device)
-    for begin in range(0, len(frame_index), chunk_frames):
+
+    def process(begin: int) -> tuple[torch.Tensor, torch.Tensor]:
         index = frame_index[begin:begin + chunk_frames]
-        processed = mcadams_frames(all_frames[index], frame_alpha[begin:begin + chunk_frames], window)
-        output.index_add_(0, (index[:, None] * shift + taps).reshape(-1), processed.reshape(-1))
+        return index, mcadams_frames(all_frames[index], frame_alpha[begin:begin + chunk_frames], window)
+
+    begins = range(0, len(frame_index), chunk_frames)
+    with contextlib.ExitStack() as stack:
+        if min(workers, len(begins)) > 1:
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=min(workers, len(begins))))
+            chunks = pool.map(process, begins)
+        else:
+            chunks = map(process, begins)
+        for index, processed in chunks:  # in chunk order, whichever thread computed them
+            output.index_add_(0, (index[:, None] * shift + taps).reshape(-1), processed.reshape(-1))
     results = []
     for wave, start in zip(waves, starts[:-1]):
         offset = int(start) + win_length - shift
         out = output[offset:offset + len(wave)]
         results.append(peak_matched(out, wave.to(torch.float64)))
     return results
+
+
+@contextlib.contextmanager
+def single_intra_op_thread() -> Iterator[None]:
+    """torch's intra-op parallelism off for the duration (restored after).
+
+    On CPU with several torch threads, `mcadams_waves` gives whole chunks to that many Python
+    threads (torch kernels release the GIL) instead of splitting each of the thousands of
+    small kernels per chunk over OpenMP threads: when other jobs keep the cores busy, every
+    OpenMP region waits for a descheduled thread (and idle OpenMP threads spin between
+    regions), and the batched path ran 3-18x slower with 2 threads than with 1. Intra-op
+    threads stay off for the whole call, not only the chunks: a few regions before them
+    left a spinning OpenMP thread that doubled the CPU time. Chunks are independent and
+    overlap-added in order, so the output
+    is the same as with one thread, bit for bit. The setting is process-wide: torch work in
+    other threads during the call also runs on one intra-op thread.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def peak_matched(output: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
