@@ -71,9 +71,16 @@ def _group_choice(key: str) -> bool:
     return (CONFIG_DIR / key.split("@", 1)[0]).is_dir()
 
 
+# Keys whose value must be a list even though a string would compose (a string would be
+# iterated character by character).
+LIST_KEYS = ("eval_splits",)
+
+
 def check_value_types(overrides: list[str], config_name: str = "config") -> None:
-    """Refuse a value override whose type differs from the default value's (e.g. `seed=abc`,
-    `split.val_fraction=[1]`); keys whose default is null or a string take any scalar."""
+    """Refuse a value override that cannot be what the key's default is: a non-number for a
+    number (`seed=abc`; a list of numbers is allowed, as McAdams' alpha range), a non-boolean
+    for a boolean, a scalar for a mapping or for a key of LIST_KEYS (`eval_splits=test`).
+    Null is always allowed; string and list defaults take anything."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides)
@@ -88,41 +95,37 @@ def check_value_types(overrides: list[str], config_name: str = "config") -> None
             default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
         except Exception:  # noqa: BLE001, S112  (an interpolation that cannot resolve here: no check)
             continue
-        expected = _expected_kind(default)
-        if expected and not _is_kind(value, expected):
+        expected = _expected_kind(key, default)
+        if value is not None and expected and not _is_kind(value, expected):
+            shown = OmegaConf.to_container(default) if isinstance(default, (DictConfig, ListConfig)) else default
             raise config_error(f"config override '{override.input_line}': {key} must be {expected} "
-                              f"(default {OmegaConf.to_container(default) if isinstance(default, (DictConfig, ListConfig)) else default!r}), "
-                              f"got {value!r}")
+                               f"(default {shown!r}), got {value!r}")
 
 
-def _expected_kind(default) -> str | None:
+def _expected_kind(key: str, default) -> str | None:
     if isinstance(default, bool):
         return "true or false"
-    if isinstance(default, int):
-        return "an integer"
-    if isinstance(default, float):
+    if isinstance(default, (int, float)):
         return "a number"
-    if isinstance(default, ListConfig):
-        return "a list"
     if isinstance(default, DictConfig):
         return "a mapping"
-    if isinstance(default, str):
-        return "a string"
+    if key in LIST_KEYS:
+        return "a list"
     return None
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_kind(value, expected: str) -> bool:
     if expected == "true or false":
         return isinstance(value, bool)
-    if expected == "an integer":
-        return isinstance(value, int) and not isinstance(value, bool)
     if expected == "a number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if expected == "a list":
-        return isinstance(value, list)
+        return _number(value) or (isinstance(value, list) and all(_number(v) for v in value))
     if expected == "a mapping":
         return isinstance(value, dict)
-    return not isinstance(value, (list, dict))  # a string: any scalar reads as one
+    return isinstance(value, list)
 
 
 def without(cfg: DictConfig, *keys: str) -> dict:

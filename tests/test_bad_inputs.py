@@ -409,7 +409,7 @@ def test_unknown_config_key(tmp_path):
 
 def test_wrong_value_type(tmp_path):
     record("wrong-type", "override with a value of the wrong type (`seed=abc`)", "config (compose)",
-           raised(compose, ["seed=abc"]), tmp_path, "seed=abc", "must be an integer")
+           raised(compose, ["seed=abc"]), tmp_path, "seed=abc", "must be a number")
 
 
 def test_wrong_list_type(tmp_path):
