@@ -8,7 +8,7 @@ stage being the cache stage being built (`prepare`, `validate`, `anonymize`, `sp
     start       a stage folder was created (its `_params.json` written), nothing else yet
     write       a file's bytes are written to its temporary name, not yet renamed (fileio)
     step        a training optimiser step finished
-    checkpoint  a training checkpoint is written to its temporary name, not yet renamed
+    checkpoint  a checkpoint (checkpoint.pt, model.pt) is written to its temporary name, not yet renamed
     end         the stage's builder returned, its `_DONE` marker is not written yet
 
 `*` as the point counts every point inside a stage. Only the process that first imported

@@ -3,7 +3,7 @@ bitwise equal to an uninterrupted run, with no stage folder marked complete (`_D
 partial contents and no finished work redone.
 
 Kill points come from `pipeline.faults` (`VPEVAL_FAULT=<stage>.<event>:<n>`): a stage folder
-just created, a file written but not yet renamed, a training step, a checkpoint half-written,
+just created, a file written but not yet renamed, a training step, a checkpoint (checkpoint.pt or model.pt) half-written,
 a builder finished but `_DONE` not yet written. A chain of runs is killed one point after the
 other (each rerun resumes what the killed one left, and is killed at the next point), then a
 last run completes. The default run exercises `DEFAULT_POINTS`; `pytest -m faults` runs
@@ -48,7 +48,8 @@ DEFAULT_POINTS = [
     "anonymize.write:20",   # half the training set anonymised, one file not yet renamed
     "split.write:2",
     "train.step:3",         # mid-epoch, one step after the step-2 checkpoint
-    "train.checkpoint:2",   # the end-of-epoch checkpoint half written
+    "train.checkpoint:1",   # checkpoint.pt of step 4 half written (resumes from step 2 again)
+    "train.checkpoint:2",   # step 4's checkpoint.pt done, the best epoch's model.pt half written
     "train.end:1",          # training done, _DONE not yet written
     "extract.write:1",      # embeddings written, not renamed
     "score.write:1",
