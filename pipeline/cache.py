@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline import faults
-from pipeline.errors import VpevalError
+from pipeline.errors import VpevalError, write_error
 from pipeline.fileio import write_json
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,12 @@ def is_complete(path: Path) -> bool:
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on `path` (created if needed), released on exit."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115  (closed below)
+    except OSError as error:  # an unwritable cache (paths.cache): one line, before any work
+        raise write_error(path, error) from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -586,6 +586,14 @@ def test_unwritable_output_folder(tmp_path, monkeypatch):
            tmp_path, "results.json", "Permission denied", "writable")
 
 
+def test_cache_under_a_file(tmp_path):
+    blocker = tmp_path / "cache_is_a_file"
+    blocker.write_text("not a folder\n")
+    message = raised(Cache(blocker).build, "prepare", {}, {}, lambda out: None)
+    record("unwritable-cache", "`paths.cache` pointing below a regular file", "cache (before a stage starts)",
+           message, tmp_path, "cache_is_a_file", "not a folder")
+
+
 def test_full_disk_during_write(tmp_path, monkeypatch):
     real_write = Path.write_text
 
