@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,12 +26,14 @@ from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from pipeline.errors import VpevalError
+from pipeline import faults
+from pipeline.errors import VpevalError, write_error
 from pipeline.fileio import write_json
 
 log = logging.getLogger(__name__)
 
 DONE = "_DONE"
+TEMPORARY = re.compile(r"\..*\.tmp[0-9]+(\.[^.]*)?")
 PARAMS = "_params.json"
 
 
@@ -58,8 +61,12 @@ def is_complete(path: Path) -> bool:
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on `path` (created if needed), released on exit."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115  (closed below)
+    except OSError as error:  # an unwritable cache (paths.cache): one line, before any work
+        raise write_error(path, error) from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -104,9 +111,15 @@ class Cache:
                 if not is_complete(out):
                     log.info("%s: building %s", stage, out)
                     out.mkdir(parents=True, exist_ok=True)
-                    write_json(out / PARAMS, {"stage": stage, "version": version,
-                                              "params": plain(params), "inputs": plain(inputs)})
-                    summary = builder(out)
+                    removed = remove_stale_temporaries(out)
+                    if removed:
+                        log.info("%s: removed %d temporary file(s) of an interrupted build", stage, removed)
+                    with faults.stage(stage):
+                        write_json(out / PARAMS, {"stage": stage, "version": version,
+                                                  "params": plain(params), "inputs": plain(inputs)})
+                        faults.hit("start")
+                        summary = builder(out)
+                        faults.hit("end")
                     write_json(out / DONE, {"summary": plain(summary),
                                             "seconds": round(time.perf_counter() - start, 3)})
                     self.events.append(StageEvent(stage, str(out), False, time.perf_counter() - start))
@@ -114,6 +127,17 @@ class Cache:
         log.info("%s: reusing %s", stage, out)
         self.events.append(StageEvent(stage, str(out), True, time.perf_counter() - start))
         return out
+
+
+def remove_stale_temporaries(folder: Path) -> int:
+    """Delete the temporary files (`.<stem>.tmp<pid><suffix>`, see `fileio.atomic_path`) that a
+    killed writer left in an incomplete folder; the caller holds the folder's lock."""
+    removed = 0
+    for path in Path(folder).rglob(".*.tmp*"):
+        if path.is_file() and TEMPORARY.fullmatch(path.name):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def summary_of(path: Path) -> Any:

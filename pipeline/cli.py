@@ -64,5 +64,20 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(metrics_main(argv[1:]))
     app = validate_app if argv[:1] == ["validate"] else experiment_app
-    sys.argv = [sys.argv[0], *(argv[1:] if argv[:1] == ["validate"] else argv)]
+    overrides = argv[1:] if argv[:1] == ["validate"] else argv
+    check_overrides(overrides)
+    sys.argv = [sys.argv[0], *overrides]
     app()
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Unknown keys and wrongly typed values stop here in one line, before Hydra starts (whose
+    own errors span several lines). Runs with Hydra flags (-m, --cfg, ...) are left to Hydra."""
+    if any(arg.startswith("-") for arg in overrides):
+        return
+    from pipeline.config import compose
+
+    try:
+        compose(overrides)
+    except VpevalError as error:
+        fail(error)

@@ -4,9 +4,10 @@
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO_ROOT / "conf"
@@ -16,12 +17,115 @@ if not OmegaConf.has_resolver("repo_root"):
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
-    """Compose the experiment config outside a Hydra run (tests, notebooks)."""
+    """Compose the experiment config outside a Hydra run (tests, notebooks, the CLI's check).
+
+    A bad override (unknown key, unknown group option, bad syntax, or a value whose type
+    differs from the default's, e.g. `seed=abc`) raises a one-line VpevalError naming it.
+    """
+    overrides = list(overrides or [])
+    cfg = _compose(overrides, config_name)
+    check_value_types(overrides, config_name)
+    return cfg
+
+
+def config_error(message: str):
+    """A one-line VpevalError that is also Hydra's ConfigCompositionException (what callers of
+    Hydra's own compose expect)."""
+    from hydra.errors import ConfigCompositionException
+
+    from pipeline.errors import VpevalError
+
+    class ConfigError(VpevalError, ConfigCompositionException):
+        pass
+
+    return ConfigError(message)
+
+
+def _compose(overrides: list[str], config_name: str) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from hydra.errors import HydraException
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        try:
+            return hydra_compose(config_name=config_name, overrides=overrides)
+        except HydraException as error:
+            raise config_error(_override_problem(error, overrides)) from None
+
+
+def _override_problem(error: Exception, overrides: list[str]) -> str:
+    """Hydra's (multi-line) composition error as one line naming the override."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    unknown = re.match(r"Could not override '([^']+)'", lines[0]) if lines else None
+    if unknown and any(line.startswith("To append") for line in lines):
+        key = unknown.group(1)
+        given = next((o for o in overrides if o.split("=", 1)[0] == key), key)
+        return (f"config override '{given}': unknown key '{key}' (check the spelling; "
+                f"'+{given}' adds a new key)")
+    if "Config search path:" in lines:
+        lines = lines[:lines.index("Config search path:")]
+    return "config: " + " ".join(lines)
+
+
+def _group_choice(key: str) -> bool:
+    return (CONFIG_DIR / key.split("@", 1)[0]).is_dir()
+
+
+# Keys whose value must be a list even though a string would compose (a string would be
+# iterated character by character).
+LIST_KEYS = ("eval_splits",)
+
+
+def check_value_types(overrides: list[str], config_name: str = "config") -> None:
+    """Refuse a value override that cannot be what the key's default is: a non-number for a
+    number (`seed=abc`; a list of numbers is allowed, as McAdams' alpha range), a non-boolean
+    for a boolean, a scalar for a mapping or for a key of LIST_KEYS (`eval_splits=test`).
+    Null is always allowed; string and list defaults take anything."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = [o for o in OverridesParser.create().parse_overrides(overrides)
+              if not (o.is_delete() or o.is_add() or o.is_force_add() or o.is_sweep_override()
+                      or o.package is not None or _group_choice(o.key_or_group) or o.key_or_group.startswith("hydra."))]
+    if not parsed:
+        return
+    defaults = _compose([o for o in overrides if _group_choice(o.split("=", 1)[0].lstrip("~+"))], config_name)
+    for override in parsed:
+        key, value = override.key_or_group, override.value()
+        try:
+            default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
+        except Exception:  # noqa: BLE001, S112  (an interpolation that cannot resolve here: no check)
+            continue
+        expected = _expected_kind(key, default)
+        if value is not None and expected and not _is_kind(value, expected):
+            shown = OmegaConf.to_container(default) if isinstance(default, (DictConfig, ListConfig)) else default
+            raise config_error(f"config override '{override.input_line}': {key} must be {expected} "
+                               f"(default {shown!r}), got {value!r}")
+
+
+def _expected_kind(key: str, default) -> str | None:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, (int, float)):
+        return "a number"
+    if isinstance(default, DictConfig):
+        return "a mapping"
+    if key in LIST_KEYS:
+        return "a list"
+    return None
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_kind(value, expected: str) -> bool:
+    if expected == "true or false":
+        return isinstance(value, bool)
+    if expected == "a number":
+        return _number(value) or (isinstance(value, list) and all(_number(v) for v in value))
+    if expected == "a mapping":
+        return isinstance(value, dict)
+    return isinstance(value, list)
 
 
 def without(cfg: DictConfig, *keys: str) -> dict:

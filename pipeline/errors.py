@@ -1,6 +1,7 @@
 """User-facing errors: one line that names the culprit and the fix, and a non-zero exit."""
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
@@ -16,3 +17,31 @@ def input_error(path: str | Path, problem: str, line: int | None = None) -> Vpev
     """
     where = f"{path}:{line}" if line is not None else f"{path}"
     return VpevalError(f"{where}: {problem}")
+
+
+class WriteError(VpevalError, OSError):
+    """A file could not be written (full disk, no permission, read-only file system): one line
+    naming the file, the system's reason and what to do. Still an OSError for callers that catch it."""
+
+
+WRITE_HINTS = {
+    errno.ENOSPC: "free some disk space or point paths.data at a bigger disk, then rerun (finished work is kept)",
+    errno.EDQUOT: "free some quota or point paths.data elsewhere, then rerun (finished work is kept)",
+    errno.EACCES: "make the folder writable or point paths.data (or hydra.run.dir) elsewhere",
+    errno.EPERM: "make the folder writable or point paths.data (or hydra.run.dir) elsewhere",
+    errno.EROFS: "the file system is read-only: point paths.data (or hydra.run.dir) elsewhere",
+}
+
+
+def write_error(path: str | Path, error: OSError) -> WriteError:
+    """`path: cannot write (reason); hint` from the OSError a write raised.
+
+    >>> import errno
+    >>> str(write_error("out/x.json", OSError(errno.ENOSPC, "No space left on device")))[:52]
+    'out/x.json: cannot write (No space left on device); '
+    """
+    reason = error.strerror or str(error) or type(error).__name__
+    hint = WRITE_HINTS.get(error.errno, "check the folder and the disk, then rerun")
+    if error.errno in (errno.EEXIST, errno.ENOTDIR):  # mkdir or open met a file where a folder must be
+        reason, hint = "a part of its folder path is a file, not a folder", "choose another output path"
+    return WriteError(f"{path}: cannot write ({reason}); {hint}")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline import faults
 from pipeline.asv.team import Team, serve_node, team_spec
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.data.manifest import GENDERS
@@ -144,6 +145,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
     with Team(spec) if spec is not None else nullcontext() as team:
         experiment = Experiment(cfg, team)
         records = experiment.records()
-    return report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
-                      records=records, detection=detect.run(records),
-                      stages=[asdict(e) for e in experiment.cache.events])
+    with faults.stage("report"):
+        return report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
+                          records=records, detection=detect.run(records),
+                          stages=[asdict(e) for e in experiment.cache.events])

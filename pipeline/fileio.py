@@ -1,15 +1,20 @@
 """Atomic file writes: a reader never sees a half-written file.
 
 Everything is written to a temporary name in the same folder, flushed, then renamed
-over the final name (`os.replace` is atomic on POSIX file systems).
+over the final name (`os.replace` is atomic on POSIX file systems). A failed write (full
+disk, no permission) removes the temporary file and raises a one-line `WriteError`.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from pipeline import faults
+from pipeline.errors import WriteError, write_error
 
 
 @contextmanager
@@ -22,17 +27,22 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     ...     tmp.write_text("{}")
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
+        faults.hit("write")
         if tmp.exists():
             with open(tmp, "rb+") as handle:
                 os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except WriteError:
+        raise
+    except OSError as error:  # a full disk, a read-only or unwritable folder: one line, no partial file
+        raise write_error(path, error) from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def write_text(path: str | Path, text: str) -> Path:

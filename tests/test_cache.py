@@ -1,8 +1,9 @@
 import json
+from pathlib import Path
 
 import pytest
 
-from pipeline.cache import DONE, Cache, content_hash, is_complete, summary_of
+from pipeline.cache import DONE, TEMPORARY, Cache, content_hash, is_complete, summary_of
 from pipeline.errors import VpevalError
 
 
@@ -57,3 +58,46 @@ def test_failed_builder_leaves_folder_incomplete_and_resumable(tmp_path):
 def test_summary_of_incomplete_folder_is_an_error(tmp_path):
     with pytest.raises(VpevalError, match=DONE):
         summary_of(tmp_path)
+
+
+def test_resumed_build_removes_temporaries_a_killed_writer_left(tmp_path):
+    """Regression: a SIGKILLed atomic write leaves `.<stem>.tmp<pid><suffix>`; the folder that is
+    completed later must not keep it (found by tests/test_faults.py)."""
+    cache = Cache(tmp_path)
+    out = cache.path("stage", {}, {})
+    (out / "audio").mkdir(parents=True)
+    (out / ".manifest.tmp4242.jsonl").write_text("half")
+    (out / "audio" / ".u1.tmp99.flac").write_bytes(b"half")
+    (out / "audio" / ".keep.me").write_text("not a temporary of ours")
+
+    def resuming(out):
+        (out / "manifest.jsonl").write_text("{}\n")
+
+    cache.build("stage", {}, {}, resuming)
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert names == ["_DONE", "_params.json", "audio/.keep.me", "manifest.jsonl"]
+
+
+def test_fault_hook_kills_at_the_named_point(tmp_path):
+    """`VPEVAL_FAULT=<stage>.<event>:<n>` SIGKILLs the process at the n-th such point; `_DONE`
+    is never written for the stage it killed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = ("from pathlib import Path\nfrom pipeline.cache import Cache\n"
+              "from pipeline.fileio import write_text\n"
+              "def build(out):\n    for i in range(3):\n        write_text(out / f'f{i}.txt', 'x')\n"
+              f"Cache(Path({str(tmp_path)!r})).build('stage', {{}}, {{}}, build)\n")
+    env = {**os.environ, "VPEVAL_FAULT": "stage.write:3", "VPEVAL_FAULT_TRACE": str(tmp_path / "trace")}
+    env.pop("VPEVAL_FAULT_PID", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=Path(__file__).parents[1], check=False)
+    assert done.returncode == -signal.SIGKILL
+    out = Cache(tmp_path).path("stage", {}, {})
+    names = sorted(p.name for p in out.iterdir())
+    assert [n for n in names if not TEMPORARY.fullmatch(n)] == ["_params.json", "f0.txt"]
+    assert len(names) == 3  # f1.txt killed between its write and its rename
+    assert not is_complete(out)
+    # the 3rd write inside the stage: _params.json, f0.txt, then f1.txt
+    assert (tmp_path / "trace").read_text().split() == ["stage.write", "stage.start", "stage.write", "stage.write"]

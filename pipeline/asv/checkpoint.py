@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipeline import faults
 from pipeline.errors import VpevalError
 from pipeline.fileio import atomic_path
 
@@ -20,6 +22,7 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any]) -> Path:
     """torch.save `state` atomically (tensors, numbers, strings, lists and dicts only)."""
     with atomic_path(path) as tmp:
         torch.save(dict(state), tmp)
+        faults.hit("checkpoint")
     return Path(path)
 
 
@@ -28,13 +31,21 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     path = Path(path)
     if not path.is_file():
         raise VpevalError(f"{path}: checkpoint not found")
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if not (magic.startswith(b"PK") or magic[:1] == b"\x80"):  # a torch zip archive, or a legacy pickle
+        raise VpevalError(f"{path}: not a readable torch checkpoint (neither a torch zip archive nor a pickle); "
+                          "point at the model.pt / checkpoint.pt a vpeval run wrote")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise VpevalError(f"{path}: refused to load, it holds more than weights ({reason})") from None
+        found = re.search(r"Unsupported (?:global|operand)[^.\n]*", re.sub(r"\x1b\[[0-9;]*m", "", str(exc)))
+        reason = found.group(0).strip() if found else "not weights only"
+        raise VpevalError(f"{path}: refused to load, it holds more than weights: pickled code or objects ({reason}); "
+                          "vpeval loads checkpoints with torch.load(weights_only=True) and never runs their code") from None
     except (RuntimeError, EOFError, OSError) as exc:
-        raise VpevalError(f"{path}: not a readable torch checkpoint ({exc})") from None
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise VpevalError(f"{path}: not a readable torch checkpoint ({reason})") from None
     if not isinstance(state, dict):
         raise VpevalError(f"{path}: expected a dict of tensors, found {type(state).__name__}")
     return state

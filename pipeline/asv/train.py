@@ -41,6 +41,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.checkpoint import (
     load_checkpoint,
@@ -218,6 +219,7 @@ class _Trainer:
             sums += torch.stack([loss.detach().double() * len(labels), (cosines.argmax(dim=1) == labels).sum().double()])
             state["seen"] += self.plan.crops_per_step
             state["step"] += 1
+            faults.hit("step")
             if world.is_main and (state["step"] % self.log_every == 0 or state["step"] == steps_per_epoch):
                 loss_sum, correct = (sums * world.size).tolist()  # rank 0's rows stand in for the others'
                 bar.set_postfix(loss=f"{(state['loss_sum'] + loss_sum) / state['seen']:.3f}",

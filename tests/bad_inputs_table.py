@@ -1,0 +1,14 @@
+"""Regenerate docs/readme/bad_inputs.md from the messages tests/test_bad_inputs.py observes.
+
+    python tests/bad_inputs_table.py
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "VPEVAL_WRITE_TABLE": "1", "PYTHONPATH": str(root)}
+    sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/test_bad_inputs.py"], cwd=root, env=env, check=False).returncode)
