@@ -1,5 +1,6 @@
 """The training recipes on the built-in corpus (tiny configs) and the xvector / ohnn / ohnn_rand
 anonymisers built from their outputs, as the anonymize stage builds them."""
+import importlib.util
 import json
 from pathlib import Path
 
@@ -24,8 +25,8 @@ from pipeline.errors import VpevalError
 from pipeline.fileio import write_json
 from pipeline.stages import anonymize
 
-ENCODER = dict(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1], attention_channels=8,
-               res2net_scale=4, se_channels=8, embedding_dim=12)
+ENCODER = {"channels": [16, 16, 48], "kernel_sizes": [5, 3, 1], "dilations": [1, 2, 1], "attention_channels": 8,
+           "res2net_scale": 4, "se_channels": 8, "embedding_dim": 12}
 
 
 @pytest.fixture(autouse=True)
@@ -233,8 +234,9 @@ def test_a_voice_converter_with_ssl_content_round_trips_through_its_folder(train
             "decoder": {"channels": 8, "speaker_channels": 4, "layers": 1},
             "generator": {"upsample_initial_channel": 16, "resblock_kernel_sizes": [3], "resblock_dilations": [[1]]}}
     model = build(spec, tmp_path)
-    saved_spec = {**spec, "content": {**spec["content"], "weights": None}}  # weights travel in model.pt
-    save_voice_converter(tmp_path / "ssl_vc", model, saved_spec, trained["encoder"])
+    save_voice_converter(tmp_path / "ssl_vc", model, spec, trained["encoder"])
+    weights.unlink()  # the SSL weights travel in model.pt: the folder loads without the original file
+    assert json.loads((tmp_path / "ssl_vc" / "model.json").read_text())["model"]["content"]["weights"] is None
     loaded, _, _ = load_voice_converter(tmp_path / "ssl_vc", "cpu")
     for name, value in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], value)
@@ -272,3 +274,19 @@ def test_recipe_and_systems_on_cuda_with_bf16(trained, tmp_path):
         assert anonymizer.model.generator.conv_post.bias.is_cuda
         outputs = run(anonymizer, trained["trials"][:3])
         assert all(torch.isfinite(o).all() and not o.is_cuda for o in outputs)
+
+
+def test_content_accuracy_labels_chance_and_copy_synthesis(trained):
+    spec = importlib.util.spec_from_file_location(
+        "content_accuracy", Path(__file__).parents[1] / "recipes" / "train_vc" / "content_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    utts = trained["trials"][:2]
+    classes = {label: i for i, label in enumerate(sorted({s[2] for u in utts for s in module.alignment(u)}))}
+    frames, chance = module.majority_rate(utts, classes)
+    assert frames > 100 and 0 < chance < 1
+    resynthesise = module.copy_synthesis(trained["vc_model"], torch.device("cpu"))
+    wave = read_audio(utts[0].path)
+    output = resynthesise(wave)
+    assert output.shape == wave.shape and np.isfinite(output).all()
+    np.testing.assert_array_equal(module.copy_synthesis(trained["vc_model"], torch.device("cpu"))(wave), output)

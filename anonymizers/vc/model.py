@@ -15,9 +15,10 @@ A trained model lives in a folder (see `save_voice_converter`)::
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -101,12 +102,18 @@ class VoiceConverter(nn.Module):
 
 def save_voice_converter(folder: str | Path, model: VoiceConverter, spec: Mapping[str, Any],
                          speaker_encoder_dir: str | Path, info: Mapping[str, Any] | None = None) -> Path:
-    """Write a model folder: the speaker encoder copied in, weights, then model.json."""
+    """Write a model folder: the speaker encoder copied in, weights, then model.json.
+
+    A content encoder's `weights` path (pretrained SSL weights) is dropped from the spec:
+    those weights are part of model.pt, so the folder loads without the original file."""
     folder = Path(folder)
     source = Path(speaker_encoder_dir)
     for name in ("model.json", WEIGHTS):
         with atomic_path(folder / SPEAKER_ENCODER / name) as tmp:
             shutil.copyfile(source / name, tmp)
+    spec = dict(spec)
+    if isinstance(spec.get("content"), Mapping) and spec["content"].get("weights") is not None:
+        spec["content"] = {**spec["content"], "weights": None}
     return save_module(folder, model, spec, {
         "format": MODEL_FORMAT, "speaker_encoder": SPEAKER_ENCODER,
         "speaker_encoder_sha256": digest(folder / SPEAKER_ENCODER / WEIGHTS), **dict(info or {})})

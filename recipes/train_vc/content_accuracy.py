@@ -11,6 +11,10 @@ they are the very files an experiment with the same `paths.data` and seed evalua
         --system mcadams \\
         --system "xvector anonymizer.vc_model=runs/vc_small/vc_model anonymizer.strategy.n_farthest=10 anonymizer.strategy.n_average=5"
 
+`--resynthesis runs/vc_small/vc_model` adds the converter's copy-synthesis (each utterance
+resynthesised from its own content, F0 and embedding): what the vocoder alone loses, to set
+the anonymised rows against. The table also gives the majority-label rate (chance).
+
 Prints a Markdown table (system, frames, accuracy, accuracy relative to the original) and
 writes it with the per-system numbers as JSON to `--out` when given.
 """
@@ -20,7 +24,6 @@ import argparse
 import json
 import shlex
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -82,8 +85,10 @@ def batches(utts: list[Utterance], size: int):
         yield utts[start:start + size]
 
 
-def load(batch: list[Utterance], labels_of, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def load(batch: list[Utterance], labels_of, device, transform=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     waves = [read_audio(u.path, 16000) for u in batch]
+    if transform is not None:
+        waves = [transform(w) for w in waves]
     lengths = torch.tensor([len(w) for w in waves])
     padded = torch.zeros(len(waves), int(lengths.max()))
     for i, w in enumerate(waves):
@@ -100,7 +105,7 @@ def train_classifier(train: list[Utterance], classes: dict[str, int], device, ep
     torch.manual_seed(seed)
     model = FrameClassifier(len(classes)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
-    labels_of = lambda u: frame_labels(u, int(np.ceil(u.duration * 16000 / HOP)) + 1, classes)  # noqa: E731
+    labels_of = lambda u: frame_labels(u, int(np.ceil(u.duration * 16000 / HOP)) + 1, classes)
     cached = [load(batch, labels_of, device) for batch in batches(train, 16)]
     rng = np.random.default_rng(seed)
     for _ in range(epochs):
@@ -114,11 +119,12 @@ def train_classifier(train: list[Utterance], classes: dict[str, int], device, ep
 
 
 @torch.no_grad()
-def accuracy(model: FrameClassifier, utts: list[Utterance], originals: dict[str, Utterance], classes, device) -> tuple[int, float]:
+def accuracy(model: FrameClassifier, utts: list[Utterance], originals: dict[str, Utterance], classes, device,
+             transform=None) -> tuple[int, float]:
     correct = total = 0
-    labels_of = lambda u: frame_labels(originals[u.id], int(np.ceil(u.duration * 16000 / HOP)) + 1, classes)  # noqa: E731
+    labels_of = lambda u: frame_labels(originals[u.id], int(np.ceil(u.duration * 16000 / HOP)) + 1, classes)
     for batch in batches(utts, 16):
-        waves, lengths, labels = load(batch, labels_of, device)
+        waves, lengths, labels = load(batch, labels_of, device, transform)
         predicted = model(waves, lengths).argmax(-1)
         valid = labels >= 0
         correct += int((predicted[valid] == labels[valid]).sum())
@@ -126,11 +132,42 @@ def accuracy(model: FrameClassifier, utts: list[Utterance], originals: dict[str,
     return total, correct / max(total, 1)
 
 
+def majority_rate(utts: list[Utterance], classes: dict[str, int]) -> tuple[int, float]:
+    """Frames and share of the most frequent label: the accuracy of always guessing it."""
+    labels = np.concatenate([frame_labels(u, int(np.ceil(u.duration * 16000 / HOP)) + 1, classes) for u in utts])
+    labels = labels[labels >= 0]
+    return len(labels), float(np.bincount(labels).max() / max(len(labels), 1))
+
+
+def copy_synthesis(vc_model: Path, device: torch.device):
+    """wave -> the converter's resynthesis of it from its own content, F0 and embedding."""
+    from anonymizers.vc.model import load_voice_converter
+
+    model, encoder, _ = load_voice_converter(vc_model, device)
+    noise_seed = torch.Generator().manual_seed(0)
+
+    @torch.no_grad()
+    def transform(wave: np.ndarray) -> np.ndarray:
+        x = torch.from_numpy(wave).to(device)[None]
+        count = torch.tensor([x.shape[1]], device=device)
+        hop = model.hop_length
+        padded = F.pad(x, (0, -(-x.shape[1] // hop) * hop - x.shape[1]))
+        analysis = model.analyse(padded, count)
+        speaker = F.normalize(encoder(x, None), dim=-1)
+        noise = torch.randn(padded.shape[1], generator=noise_seed).to(device)[None]
+        out = model.synthesise(analysis.content.features, analysis.f0, analysis.voiced, speaker, analysis.frames, noise)
+        return out[0, :x.shape[1]].float().cpu().numpy()
+
+    return transform
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="experiment config overrides (paths.data=..., data=...)")
     parser.add_argument("--system", action="append", default=[],
                         help='"<conf/anonymizer option> [anonymizer.key=value ...]", repeatable')
+    parser.add_argument("--resynthesis", type=Path, action="append", default=[],
+                        help="a voice-converter folder: add its copy-synthesis of the evaluation sets, repeatable")
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -145,16 +182,20 @@ def main() -> None:
     started = time.monotonic()
     model = train_classifier(train, classes, device, args.epochs, int(base.seed))
     log = {"classes": len(classes), "train_utterances": len(train), "classifier_seconds": round(time.monotonic() - started, 1)}
-    rows = {"original": accuracy(model, evaluation, originals, classes, device)}
+    rows = {"original": accuracy(model, evaluation, originals, classes, device),
+            "chance (majority label)": majority_rate(evaluation, classes)}
+    for folder in args.resynthesis:
+        rows[f"copy-synthesis {folder}"] = accuracy(model, evaluation, originals, classes, device,
+                                                    copy_synthesis(folder, device))
     for spec in args.system:
         name, *overrides = shlex.split(spec)
         cfg = compose([*args.overrides, f"anonymizer={name}", *overrides])
-        anonymised = defaultdict(list)
+        anonymised = []
         for set_name in EVAL_SETS:
             folder = anonymize.run(cfg.anonymizer, manifest_path(prepared, set_name), cache, seed=int(cfg.seed),
                                    device=str(device), sample_rate=int(cfg.data.sample_rate))
-            anonymised[name] += read_manifest(folder / "manifest.jsonl")
-        rows[name] = accuracy(model, anonymised[name], originals, classes, device)
+            anonymised += read_manifest(folder / "manifest.jsonl")
+        rows[spec if name in rows else name] = accuracy(model, anonymised, originals, classes, device)
     reference = rows["original"][1]
     lines = ["| speech | frames | frame accuracy | relative to original |", "|---|---|---|---|"]
     lines += [f"| {name} | {frames} | {acc:.3f} | {acc / reference:.2f} |" for name, (frames, acc) in rows.items()]
