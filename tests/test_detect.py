@@ -141,3 +141,15 @@ def test_single_experiment_says_a_reference_or_sweep_is_needed():
     assert [r["verdict"] for r in rows] == [UNDETERMINED, UNDETERMINED]
     assert "1 matched pair(s)" in rows[1]["reason"] and "detect.reference" in rows[1]["reason"]
     assert "slope" not in fit
+
+
+def test_same_name_with_another_config_is_not_a_matched_pair():
+    from pipeline.config import compose
+    from pipeline.experiment import system_labels
+
+    assert system_labels(compose([])) == ("mcadams", "mcadams")
+    assert system_labels(compose(["anonymizer@attacker_anonymizer=mcadams"])) == ("mcadams", "mcadams")
+    evaluated, attacker = system_labels(compose(["anonymizer@attacker_anonymizer=mcadams",
+                                                 "attacker_anonymizer.alpha=[0.7,0.9]"]))
+    assert evaluated == "mcadams" and attacker.startswith("mcadams#") and len(attacker) == len("mcadams#") + 6
+    assert system_labels(compose(["anonymizer@attacker_anonymizer=mcadams_speaker"])) == ("mcadams", "mcadams_speaker")
