@@ -82,12 +82,19 @@ def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
 def eer_matrix(detection: list[dict]) -> tuple[np.ndarray, list[str], list[str]]:
     """EER_test of anonymised pairs: rows the attacker's system, columns the evaluated one."""
     own = [d for d in detection if d["anonymizer"] != "original"]
-    attackers = sorted({d["attacker_anonymizer"] for d in own})
+    attackers = sorted({_attacker_label(d) for d in own})
     evaluated = sorted({d["anonymizer"] for d in own})
     matrix = np.full((len(attackers), len(evaluated)), np.nan)
     for d in own:
-        matrix[attackers.index(d["attacker_anonymizer"]), evaluated.index(d["anonymizer"])] = d["eer_test"]
+        matrix[attackers.index(_attacker_label(d)), evaluated.index(d["anonymizer"])] = d["eer_test"]
     return matrix, attackers, evaluated
+
+
+def _attacker_label(row: dict) -> str:
+    """The attacker's system; an attacker on original data is named with its attack (OA and
+    AA-lazy share it but not their enrolment data)."""
+    system = row["attacker_anonymizer"]
+    return f"{system} ({row['attack']})" if system == "original" else system
 
 
 def detection_sections(detection: list[dict], fit: dict, figures: Path) -> list[Section]:
