@@ -176,6 +176,7 @@ def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str |
                       fontsize="x-small", xytext=(3, 3), textcoords="offset points")
     axes.set_xlabel("EER_test [%]")
     axes.set_ylabel("EER_val [%]")
+    axes.set_ylim(bottom=max(axes.get_ylim()[0], -1))
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize="small")
     axes.set_title(title or "Overestimation detection: (evaluated, attacker) pairs")
