@@ -48,7 +48,10 @@ def find_jobs(sweep: Path) -> tuple[list[tuple[Path, dict]], list[dict]]:
     with both files counts by the newer one (a rerun in place replaces one with the other)."""
     folders = {p.parent.parent for p in sweep.rglob(str(RESULTS))} | {p.parent for p in sweep.rglob(FAILED)}
     finished, failed = [], []
-    for job in sorted(folders, key=lambda p: [int(s) if s.isdigit() else s for s in p.relative_to(sweep).parts]):
+    def order(job: Path) -> list[tuple[int, int | str]]:  # numbered jobs in number order, then named folders
+        return [(0, int(s)) if s.isdigit() else (1, s) for s in job.relative_to(sweep).parts]
+
+    for job in sorted(folders, key=order):
         if OUT in job.relative_to(sweep).parts:
             continue
         results, failure = job / RESULTS, job / FAILED

@@ -69,6 +69,14 @@ def test_aggregate_reports_matrix_detection_and_failed_points(sweep):
     assert (out / "results.csv").read_text().splitlines()[0].startswith("job,attack,")
 
 
+def test_jobs_in_sub_folders_count_in_number_order(sweep):
+    write_job(sweep / "extra", 0, "s5", "s5", 0.16, 0.45)
+    write_job(sweep, 10, "s1", "s3", 0.05, 0.3)
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    assert [j["job"] for j in found["jobs"]] == ["0", "1", "2", "3", "4", "10", "extra/0"]
+    assert found["detection_fit"]["n_points"] == 5
+
+
 def test_rerun_in_place_replaces_the_failure(sweep):
     write_job(sweep, 5, "s3", "s1", 0.07, 0.45)
     (sweep / "5" / "failed.json").unlink()
