@@ -2,10 +2,13 @@
 
     vpeval [hydra overrides]          run an experiment (a Hydra app; -m for sweeps)
     vpeval metrics FILE... [--json]   metrics of score files
+    vpeval aggregate DIR [--reference CSV]  one report of every job of a sweep folder
     vpeval validate [overrides]       prepare and check the configured corpus, nothing else
 
 An experiment prints the path of its report folder as its last line. Errors the user can
-fix print one line and exit with status 2.
+fix print one line and exit with status 2. A job that raises writes `failed.json` (the
+error line) in its run folder; in a multirun the error goes back to Hydra, which runs the
+other points, and the aggregate report (pipeline.sweep) lists the failed ones.
 """
 from __future__ import annotations
 
@@ -30,11 +33,20 @@ def fail(error: VpevalError) -> None:
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def experiment_app(cfg: DictConfig) -> None:
-    from pipeline.experiment import run_experiment
+    from hydra.types import RunMode
 
+    from pipeline.experiment import run_experiment
+    from pipeline.sweep import clear_failure, record_failure
+
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    clear_failure(run_dir)
     try:
-        report = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
-    except VpevalError as error:
+        report = run_experiment(cfg, run_dir)
+    except Exception as error:
+        record_failure(run_dir, error, list(hydra_cfg.overrides.task))
+        if hydra_cfg.mode == RunMode.MULTIRUN or not isinstance(error, VpevalError):
+            raise
         fail(error)
     if report is None:  # a follower node of a multi-node run: node 0 reports
         return
@@ -63,6 +75,10 @@ def main(argv: list[str] | None = None) -> None:
         from pipeline.metrics.cli import main as metrics_main
 
         sys.exit(metrics_main(argv[1:]))
+    if argv[:1] == ["aggregate"]:
+        from pipeline.aggregate import main as aggregate_main
+
+        sys.exit(aggregate_main(argv[1:]))
     app = validate_app if argv[:1] == ["validate"] else experiment_app
     overrides = argv[1:] if argv[:1] == ["validate"] else argv
     check_overrides(overrides)

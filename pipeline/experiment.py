@@ -3,7 +3,8 @@
 For each attack (conf/attacks), the enrolment and trial data are original or anonymised
 by the evaluated system, and the attacker is trained on original data or on data
 anonymised by the attacker's system (`attacker_anonymizer`, the evaluated one by default).
-Stage outputs are cached by content, so conditions share whatever they have in common.
+Stage outputs are cached by content, so conditions share whatever they have in common: the
+attacker trained on original data serves OO, OA and AA-lazy alike.
 
 >>> report = run_experiment(compose(["data=synthetic_tiny"]), Path("runs/x"))  # doctest: +SKIP
 """
@@ -23,6 +24,7 @@ from pipeline.data.manifest import GENDERS
 from pipeline.devices import resolve_device
 from pipeline.stages import (
     anonymize,
+    confidence,
     detect,
     evaluate,
     extract,
@@ -58,10 +60,12 @@ class Experiment:
         self.cache = Cache(Path(cfg.paths.cache))
         self.device = str(resolve_device(cfg.device))
         self.evaluated = cfg.anonymizer
-        self.attacker_system = cfg.attacker_anonymizer if cfg.get("attacker_anonymizer") else cfg.anonymizer
+        self.attacker_system = attacker_system(cfg)
+        self.labels = system_labels(cfg)
         self.prepared = prepare.run(cfg.data, self.cache)
         validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
         self._attackers: dict[str, tuple[Path, Path]] = {}
+        self.score_files: dict[str, str] = {}  # "<attack>/<set>" -> score file
 
     def data(self, kind: str, name: str, system: DictConfig) -> Path:
         """Manifest of list `name`, original or anonymised by `system`."""
@@ -99,8 +103,8 @@ class Experiment:
             anonymized = spec.enroll != ORIGINAL or spec.trials != ORIGINAL
             labels = {
                 "attack": attack,
-                "anonymizer": self.evaluated.name if anonymized else ORIGINAL,
-                "attacker_anonymizer": self.attacker_system.name if spec.attacker != ORIGINAL else ORIGINAL,
+                "anonymizer": self.labels[0] if anonymized else ORIGINAL,
+                "attacker_anonymizer": self.labels[1] if spec.attacker != ORIGINAL else ORIGINAL,
             }
             for split_name in self.cfg.eval_splits:
                 for g in GENDERS:
@@ -110,19 +114,46 @@ class Experiment:
                         self.data(spec.enroll, f"{split_name}_enrolls", self.evaluated),
                         self.data(spec.trials, f"{split_name}_trials_{g}", self.evaluated),
                         trials_path(self.prepared, f"{split_name}_trials_{g}"))
-                    records.append({**labels, "set": name, **evaluate.run(scores, self.cache)})
+                    self.score_files[f"{attack}/{name}"] = str(scores)
+                    records.append({**labels, "set": name, **self.metrics(scores)})
             scores = self.scores(model, held_out, manifest_path(held_out, "val_enrolls"),
                                  manifest_path(held_out, "val_trials"), trials_path(held_out, "val_trials"))
             val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"]}
-            records.append({**val_labels, "set": "val", **evaluate.run(scores, self.cache)})
+            self.score_files[f"{attack}/val"] = str(scores)
+            records.append({**val_labels, "set": "val", **self.metrics(scores)})
         return records
+
+    def metrics(self, scores: Path) -> dict:
+        """Every metric of a score file, with the bootstrap interval of its EER."""
+        boot = self.cfg.detect.bootstrap
+        return {**evaluate.run(scores, self.cache),
+                **confidence.run(scores, self.cache, n_resamples=int(boot.n_resamples),
+                                 confidence=float(boot.confidence), unit=str(boot.unit), seed=self.cfg.seed)}
+
+
+def attacker_system(cfg: DictConfig) -> DictConfig:
+    """The system the attacker trains on: `attacker_anonymizer`, or the evaluated one."""
+    return cfg.attacker_anonymizer if cfg.get("attacker_anonymizer") else cfg.anonymizer
+
+
+def system_labels(cfg: DictConfig) -> tuple[str, str]:
+    """Names of the evaluated and the attacker's system in records. Two different configs
+    under one name (e.g. `attacker_anonymizer.alpha=...` on the same file) get a short hash
+    of their config appended, so a mismatch never reads as a matched pair."""
+    evaluated, attacker = cfg.anonymizer, attacker_system(cfg)
+    plain_evaluated = OmegaConf.to_container(evaluated, resolve=True)
+    plain_attacker = OmegaConf.to_container(attacker, resolve=True)
+    if evaluated.name != attacker.name or plain_evaluated == plain_attacker:
+        return evaluated.name, attacker.name
+    return evaluated.name, f"{attacker.name}#{content_hash(plain_attacker, 6)}"
 
 
 def config_summary(cfg: DictConfig) -> dict:
-    attacker_system = cfg.attacker_anonymizer if cfg.get("attacker_anonymizer") else cfg.anonymizer
-    return {"name": cfg.name, "data": cfg.data.name, "anonymizer": cfg.anonymizer.name,
-            "attacker_anonymizer": attacker_system.name, "attacker": cfg.attacker.name,
-            "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed}
+    evaluated, attacker = system_labels(cfg)
+    return {"name": cfg.name, "data": cfg.data.name, "anonymizer": evaluated,
+            "attacker_anonymizer": attacker, "attacker": cfg.attacker.name,
+            "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
+            "detect_reference": cfg.detect.reference, "detect_false_alarm": cfg.detect.false_alarm}
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -145,7 +176,9 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
     with Team(spec) if spec is not None else nullcontext() as team:
         experiment = Experiment(cfg, team)
         records = experiment.records()
+    detection, fit = detect.run(records, test_split=str(cfg.detect.test_split), reference=cfg.detect.reference,
+                                false_alarm=float(cfg.detect.false_alarm))
     with faults.stage("report"):
         return report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
-                          records=records, detection=detect.run(records),
+                          records=records, detection=detection, fit=fit, score_files=experiment.score_files,
                           stages=[asdict(e) for e in experiment.cache.events])

@@ -95,3 +95,64 @@ def test_unknown_key_override_is_refused():
 
     with pytest.raises(ConfigCompositionException):
         compose(["anonymizer.alpah=0.7"])
+
+
+# Recipes (recipes/experiment/<name>.yaml, `+experiment=<name>`) and their mandatory values.
+RECIPES_DIR = CONFIG_DIR.parent / "recipes"
+RECIPE_REQUIRED = {"vpc2024": ["data.root=/corpora/vpc/data"], "mismatch_full": ["data.root=/corpora/LibriSpeech"],
+                   "mismatch_partial": ["data.root=/corpora/LibriSpeech"],
+                   "mismatch_hidden": ["data.root=/corpora/LibriSpeech"], "noe2022": ["data.root=/corpora/LibriSpeech"]}
+RECIPES = sorted(p.stem for p in (RECIPES_DIR / "experiment").glob("*.yaml"))
+
+
+def test_every_recipe_folder_has_a_readme_and_the_papers_recipes_exist():
+    assert {"vpc2024", "mismatch_full", "mismatch_partial", "mismatch_hidden", "noe2022"} <= set(RECIPES)
+    for name in ("vpc2024", "mismatch_full", "mismatch_partial", "mismatch_hidden", "noe2022", "maouche2020"):
+        assert (RECIPES_DIR / name / "README.md").is_file(), name
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_recipe_composes_and_resolves(recipe):
+    cfg = compose([f"+experiment={recipe}", *RECIPE_REQUIRED.get(recipe, [])])
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert resolved["name"] == recipe
+    assert set(resolved["attacks"]) >= {"OO"}
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_recipe_sweep_points_compose(recipe):
+    """Every value a recipe sweeps is an option of its group (conf/ or recipes/)."""
+    params = OmegaConf.select(OmegaConf.load(RECIPES_DIR / "experiment" / f"{recipe}.yaml"), "hydra.sweeper.params")
+    for key, values in (params or {}).items():
+        for value in str(values).split(","):
+            cfg = compose([f"+experiment={recipe}", f"{key}={value}", *RECIPE_REQUIRED.get(recipe, [])])
+            target = "attacker_anonymizer" if key.endswith("@attacker_anonymizer") else key
+            assert OmegaConf.select(cfg, f"{target}.name") == value
+
+
+@pytest.mark.parametrize("option", sorted(p.stem for p in (RECIPES_DIR / "anonymizer").glob("*.yaml")))
+def test_recipe_anonymizers_instantiate(option):
+    cfg = compose([f"anonymizer={option}"])
+    assert cfg.anonymizer.name == option
+    assert callable(instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu"))
+
+
+@pytest.mark.parametrize("option", options("attacks"))
+def test_attack_models_name_their_data(option):
+    attacks = compose([f"attacks={option}"]).attacks
+    assert "OO" in attacks
+    for spec in attacks.values():
+        assert spec.enroll in ("original", "anonymized") and spec.trials in ("original", "anonymized")
+        assert spec.attacker in ("original", "anonymized")
+
+
+def test_all_attacks_hold_every_attack_model():
+    attacks = compose(["attacks=all"]).attacks
+    assert {k: (v.enroll, v.trials, v.attacker) for k, v in attacks.items()} == {
+        "OO": ("original", "original", "original"), "OA": ("original", "anonymized", "original"),
+        "AA-lazy": ("anonymized", "anonymized", "original"), "AA": ("anonymized", "anonymized", "anonymized")}
+
+
+def test_detect_defaults():
+    detect = compose([]).detect
+    assert detect.reference is None and detect.false_alarm == 0.05 and detect.bootstrap.unit == "speakers"

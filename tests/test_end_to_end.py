@@ -11,7 +11,7 @@ from pipeline.config import compose
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.experiment import run_experiment
 
-STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate"}
+STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence"}
 SETS = ["dev_f", "dev_m", "test_f", "test_m", "val"]
 
 
@@ -49,8 +49,14 @@ def test_report_has_every_condition(first):
     assert (aa["anonymizer"], aa["attacker_anonymizer"]) == ("mcadams", "mcadams")
     assert [d["attack"] for d in found["detection"]] == ["OO", "AA"]
     assert "relative_gap" in found["detection"][0]
+    assert found["detection"][1]["verdict"] == "undetermined"  # one matched pair: no line
+    assert "detect.reference" in found["detection"][1]["reason"]
+    assert all(r["eer_ci_low"] <= r["eer"] <= r["eer_ci_high"] for r in found["records"])
     text = (report / "report.md").read_text()
     assert "| AA | test_m | mcadams | mcadams |" in text and "EER_val" in text
+    assert (report / "results.csv").read_text().count("\n") == len(found["records"]) + 1
+    assert "data:image/png;base64," in (report / "report.html").read_text()
+    assert {"detection.png", "det.png", "ece_profiles.png"} <= {p.name for p in (report / "figures").iterdir()}
 
 
 def test_every_stage_wrote_complete_outputs(first):
@@ -86,7 +92,7 @@ def test_changed_alpha_reruns_anonymisation_and_what_follows_only(first):
     changed = run_experiment(compose(overrides(data, "anonymizer.alpha=[0.6,0.7]")), data / "runs" / "alpha")
     stages = built(changed)
     assert "prepare" not in stages and "validate" not in stages
-    assert {"anonymize", "split", "train", "extract", "score", "evaluate"} <= set(stages)
+    assert {"anonymize", "split", "train", "extract", "score", "evaluate", "confidence"} <= set(stages)
     assert len(stages["train"]) == 1  # the attacker on original data is reused
     before = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"]}
     after = {(r["attack"], r["set"]): r["eer"] for r in results(changed)["records"]}

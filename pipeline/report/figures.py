@@ -3,14 +3,17 @@
 - `similarity_matrices_figure`: voice similarity matrices in the papers' block layout,
   OO | OP over PO | PP, with PO = OP transposed (noe2020 Fig. 1, noe2022 Fig. 5);
 - `ece_profiles_figure`: ZEBRA ECE profiles (noe2022 Figs. 7, 10);
-- `det_figure`: DET curves on probit axes, with the ROC convex hull and the ROCCH-EER.
+- `det_figure`: DET curves on probit axes, with the ROC convex hull and the ROCCH-EER;
+- `eer_matrix_figure`: EER of every attacker system x evaluated system (panariello2025 Table 1);
+- `detection_figure`: EER_val against EER_test with the matched line, its one-sided
+  prediction bound and the flagged pairs (panariello2025 Fig. 2).
 
 Each takes results of `pipeline.metrics` and a path; the file type follows the suffix.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -114,3 +117,67 @@ def _thin(n_points: int) -> np.ndarray:
     if n_points <= DET_POINTS:
         return np.arange(n_points)
     return np.unique(np.linspace(0, n_points - 1, DET_POINTS).round().astype(np.int64))
+
+
+def eer_matrix_figure(matrix: np.ndarray, attackers: list[str], evaluated: list[str], path: str | Path,
+                      title: str | None = None) -> Path:
+    """Heat map of EER (fractions, NaN where missing): rows the attacker's system, columns the
+    evaluated system; each cell written in %."""
+    matrix = np.asarray(matrix, dtype=float)
+    figure = Figure(figsize=(1.6 + 1.1 * len(evaluated), 1.4 + 0.8 * len(attackers)))
+    axes = figure.add_subplot()
+    image = axes.imshow(np.ma.masked_invalid(100 * matrix), vmin=0, vmax=50, cmap="magma_r", aspect="auto")
+    for (i, j), value in np.ndenumerate(matrix):
+        if np.isfinite(value):
+            axes.text(j, i, f"{100 * value:.1f}", ha="center", va="center",
+                      color="white" if value > 0.3 else "black", fontsize="small")
+    axes.set_xticks(range(len(evaluated)), evaluated, rotation=30, ha="right")
+    axes.set_yticks(range(len(attackers)), attackers)
+    axes.set_xlabel("evaluated system (test data)")
+    axes.set_ylabel("attacker trained on")
+    figure.colorbar(image, ax=axes, label="EER_test [%]")
+    axes.set_title(title or "EER_test matrix")
+    return _save(figure, path)
+
+
+VERDICT_STYLE = {"trustworthy": ("C0", "o"), "overestimated": ("C3", "v"), "undetermined": ("grey", "s")}
+
+
+def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str | None = None) -> Path:
+    """EER_val (y) against EER_test (x), in %: matched pairs as green stars, the others by
+    verdict, with the fitted line and its one-sided lower prediction bound when there is one."""
+    from pipeline.stages.detect import Line, is_matched
+
+    figure = Figure(figsize=(6.4, 5.0))
+    axes = figure.add_subplot()
+    xs = [r["eer_test"] for r in rows]
+    if "slope" in fit:
+        line = Line(**{k: fit[k] for k in ("intercept", "slope", "n", "residual_std", "mean_x", "sxx")})
+        low, high = min(xs + [fit["mean_x"]]), max(xs + [fit["mean_x"]])
+        pad = 0.1 * (high - low) + 0.01
+        grid = np.linspace(max(0.0, low - pad), min(0.5, high + pad) if high < 0.5 else high + pad, 100)
+        predicted = np.array([line.predict(x) for x in grid])
+        bound = predicted - np.array([line.margin(x, fit["false_alarm"]) for x in grid])
+        axes.plot(100 * grid, 100 * predicted, color="C2", linestyle="--", label=f"matched line ({fit['source']})")
+        axes.fill_between(100 * grid, 100 * bound, 100 * predicted, color="C2", alpha=0.15,
+                          label=f"{100 * (1 - fit['false_alarm']):g} % one-sided prediction bound")
+    for verdict, (colour, marker) in VERDICT_STYLE.items():
+        own = [r for r in rows if r.get("verdict") == verdict and not is_matched(r)]
+        if own:
+            axes.scatter([100 * r["eer_test"] for r in own], [100 * r["eer_val"] for r in own], color=colour,
+                         marker=marker, label=verdict, zorder=3)
+    matched = [r for r in rows if is_matched(r)]
+    if matched:
+        axes.scatter([100 * r["eer_test"] for r in matched], [100 * r["eer_val"] for r in matched], color="C2",
+                     marker="*", s=120, label="matched", zorder=3,
+                     edgecolors=["C3" if r.get("flag") else "none" for r in matched])
+    for r in rows:
+        axes.annotate(f"({r['anonymizer']},{r['attacker_anonymizer']})", (100 * r["eer_test"], 100 * r["eer_val"]),
+                      fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+    axes.set_xlabel("EER_test [%]")
+    axes.set_ylabel("EER_val [%]")
+    axes.set_ylim(bottom=max(axes.get_ylim()[0], -1))
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize="small")
+    axes.set_title(title or "Overestimation detection: (evaluated, attacker) pairs")
+    return _save(figure, path)

@@ -1,0 +1,138 @@
+"""Aggregate a sweep: every job's results under one folder into one report.
+
+A job is a folder holding `report/results.json` (finished) or `failed.json` (it raised; the
+error line and its overrides), e.g. the numbered job folders of a Hydra multirun. The
+aggregate (`<sweep>/aggregate/` by default) holds:
+
+- `results.json`: {"jobs", "failed", "records" (each with its job), "detection" (every
+  distinct (attack, evaluated, attacker) pair, judged against the line of the sweep's
+  matched pairs or of a reference file), "detection_fit"};
+- `results.csv` (every record of every job), `report.md`, `report.html`, `figures/`:
+  the EER matrix (attacker system x evaluated system) and the EER_val vs EER_test scatter.
+
+`vpeval aggregate DIR` runs it; a multirun runs it after every job (`pipeline.sweep`).
+A point that appears in several jobs (e.g. OO, shared by every job) is judged once.
+
+>>> aggregate(Path("data/runs/mismatch_full-multirun/2026-01-01_00-00-00"))  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.errors import VpevalError, input_error
+from pipeline.fileio import write_json, write_text
+from pipeline.report.document import Section, render_html, render_markdown, results_csv
+from pipeline.stages import detect
+from pipeline.stages.report import detection_sections
+
+RESULTS = Path("report") / "results.json"
+FAILED = "failed.json"
+OUT = "aggregate"
+
+
+def job_overrides(job: Path) -> list[str]:
+    """The Hydra overrides of a job folder (`.hydra/overrides.yaml`), [] when absent."""
+    path = job / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return []
+    from omegaconf import OmegaConf
+
+    return [str(o) for o in OmegaConf.load(path)]
+
+
+def find_jobs(sweep: Path) -> tuple[list[tuple[Path, dict]], list[dict]]:
+    """(finished jobs with their results, failures) under `sweep`, in path order. A job
+    with both files counts by the newer one (a rerun in place replaces one with the other)."""
+    folders = {p.parent.parent for p in sweep.rglob(str(RESULTS))} | {p.parent for p in sweep.rglob(FAILED)}
+    finished, failed = [], []
+    def order(job: Path) -> list[tuple[int, int | str]]:  # numbered jobs in number order, then named folders
+        return [(0, int(s)) if s.isdigit() else (1, s) for s in job.relative_to(sweep).parts]
+
+    for job in sorted(folders, key=order):
+        if OUT in job.relative_to(sweep).parts:
+            continue
+        results, failure = job / RESULTS, job / FAILED
+        name = str(job.relative_to(sweep))
+        if failure.is_file() and (not results.is_file() or failure.stat().st_mtime >= results.stat().st_mtime):
+            try:
+                info = json.loads(failure.read_text())
+            except json.JSONDecodeError:
+                info = {"error": f"{failure}: unreadable failure record"}
+            failed.append({"job": name, "error": info.get("error", "?"),
+                           "overrides": info.get("overrides") or job_overrides(job)})
+            continue
+        try:
+            finished.append((job, json.loads(results.read_text())))
+        except json.JSONDecodeError:
+            failed.append({"job": name, "error": f"{results}: unreadable results (interrupted?)",
+                           "overrides": job_overrides(job)})
+    return finished, failed
+
+
+def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: str | Path | None = None,
+              false_alarm: float = 0.05) -> Path:
+    """Write the aggregate report of the jobs under `sweep`; returns its folder."""
+    sweep = Path(sweep)
+    if not sweep.is_dir():
+        raise input_error(sweep, "no such sweep folder")
+    finished, failed = find_jobs(sweep)
+    if not finished and not failed:
+        raise input_error(sweep, f"no job folder here (none holds {RESULTS} or {FAILED}): give the multirun folder")
+    out = Path(out) if out is not None else sweep / OUT
+    jobs, records, rows, seen = [], [], [], set()
+    for job, results in finished:
+        name = str(job.relative_to(sweep))
+        jobs.append({"job": name, "overrides": job_overrides(job), "config": results.get("config", {}),
+                     "config_hash": results.get("config_hash")})
+        records += [{"job": name, **r} for r in results.get("records", [])]
+        for row in results.get("detection", []):
+            key = (row["attack"], row["anonymizer"], row["attacker_anonymizer"])
+            if key not in seen:
+                seen.add(key)
+                rows.append({"job": name, **{k: row[k] for k in row if k in PAIR_KEYS}})
+    points = detect.read_reference(reference) if reference else None
+    judged, fit = detect.assess(rows, reference=points, false_alarm=false_alarm)
+    write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "records": records,
+                                      "detection": judged, "detection_fit": fit})
+    write_text(out / "results.csv", results_csv(records))
+    sections = [
+        Section("Jobs", f"{len(finished)} finished, {len(failed)} failed under {sweep}.",
+                tables=[(["job", "overrides", "evaluated", "attacker trained on"],
+                         [[j["job"], " ".join(j["overrides"]), j["config"].get("anonymizer"),
+                           j["config"].get("attacker_anonymizer")] for j in jobs])]),
+    ]
+    if failed:
+        sections.append(Section(
+            "Failed points",
+            "These jobs raised; the rest of the report leaves them out. Rerun the same multirun command "
+            "with `hydra.sweep.dir=<this folder>` (or a new folder): finished points reuse every stage "
+            "from the cache, so only the failed ones do work.",
+            tables=[(["job", "overrides", "error"], [[f["job"], " ".join(f["overrides"]), f["error"]] for f in failed])]))
+    sections += detection_sections(judged, fit, out / "figures")
+    title = f"vpeval sweep aggregate: {sweep.name}"
+    write_text(out / "report.md", render_markdown(title, sections, base=out))
+    write_text(out / "report.html", render_html(title, sections))
+    return out
+
+
+PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "eer_val", "eer_val_ci", "eer_test", "eer_test_ci",
+             "eer_test_f", "eer_test_m", "relative_gap")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vpeval aggregate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweep", help="folder of a sweep (e.g. a Hydra multirun folder)")
+    parser.add_argument("--out", help="report folder (default: <sweep>/aggregate)")
+    parser.add_argument("--reference", help="CSV of matched pairs (eer_test, eer_val) to fit the line on")
+    parser.add_argument("--false-alarm", type=float, default=0.05, help="false-alarm rate of the flag (0.05)")
+    args = parser.parse_args(argv)
+    try:
+        out = aggregate(args.sweep, args.out, reference=args.reference, false_alarm=args.false_alarm)
+    except VpevalError as error:
+        print(f"vpeval: error: {error}", file=sys.stderr, flush=True)
+        return 2
+    print(out)
+    return 0

@@ -1,0 +1,69 @@
+"""Sweep bookkeeping: failure records per job and the aggregate report of a multirun.
+
+- `record_failure(job_dir, error, overrides)` writes `<job>/failed.json` (the one-line
+  error and the job's overrides); `clear_failure` removes a stale one when the job starts.
+- `AggregateCallback` (conf/config.yaml `hydra.callbacks.aggregate`): in a multirun, after
+  every job (Hydra 1.3's basic launcher calls `on_job_end` for failed jobs too, but skips
+  `on_multirun_end` once a job failed) it records a failure and rewrites the aggregate of
+  the sweep folder, so the aggregate after the last job covers every point. A single run
+  is left alone.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from pipeline.errors import VpevalError
+from pipeline.fileio import write_json
+
+log = logging.getLogger(__name__)
+FAILED = "failed.json"
+
+
+def error_line(error: BaseException) -> str:
+    """One line: a VpevalError's text, else the exception type and its first line."""
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    return first if isinstance(error, VpevalError) else f"{type(error).__name__}: {first}"
+
+
+def record_failure(job_dir: str | Path, error: BaseException, overrides: list[str]) -> Path:
+    return write_json(Path(job_dir) / FAILED, {"error": error_line(error), "overrides": list(overrides)})
+
+
+def clear_failure(job_dir: str | Path) -> None:
+    (Path(job_dir) / FAILED).unlink(missing_ok=True)
+
+
+class AggregateCallback(Callback):
+    """Keeps `<sweep dir>/aggregate/` up to date during a Hydra multirun."""
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        hydra_cfg = config.get("hydra")
+        if hydra_cfg is None or hydra_cfg.get("mode") != RunMode.MULTIRUN:
+            return
+        job_dir = Path(hydra_cfg.runtime.output_dir)
+        if job_return.status == JobStatus.FAILED and not (job_dir / FAILED).is_file():
+            record_failure(job_dir, job_return._return_value, list(job_return.overrides or []))
+        self.aggregate(Path(hydra_cfg.sweep.dir), config)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self.aggregate(Path(config.hydra.sweep.dir), config)
+
+    @staticmethod
+    def aggregate(sweep: Path, config: DictConfig) -> None:
+        from pipeline.aggregate import aggregate
+
+        detect = config.get("detect") or {}
+        try:
+            out = aggregate(sweep, reference=detect.get("reference"), false_alarm=float(detect.get("false_alarm", 0.05)))
+        except VpevalError as error:
+            log.error("aggregate: %s", error)
+            return
+        log.info("aggregate report: %s", out / "report.md")

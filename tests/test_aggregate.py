@@ -1,0 +1,113 @@
+"""Sweep aggregation over hand-written job folders: EER matrix, detection, failed points."""
+import json
+from pathlib import Path
+
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from pipeline.aggregate import aggregate, main
+from pipeline.errors import VpevalError
+from pipeline.sweep import AggregateCallback, error_line, record_failure
+
+SYSTEMS = {"s1": (0.20, 0.080), "s2": (0.27, 0.101), "s3": (0.33, 0.119), "s4": (0.40, 0.140)}
+
+
+def records(evaluated: str, attacker: str, eer_val: float, eer_test: float) -> list[dict]:
+    base = {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "n_target": 10}
+    return [{**base, "set": "test_f", "eer": eer_test}, {**base, "set": "test_m", "eer": eer_test},
+            {**base, "anonymizer": attacker, "set": "val", "eer": eer_val}]
+
+
+def write_job(sweep: Path, num: int, evaluated: str, attacker: str, eer_val: float, eer_test: float) -> None:
+    job = sweep / str(num)
+    (job / ".hydra").mkdir(parents=True, exist_ok=True)
+    (job / ".hydra" / "overrides.yaml").write_text(
+        f"- anonymizer={evaluated}\n- anonymizer@attacker_anonymizer={attacker}\n")
+    oo = {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_val": 0.01,
+          "eer_test": 0.02, "relative_gap": 1.0}
+    aa = {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
+          "eer_test": eer_test, "relative_gap": (eer_test - eer_val) / eer_val}
+    (job / "report").mkdir()
+    (job / "report" / "results.json").write_text(json.dumps({
+        "config_hash": f"h{num}", "config": {"anonymizer": evaluated, "attacker_anonymizer": attacker},
+        "records": records(evaluated, attacker, eer_val, eer_test), "detection": [oo, aa]}))
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    sweep = tmp_path / "multirun"
+    for num, (system, (eer_test, eer_val)) in enumerate(SYSTEMS.items()):
+        write_job(sweep, num, system, system, eer_val, eer_test)
+    write_job(sweep, 4, "s2", "s4", 0.09, 0.44)  # mismatched: its own system learnt, test fails
+    failed = sweep / "5"
+    (failed / ".hydra").mkdir(parents=True)
+    (failed / ".hydra" / "overrides.yaml").write_text("- anonymizer=s3\n- anonymizer@attacker_anonymizer=s1\n")
+    record_failure(failed, VpevalError("train: out of memory at batch 3"), [])
+    return sweep
+
+
+def test_aggregate_reports_matrix_detection_and_failed_points(sweep):
+    out = aggregate(sweep)
+    found = json.loads((out / "results.json").read_text())
+    assert [j["job"] for j in found["jobs"]] == ["0", "1", "2", "3", "4"]
+    assert found["failed"] == [{"job": "5", "error": "train: out of memory at batch 3",
+                                "overrides": ["anonymizer=s3", "anonymizer@attacker_anonymizer=s1"]}]
+    pairs = {(d["anonymizer"], d["attacker_anonymizer"]): d for d in found["detection"]}
+    assert len(found["detection"]) == 6  # OO once, 4 matched, 1 mismatched
+    assert pairs[("s2", "s4")]["verdict"] == "overestimated"
+    assert all(pairs[(s, s)]["verdict"] == "trustworthy" for s in SYSTEMS)
+    assert pairs[("original", "original")]["verdict"] == "undetermined"
+    assert found["detection_fit"]["n_points"] == 4 and found["detection_fit"]["source"] == "matched pairs"
+    assert len(found["records"]) == 15 and all("job" in r for r in found["records"])
+    text = (out / "report.md").read_text()
+    assert "## Failed points" in text and "out of memory" in text and "anonymizer=s3" in text
+    assert "| s4 | – | 44.00 | – | 40.00 |" in text  # EER matrix row of attacker s4: on s2 and on s4
+    assert (out / "figures" / "eer_matrix.png").is_file() and (out / "figures" / "detection.png").is_file()
+    assert "data:image/png;base64," in (out / "report.html").read_text()
+    assert (out / "results.csv").read_text().splitlines()[0].startswith("job,attack,")
+
+
+def test_jobs_in_sub_folders_count_in_number_order(sweep):
+    write_job(sweep / "extra", 0, "s5", "s5", 0.16, 0.45)
+    write_job(sweep, 10, "s1", "s3", 0.05, 0.3)
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    assert [j["job"] for j in found["jobs"]] == ["0", "1", "2", "3", "4", "10", "extra/0"]
+    assert found["detection_fit"]["n_points"] == 5
+
+
+def test_rerun_in_place_replaces_the_failure(sweep):
+    write_job(sweep, 5, "s3", "s1", 0.07, 0.45)
+    (sweep / "5" / "failed.json").unlink()
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    assert found["failed"] == [] and len(found["jobs"]) == 6
+
+
+def test_reference_file_and_cli(sweep, tmp_path, capsys):
+    reference = tmp_path / "ref.csv"
+    reference.write_text("eer_test,eer_val\n0.2,0.08\n")
+    assert main([str(sweep), "--reference", str(reference)]) == 2
+    assert "ref.csv: 1 matched pair(s); a reference line needs at least 3" in capsys.readouterr().err
+    assert main([str(sweep), "--out", str(tmp_path / "agg")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "agg")
+
+
+def test_empty_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(VpevalError, match="no job folder here"):
+        aggregate(tmp_path)
+
+
+def test_callback_records_a_failed_job_and_aggregates(sweep):
+    job = sweep / "6"
+    config = OmegaConf.create({"detect": {"reference": None, "false_alarm": 0.05},
+                               "hydra": {"mode": RunMode.MULTIRUN, "runtime": {"output_dir": str(job)},
+                                         "sweep": {"dir": str(sweep)}}})
+    ret = JobReturn(overrides=["anonymizer=s4"], status=JobStatus.FAILED)
+    ret.return_value = RuntimeError("CUDA error\nmore")
+    AggregateCallback().on_job_end(config, ret)
+    assert json.loads((job / "failed.json").read_text()) == {"error": "RuntimeError: CUDA error",
+                                                             "overrides": ["anonymizer=s4"]}
+    found = json.loads((sweep / "aggregate" / "results.json").read_text())
+    assert {f["job"] for f in found["failed"]} == {"5", "6"}
+    assert error_line(VpevalError("a: b")) == "a: b"
