@@ -83,7 +83,7 @@ def polynomial_roots(coefficients: torch.Tensor) -> torch.Tensor:
 
     On CPU: eigenvalues of the companion matrices (LAPACK, like `np.roots`), the batch split
     over torch's intra-op threads; rows z^n (digital silence) skip LAPACK, which is most of
-    the cost. Measured on CPU and slower (see "Speed" in docs/readme/anonymizers.md): numpy's
+    the cost. Measured on CPU and slower (see "McAdams speed" in README.md): numpy's
     stacked `eigvals` and scipy's `dgeev` (OpenBLAS), `dhseqr`/`dlahqr` straight on the
     companion matrix (already Hessenberg; OpenBLAS, and MKL's own), float32 `eigvals`, and
     Aberth or Newton iterations warm-started from the previous frame's roots (consecutive

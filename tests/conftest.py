@@ -5,6 +5,8 @@
   in `sys.modules`; hypothesis inspects every loaded module's `__file__`, which makes such a
   placeholder try to import its missing package and fail. They are imported once here and
   removed, so test order never matters.
+- `single_thread`: tiny models run fastest on one torch thread, and multi-threaded kernels
+  thrash on shared cores; modules use it with `pytestmark = pytest.mark.usefixtures("single_thread")`.
 """
 import sys
 
@@ -28,3 +30,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -16,13 +16,7 @@ TINY = dict(channels=[32, 32, 32, 32, 96], kernel_sizes=[5, 3, 3, 3, 1], dilatio
             attention_channels=16, res2net_scale=4, se_channels=16, embedding_dim=24)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny models run fastest on one thread, and multi-threaded kernels thrash on shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def random_batch_norm_statistics(module: torch.nn.Module) -> None:

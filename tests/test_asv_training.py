@@ -41,13 +41,7 @@ SPEAKERS, TRAIN_PER_SPEAKER, VAL_PER_SPEAKER = 6, 6, 3
 RUN_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=4", "attacker.training.checkpoint_every=3"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """Tiny models run fastest on one thread, and multi-threaded kernels thrash on shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def toy_voice(speaker: int, utterance: int, seconds: float) -> np.ndarray:

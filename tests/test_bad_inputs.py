@@ -1,10 +1,10 @@
-"""The bad-input catalogue: one test per row of docs/readme/bad_inputs.md.
+"""The bad-input catalogue: one test per row of the "Bad inputs" table in README.md.
 
 Every row feeds one bad input to the code that meets it first and checks that it stops with
 a VpevalError (or, through the CLI, exit status 2) whose message is ONE line naming the file,
 line or key and the problem, and, where a file was being written, that no half-written
 output is left. Each test records the message it saw; the last test checks that the table in
-docs/readme/bad_inputs.md shows exactly these messages (regenerate it with
+README.md's "Bad inputs" section shows exactly these messages (regenerate it with
 `python tests/bad_inputs_table.py`).
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ from pipeline.metrics import eer, read_scores
 from pipeline.stages import validate
 from tests.helpers import librispeech_tree, tone
 
-TABLE = REPO_ROOT / "docs" / "readme" / "bad_inputs.md"
+README = REPO_ROOT / "README.md"
+SECTION = "## Bad inputs\n"
 RATE = 16000
 SECONDS = 0.3
 OBSERVED: dict[str, tuple[str, str, str]] = {}  # row id -> (input, message, where detected)
@@ -653,10 +654,20 @@ def render(rows: dict[str, tuple[str, str, str]]) -> str:
 def test_catalogue_table_is_current():
     if len(OBSERVED) < 30:
         pytest.skip(f"only {len(OBSERVED)} rows ran (run the whole file to check the table)")
-    text = render(OBSERVED)
+    table = render(OBSERVED)
+    readme = README.read_text()
+    start, end = readme_section(readme)
     if os.environ.get("VPEVAL_WRITE_TABLE"):
-        TABLE.write_text(text)
-    assert TABLE.is_file() and TABLE.read_text() == text, "run `python tests/bad_inputs_table.py`"
+        README.write_text(readme[:start] + table + "\n" + readme[end:])
+        return
+    assert readme[start:end].rstrip("\n") + "\n" == table, "run `python tests/bad_inputs_table.py`"
+
+
+def readme_section(readme: str) -> tuple[int, int]:
+    """Where the catalogue section of README.md starts and ends (at the next `## ` heading)."""
+    start = readme.index(SECTION)
+    end = readme.find("\n## ", start + len(SECTION))
+    return start, len(readme) if end < 0 else end + 1
 
 
 def test_messages_name_no_volatile_detail():

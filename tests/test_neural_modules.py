@@ -20,12 +20,7 @@ from pipeline.errors import VpevalError
 RATE = 16000
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def harmonic(f0, seconds=1.0, rate=RATE, partials=5):

@@ -12,12 +12,7 @@ TRAINING = {"epochs": 12, "batch_size": 32, "lr": 0.02, "margin": 0.2, "scale": 
 SPEC = {"_target_": "anonymizers.vc.householder.HouseholderMap", "dim": 16, "reflections": None, "seed": 0}
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def clustered(speakers=8, per_speaker=20, dim=16, spread=0.15, seed=0):

@@ -29,12 +29,7 @@ ENCODER = {"channels": [16, 16, 48], "kernel_sizes": [5, 3, 1], "dilations": [1,
            "res2net_scale": 4, "se_channels": 8, "embedding_dim": 12}
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def write_encoder(folder: Path) -> Path:

@@ -44,12 +44,7 @@ EMBEDDING_TOLERANCE = 1e-3
 SHIFT_FREE = "ecapa.asp.conv.conv.bias"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

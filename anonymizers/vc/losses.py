@@ -63,14 +63,7 @@ class PeriodDiscriminator(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         pad = (-x.shape[-1]) % self.period
         x = F.pad(x, (0, pad), mode="reflect" if pad < x.shape[-1] else "constant")
-        x = x.view(x.shape[0], 1, -1, self.period)
-        features = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), LEAKY_SLOPE)
-            features.append(x)
-        x = self.post(x)
-        features.append(x)
-        return x.flatten(1), features
+        return _run_branch(x.view(x.shape[0], 1, -1, self.period), self.convs, self.post)
 
 
 class ScaleDiscriminator(nn.Module):
@@ -87,14 +80,18 @@ class ScaleDiscriminator(nn.Module):
         self.post = norm(nn.Conv1d(widths[-1], 1, 3, 1, padding=1))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        x = x.unsqueeze(1)
-        features = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), LEAKY_SLOPE)
-            features.append(x)
-        x = self.post(x)
+        return _run_branch(x.unsqueeze(1), self.convs, self.post)
+
+
+def _run_branch(x: torch.Tensor, convs: nn.ModuleList, post: nn.Module) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A discriminator branch: leaky-ReLU convolutions then `post`; (logits, every layer's output)."""
+    features = []
+    for conv in convs:
+        x = F.leaky_relu(conv(x), LEAKY_SLOPE)
         features.append(x)
-        return x.flatten(1), features
+    x = post(x)
+    features.append(x)
+    return x.flatten(1), features
 
 
 class Discriminators(nn.Module):

@@ -67,7 +67,7 @@ from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_json, write_lines
+from pipeline.fileio import write_lines
 from pipeline.stages.prepare import manifest_path
 
 log = logging.getLogger(__name__)

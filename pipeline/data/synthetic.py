@@ -376,7 +376,6 @@ def f0_contour(rng: np.random.Generator, voice: Voice, session: Session, tracks:
 
 def glottal_source(rng: np.random.Generator, voice: Voice, f0: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
     """Rosenberg flow derivative with jitter and shimmer, and the open-phase indicator."""
-    n = len(f0)
     phase = np.cumsum(f0 / sample_rate)
     n_periods = int(phase[-1]) + 2
     jittered = f0 * (1.0 + rng.normal(0.0, voice.jitter, n_periods))[phase.astype(int)]

@@ -1,7 +1,7 @@
 """Privacy metrics on target / non-target scores, exact to the VoicePrivacy reference toolkits.
 
 Plain functions on 1-D arrays of target and non-target scores (natural-log LLRs where an
-LLR is meant); rates are fractions, Cllr-type values bits. See docs/readme/metrics.md.
+LLR is meant); rates are fractions, Cllr-type values bits. See README.md, "Privacy metrics".
 """
 from pipeline.metrics.bootstrap import BootstrapResult, Interval, bootstrap_ci
 from pipeline.metrics.calibration import (
