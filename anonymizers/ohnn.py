@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from anonymizers.targets import Source
-from anonymizers.vc.checkpoints import OHNN_RECIPE, WEIGHTS, digest, load_module, require_folder
+from anonymizers.vc.checkpoints import OHNN_RECIPE, WEIGHTS, load_module, require_folder
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
 from anonymizers.vc.system import SpeakerEmbeddingAnonymizer
+from pipeline.data.manifest import file_digest
 from pipeline.errors import VpevalError
 
 
@@ -46,7 +47,7 @@ class OHNN(SpeakerEmbeddingAnonymizer):
         self.f0_neighbours = int(f0_neighbours)
 
     def fingerprint(self) -> dict[str, str]:
-        return {**super().fingerprint(), "ohnn_model": digest(self.ohnn_dir / WEIGHTS)}
+        return {**super().fingerprint(), "ohnn_model": file_digest(self.ohnn_dir / WEIGHTS)}
 
     def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:
         embeddings = torch.as_tensor(np.stack([s.embedding for s in sources]), dtype=torch.float32, device=self.device)

@@ -8,7 +8,6 @@ lists expected against found keys.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Mapping
@@ -37,15 +36,6 @@ def require_folder(value: str | None, key: str, recipe: str) -> Path:
     if not (folder / SPEC).is_file() or not (folder / WEIGHTS).is_file():
         raise VpevalError(f"{key}={folder}: no {SPEC} and {WEIGHTS} there; train the model with {recipe}")
     return folder
-
-
-def digest(path: str | Path) -> str:
-    """sha256 of a file (hex)."""
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def _check_builders(spec: Any, where: Path) -> None:

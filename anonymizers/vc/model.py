@@ -24,12 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from anonymizers.vc.checkpoints import WEIGHTS, digest, load_module, save_module
+from anonymizers.vc.checkpoints import WEIGHTS, load_module, save_module
 from anonymizers.vc.content import Content
 from anonymizers.vc.f0 import YinPitch, num_frames
 from anonymizers.vc.generator import FrameDecoder, HiFiGANNSF, SineExcitation
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import SpeakerEncoder
+from pipeline.data.manifest import file_digest
 from pipeline.errors import VpevalError
 from pipeline.fileio import atomic_path
 
@@ -116,7 +117,7 @@ def save_voice_converter(folder: str | Path, model: VoiceConverter, spec: Mappin
         spec["content"] = {**spec["content"], "weights": None}
     return save_module(folder, model, spec, {
         "format": MODEL_FORMAT, "speaker_encoder": SPEAKER_ENCODER,
-        "speaker_encoder_sha256": digest(folder / SPEAKER_ENCODER / WEIGHTS), **dict(info or {})})
+        "speaker_encoder_sha256": file_digest(folder / SPEAKER_ENCODER / WEIGHTS), **dict(info or {})})
 
 
 def load_voice_converter(folder: str | Path, device: torch.device | str) -> tuple[VoiceConverter, SpeakerEncoder, dict]:
@@ -127,7 +128,7 @@ def load_voice_converter(folder: str | Path, device: torch.device | str) -> tupl
     encoder_weights = encoder_dir / WEIGHTS
     if not encoder_weights.is_file():
         raise VpevalError(f"{encoder_dir}: the model's speaker encoder is missing (model.json, model.pt)")
-    if digest(encoder_weights) != spec.get("speaker_encoder_sha256"):
+    if file_digest(encoder_weights) != spec.get("speaker_encoder_sha256"):
         raise VpevalError(f"{encoder_weights}: not the speaker encoder {folder} was trained with (sha256 differs)")
     encoder = load_encoder(encoder_dir, device)
     if encoder.embedding_dim != model.speaker_dim:

@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-from anonymizers.vc.checkpoints import WEIGHTS, digest
+from anonymizers.vc.checkpoints import WEIGHTS
 from anonymizers.vc.pool import utterances_key
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.cache import Cache
-from pipeline.data.manifest import Utterance, read_manifest
+from pipeline.data.manifest import Utterance, file_digest, read_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import prepare, split, train
 from pipeline.stages.prepare import manifest_path
@@ -52,7 +52,7 @@ def utterance_embeddings(utterances: Sequence[Utterance], encoder: SpeakerEncode
                          cache_file: Path, *, device: torch.device, batch_seconds: float = 120.0) -> np.ndarray:
     """(N, D) L2-normalised embeddings in the order of `utterances`, cached in `cache_file`
     under a key of the utterances and the encoder weights."""
-    key = utterances_key(utterances, EMBEDDINGS_FORMAT, digest(encoder_dir / WEIGHTS))
+    key = utterances_key(utterances, EMBEDDINGS_FORMAT, file_digest(encoder_dir / WEIGHTS))
     if cache_file.is_file():
         state = load_checkpoint(cache_file)
         if state.get("key") == key:

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from anonymizers.base import Anonymizer, Batch, stable_seed
 from anonymizers.targets import Source
-from anonymizers.vc.checkpoints import VC_RECIPE, WEIGHTS, digest, require_folder
+from anonymizers.vc.checkpoints import VC_RECIPE, WEIGHTS, require_folder
 from anonymizers.vc.f0 import LogF0Stats, log_f0_stats, map_f0
 from anonymizers.vc.model import load_voice_converter
 from anonymizers.vc.pool import (
@@ -41,7 +41,7 @@ from anonymizers.vc.pool import (
     speaker_statistics,
 )
 from pipeline.asv.model import autocast_dtype
-from pipeline.data.manifest import Utterance
+from pipeline.data.manifest import Utterance, file_digest
 from pipeline.errors import VpevalError
 
 RECIPE_POOL = "pool.pt"
@@ -84,7 +84,7 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
                                   device=self.device, batch_seconds=self.statistics_batch_seconds)
 
     def fingerprint(self) -> dict[str, str]:
-        return {"vc_model": digest(self.model_dir / WEIGHTS), "speaker_encoder": self.encoder_digest,
+        return {"vc_model": file_digest(self.model_dir / WEIGHTS), "speaker_encoder": self.encoder_digest,
                 "pool": self.pool.key}
 
     def prepare(self, utterances: Sequence[Utterance]) -> None:

@@ -39,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from anonymizers.base import stable_seed
-from anonymizers.vc.checkpoints import WEIGHTS, build, digest
+from anonymizers.vc.checkpoints import WEIGHTS, build
 from anonymizers.vc.content import LogMel
 from anonymizers.vc.losses import (
     Discriminators,
@@ -49,7 +49,13 @@ from anonymizers.vc.losses import (
     generator_losses,
 )
 from anonymizers.vc.model import VoiceConverter, save_voice_converter
-from anonymizers.vc.pool import POOL_FORMAT, build_pool, pool_utterances, save_pool, utterances_key
+from anonymizers.vc.pool import (
+    POOL_FORMAT,
+    build_pool,
+    pool_utterances,
+    save_pool,
+    utterances_key,
+)
 from anonymizers.vc.recipe import (
     check_same_run,
     prepared_corpus,
@@ -58,13 +64,19 @@ from anonymizers.vc.recipe import (
     utterance_embeddings,
 )
 from pipeline.asv.audio_cache import INT16_SCALE, build_audio_cache
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, restore_rng_state, rng_state, save_checkpoint
+from pipeline.asv.checkpoint import (
+    load_checkpoint,
+    load_state_checked,
+    restore_rng_state,
+    rng_state,
+    save_checkpoint,
+)
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import autocast_dtype
 from pipeline.cache import Cache
 from pipeline.config import CONFIG_DIR
 from pipeline.data.audio import read_audio
-from pipeline.data.manifest import read_manifest
+from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
@@ -145,7 +157,7 @@ class VCTrainer:
         return {"model": self.spec, "seed": self.seed,
                 "training": {k: v for k, v in training.items() if k not in OPERATIONAL_KEYS},
                 "data": utterances_key(self.utterances, "vc-training"),
-                "speaker_encoder": digest(self.encoder_dir / WEIGHTS)}
+                "speaker_encoder": file_digest(self.encoder_dir / WEIGHTS)}
 
     def resume(self) -> None:
         path = self.checkpoint_path
@@ -283,7 +295,7 @@ class VCTrainer:
         pool_cfg = self.cfg.pool
         utterances = (pool_utterances(pool_cfg.source, pool_cfg.get("subsets")) if pool_cfg.get("source")
                       else self.utterances)
-        key = utterances_key(utterances, POOL_FORMAT, digest(self.encoder_dir / WEIGHTS),
+        key = utterances_key(utterances, POOL_FORMAT, file_digest(self.encoder_dir / WEIGHTS),
                              repr(sorted(vars(self.model.pitch).items())))
         save_pool(model_dir / "pool.pt", build_pool(utterances, self.encoder, self.model.pitch, key, device=self.device))
         self.model.eval()

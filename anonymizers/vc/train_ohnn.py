@@ -40,8 +40,19 @@ from anonymizers.vc.checkpoints import save_module
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
 from anonymizers.vc.model import SPEAKER_ENCODER, load_voice_converter
 from anonymizers.vc.pool import speaker_genders, utterances_key
-from anonymizers.vc.recipe import check_same_run, prepared_corpus, training_utterances, utterance_embeddings
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, restore_rng_state, rng_state, save_checkpoint
+from anonymizers.vc.recipe import (
+    check_same_run,
+    prepared_corpus,
+    training_utterances,
+    utterance_embeddings,
+)
+from pipeline.asv.checkpoint import (
+    load_checkpoint,
+    load_state_checked,
+    restore_rng_state,
+    rng_state,
+    save_checkpoint,
+)
 from pipeline.cache import Cache
 from pipeline.config import CONFIG_DIR
 from pipeline.devices import resolve_device
