@@ -88,12 +88,37 @@ def main(argv: list[str] | None = None) -> None:
 
 def check_overrides(overrides: list[str]) -> None:
     """Unknown keys and wrongly typed values stop here in one line, before Hydra starts (whose
-    own errors span several lines). Runs with Hydra flags (-m, --cfg, ...) are left to Hydra."""
-    if any(arg.startswith("-") for arg in overrides):
+    own errors span several lines). A sweep (-m) is checked value by value: every value of
+    every swept key once, the other keys at their first value. Runs with other Hydra flags
+    (--cfg, --config-name, ...) are left to Hydra."""
+    flags = [arg for arg in overrides if arg.startswith("-")]
+    if any(flag not in ("-m", "--multirun") for flag in flags):
         return
     from pipeline.config import compose
 
     try:
-        compose(overrides)
+        for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
+            compose(variant)
     except VpevalError as error:
         fail(error)
+
+
+def sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """Override lists that together use every value of every sweep once.
+
+    >>> sweep_variants(["seed=1,2", "anonymizer=mcadams"])
+    [['seed=1', 'anonymizer=mcadams'], ['seed=2', 'anonymizer=mcadams']]
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()]
+                   if o.is_sweep_override() else [o.input_line] for o in parsed]
+    except Exception:  # noqa: BLE001  (sweep syntax Hydra itself will report: globs, bad ranges)
+        return []
+    firsts = [values[0] for values in choices]
+    variants = [firsts]
+    for i, values in enumerate(choices):
+        variants += [[*firsts[:i], value, *firsts[i + 1:]] for value in values[1:]]
+    return variants

@@ -429,6 +429,13 @@ def test_cli_unknown_key(tmp_path):
            message, tmp_path, "split.val_fractoin", "unknown key")
 
 
+def test_cli_sweep_unknown_option(tmp_path):
+    """Regression: a sweep (-m) skipped the check, so a misspelt value failed in Hydra's multi-line error."""
+    message = cli_message(vpeval("-m", "anonymizer=mcadams,mcadams_fixd", tmp=tmp_path))
+    record("cli-sweep-unknown-option", "`vpeval -m anonymizer=mcadams,mcadams_fixd` (a misspelt sweep value)",
+           "CLI (exit 2, before Hydra starts a job)", message, tmp_path, "mcadams_fixd")
+
+
 def test_cli_wrong_type(tmp_path):
     message = cli_message(vpeval("validate", "split.val_fraction=half", tmp=tmp_path))
     record("cli-wrong-type", "`vpeval validate split.val_fraction=half`", "CLI (exit 2, before Hydra starts)",

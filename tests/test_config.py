@@ -156,3 +156,15 @@ def test_all_attacks_hold_every_attack_model():
 def test_detect_defaults():
     detect = compose([]).detect
     assert detect.reference is None and detect.false_alarm == 0.05 and detect.bootstrap.unit == "speakers"
+
+
+def test_sweep_variants_use_every_value_once_with_the_others_at_their_first():
+    from pipeline.cli import sweep_variants
+
+    assert sweep_variants(["seed=1,2,3", "anonymizer=mcadams,mcadams_fixed", "~attacks.OO"]) == [
+        ["seed=1", "anonymizer=mcadams", "~attacks.OO"],
+        ["seed=2", "anonymizer=mcadams", "~attacks.OO"],
+        ["seed=3", "anonymizer=mcadams", "~attacks.OO"],
+        ["seed=1", "anonymizer=mcadams_fixed", "~attacks.OO"],
+    ]
+    assert sweep_variants(["anonymizer=glob(mc*)"]) == []  # left to Hydra
