@@ -92,6 +92,18 @@ class SimilarityResult:
                          for variant, per_set in self.d_diag.items()}
         return out
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "SimilarityResult":
+        """Inverse of `as_dict` (extra keys ignored): matrices back to arrays, None to NaN."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["matrices"] = {variant: {name: np.array([[np.nan if v is None else v for v in row] for row in m],
+                                                      dtype=np.float64).reshape(len(m), -1)
+                                       for name, m in per_set.items()}
+                             for variant, per_set in data["matrices"].items()}
+        known["d_diag"] = {variant: {name: np.nan if v is None else v for name, v in per_set.items()}
+                           for variant, per_set in data["d_diag"].items()}
+        return cls(**known)
+
 
 def _or_none(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
