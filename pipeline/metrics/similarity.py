@@ -44,7 +44,7 @@ class TrialTable:
     lines: np.ndarray | None = None
 
     @classmethod
-    def from_rows(cls, rows, source: str = "<trial table>") -> "TrialTable":
+    def from_rows(cls, rows, source: str = "<trial table>") -> TrialTable:
         """Build from (speaker_a, segment_a, speaker_b, segment_b, score) tuples."""
         columns = list(zip(*rows)) if rows else [(), (), (), (), ()]
         return cls(*(np.asarray(c, dtype=str) for c in columns[:4]),
@@ -93,7 +93,7 @@ class SimilarityResult:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SimilarityResult":
+    def from_dict(cls, data: dict) -> SimilarityResult:
         """Inverse of `as_dict` (extra keys ignored): matrices back to arrays, None to NaN."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["matrices"] = {variant: {name: np.array([[np.nan if v is None else v for v in row] for row in m],

@@ -141,8 +141,7 @@ def score_sections(score_files: dict[str, str], figures: Path) -> list[Section]:
     ece = ece_profiles_figure({k: ece_profile(t.target_scores, t.nontarget_scores, actual=False)
                                for k, t in tables.items()}, figures / "ece_profiles.png")
     return [Section("DET curves and ZEBRA profiles",
-                    "Test conditions (attack/set). Voice similarity matrices need all-pairs trial tables: "
-                    "`vpeval metrics --help` (recipes/noe2022).", figures=[det, ece])]
+                    "Test conditions (attack/set).", figures=[det, ece])]
 
 
 def similarity_rows(similarity: dict[str, dict]) -> list[dict]:
