@@ -31,6 +31,7 @@ from pipeline.stages import (
     prepare,
     report,
     score,
+    similarity,
     split,
     train,
     validate,
@@ -123,6 +124,35 @@ class Experiment:
             records.append({**val_labels, "set": "val", **self.metrics(scores)})
         return records
 
+    def evaluates_anonymized(self) -> bool:
+        """Whether some attack enrols or tries speech anonymised by the evaluated system."""
+        return any(spec.enroll != ORIGINAL or spec.trials != ORIGINAL for spec in self.cfg.attacks.values())
+
+    def voice_similarity(self) -> dict[str, dict]:
+        """Voice similarity of every evaluation set (`<split>_<gender>`), keyed by set: the
+        trial utterances, original and anonymised by the evaluated system, embedded by the
+        attacker trained on original data (VPC 2020); empty when `similarity` is off or no
+        attack evaluates anonymised speech."""
+        if not self.cfg.get("similarity", False) or not self.evaluates_anonymized():
+            return {}
+        model, _ = self.attacker(ORIGINAL)
+        extraction = plain(self.cfg.attacker.extraction)
+
+        def embed(manifest: Path) -> Path:
+            return extract.run(model, manifest, self.cache, device=self.device, extraction=extraction, team=self.team)
+
+        found = {}
+        for split_name in self.cfg.eval_splits:
+            for g in GENDERS:
+                name = f"{split_name}_trials_{g}"
+                original = self.data(ORIGINAL, name, self.evaluated)
+                folder = similarity.run(embed(original), embed(self.data("anonymized", name, self.evaluated)),
+                                        original, self.cache)
+                result = similarity.load(folder)
+                found[f"{split_name}_{g}"] = {"folder": str(folder),
+                                              **{k: v for k, v in result.items() if k != "matrices"}}
+        return found
+
     def metrics(self, scores: Path) -> dict:
         """Every metric of a score file, with the bootstrap interval of its EER."""
         boot = self.cfg.detect.bootstrap
@@ -176,9 +206,11 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
     with Team(spec) if spec is not None else nullcontext() as team:
         experiment = Experiment(cfg, team)
         records = experiment.records()
+        voice_similarity = experiment.voice_similarity()
     detection, fit = detect.run(records, test_split=str(cfg.detect.test_split), reference=cfg.detect.reference,
                                 false_alarm=float(cfg.detect.false_alarm))
     with faults.stage("report"):
         return report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                           records=records, detection=detection, fit=fit, score_files=experiment.score_files,
+                          similarity=voice_similarity,
                           stages=[asdict(e) for e in experiment.cache.events])

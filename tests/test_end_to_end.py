@@ -11,7 +11,8 @@ from pipeline.config import compose
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.experiment import run_experiment
 
-STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence"}
+STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",
+          "similarity"}
 SETS = ["dev_f", "dev_m", "test_f", "test_m", "val"]
 
 
@@ -59,6 +60,21 @@ def test_report_has_every_condition(first):
     assert {"detection.png", "det.png", "ece_profiles.png"} <= {p.name for p in (report / "figures").iterdir()}
 
 
+def test_report_has_voice_similarity_of_every_set(first):
+    _, report = first
+    similarity = results(report)["similarity"]
+    assert list(similarity) == SETS[:-1]
+    for name, sim in similarity.items():
+        assert {"deid", "g_vd", "d_diag", "d_ece_op_oo", "cllr_min_op_oo", "g_dece_pp_oo", "g_cllr_pp_oo"} <= sim.keys()
+        assert set(sim["deid"]) == {"sigmoid_mean_llr", "geometric_mean"}
+        n = sim["n_trials"]["oo"]
+        assert sim["n_trials"] == {"oo": n, "op": 2 * n, "pp": n} and n > 0
+        assert (report / "figures" / f"similarity_{name}.png").is_file()
+        assert all((Path(sim["folder"]) / f"{t}.txt").is_file() for t in ("oo", "op", "pp"))
+    assert "## Voice similarity matrices" in (report / "report.md").read_text()
+    assert (report / "similarity.csv").read_text().count("\n") == len(similarity) + 1
+
+
 def test_every_stage_wrote_complete_outputs(first):
     _, report = first
     stages = built(report)
@@ -97,3 +113,10 @@ def test_changed_alpha_reruns_anonymisation_and_what_follows_only(first):
     before = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"]}
     after = {(r["attack"], r["set"]): r["eer"] for r in results(changed)["records"]}
     assert all(after[k] == before[k] for k in before if k[0] == "OO")
+
+
+def test_similarity_off_builds_nothing_and_reports_none(first):
+    data, _ = first
+    off = run_experiment(compose(overrides(data, "similarity=false")), data / "runs" / "no_similarity")
+    assert built(off) == {}
+    assert "similarity" not in results(off) and not (off / "similarity.csv").exists()

@@ -44,7 +44,7 @@ class TrialTable:
     lines: np.ndarray | None = None
 
     @classmethod
-    def from_rows(cls, rows, source: str = "<trial table>") -> "TrialTable":
+    def from_rows(cls, rows, source: str = "<trial table>") -> TrialTable:
         """Build from (speaker_a, segment_a, speaker_b, segment_b, score) tuples."""
         columns = list(zip(*rows)) if rows else [(), (), (), (), ()]
         return cls(*(np.asarray(c, dtype=str) for c in columns[:4]),
@@ -91,6 +91,18 @@ class SimilarityResult:
         out["d_diag"] = {variant: {name: _or_none(v) for name, v in per_set.items()}
                          for variant, per_set in self.d_diag.items()}
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SimilarityResult:
+        """Inverse of `as_dict` (extra keys ignored): matrices back to arrays, None to NaN."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["matrices"] = {variant: {name: np.array([[np.nan if v is None else v for v in row] for row in m],
+                                                      dtype=np.float64).reshape(len(m), -1)
+                                       for name, m in per_set.items()}
+                             for variant, per_set in data["matrices"].items()}
+        known["d_diag"] = {variant: {name: np.nan if v is None else v for name, v in per_set.items()}
+                           for variant, per_set in data["d_diag"].items()}
+        return cls(**known)
 
 
 def _or_none(value: float) -> float | None:

@@ -1,10 +1,13 @@
 """Stage 8 — report: results files and a human report with figures in the run folder.
 
 - `results.json`: {"config_hash", "config", "records": [one per attack x evaluation set],
-  "detection": [one per attack], "detection_fit", "score_files", "stages"};
-- `results.csv`: every metric of every condition, one row per record;
+  "detection": [one per attack], "detection_fit", "score_files", "stages",
+  "similarity": {set: voice similarity metrics}} (when measured);
+- `results.csv`: every metric of every condition, one row per record; `similarity.csv`: the
+  voice similarity metrics, one row per evaluation set (when measured);
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
-  `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles.
+  `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
+  matrices (`similarity_<set>.png`).
 """
 from __future__ import annotations
 
@@ -16,15 +19,23 @@ from pipeline.fileio import write_json, write_text
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import percent
 
+SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
+
 
 def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict], detection: list[dict],
-        fit: dict, stages: list[dict], score_files: dict[str, str] | None = None) -> Path:
-    """Write the report folder `out`; returns it."""
+        fit: dict, stages: list[dict], score_files: dict[str, str] | None = None,
+        similarity: dict[str, dict] | None = None) -> Path:
+    """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
+    voice similarity metrics with the similarity-stage `folder` (matrices in its similarity.json)."""
     out = Path(out)
     score_files = score_files or {}
-    write_json(out / "results.json", {"config_hash": config_hash, "config": config_summary, "records": records,
-                                      "detection": detection, "detection_fit": fit, "score_files": score_files,
-                                      "stages": stages})
+    similarity = similarity or {}
+    results = {"config_hash": config_hash, "config": config_summary, "records": records, "detection": detection,
+               "detection_fit": fit, "score_files": score_files, "stages": stages}
+    if similarity:
+        results["similarity"] = similarity
+        write_text(out / "similarity.csv", results_csv(similarity_rows(similarity)))
+    write_json(out / "results.json", results)
     write_text(out / "results.csv", results_csv(records))
     built = [s for s in stages if not s["reused"]]
     activity = (f"Config hash `{config_hash}`. {len(built)} stage outputs built, {len(stages) - len(built)} "
@@ -34,6 +45,7 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         metrics_section(records),
         *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
+        *similarity_sections(similarity, out / "figures"),
     ]
     write_text(out / "report.md", render_markdown("vpeval report", sections, base=out))
     write_text(out / "report.html", render_html("vpeval report", sections))
@@ -129,5 +141,62 @@ def score_sections(score_files: dict[str, str], figures: Path) -> list[Section]:
     ece = ece_profiles_figure({k: ece_profile(t.target_scores, t.nontarget_scores, actual=False)
                                for k, t in tables.items()}, figures / "ece_profiles.png")
     return [Section("DET curves and ZEBRA profiles",
-                    "Test conditions (attack/set). Voice similarity matrices need all-pairs trial tables: "
-                    "`vpeval metrics --help` (recipes/noe2022).", figures=[det, ece])]
+                    "Test conditions (attack/set).", figures=[det, ece])]
+
+
+def similarity_rows(similarity: dict[str, dict]) -> list[dict]:
+    """One flat row per evaluation set (similarity.csv)."""
+    rows = []
+    for name, sim in similarity.items():
+        row = {"set": name, "speakers": len(sim["speakers"]), "calibrated": sim["calibrated"],
+               **{f"n_trials_{t}": n for t, n in sim["n_trials"].items()}}
+        for variant in sim["deid"]:
+            row[f"deid_{variant}"] = sim["deid"][variant]
+            row[f"g_vd_{variant}"] = sim["g_vd"][variant]
+            row.update({f"d_diag_{t}_{variant}": v for t, v in sim["d_diag"][variant].items()})
+        row.update({key: sim[key] for key in ("d_ece_op_oo", "cllr_min_op_oo", "g_dece_pp_oo", "g_cllr_pp_oo")})
+        rows.append(row)
+    return rows
+
+
+def _db(value) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _num(value, digits: int = 4) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def similarity_sections(similarity: dict[str, dict], figures: Path) -> list[Section]:
+    """Voice similarity metrics per evaluation set and the matrices' figures."""
+    if not similarity:
+        return []
+    from pipeline.metrics.similarity import SimilarityResult
+    from pipeline.report.figures import similarity_matrices_figure
+    from pipeline.stages.similarity import load
+
+    variants = [(name, variant) for name, sim in similarity.items() for variant in sim["deid"]]
+    per_variant = [[name, variant, percent(similarity[name]["deid"][variant]), _db(similarity[name]["g_vd"][variant]),
+                    *(_num(similarity[name]["d_diag"][variant][t]) for t in ("oo", "op", "pp"))]
+                   for name, variant in variants]
+    normalised = [[name, len(sim["speakers"]), *(sim["n_trials"][t] for t in ("oo", "op", "pp")),
+                   percent(sim["d_ece_op_oo"]), percent(sim["cllr_min_op_oo"]), _db(sim["g_dece_pp_oo"]),
+                   _db(sim["g_cllr_pp_oo"])] for name, sim in similarity.items()]
+    drawn = [similarity_matrices_figure(SimilarityResult.from_dict(load(sim["folder"])),
+                                        figures / f"similarity_{name}.png", variant=SIMILARITY_VARIANT,
+                                        title=f"{name}: OO | OP over PO | PP")
+             for name, sim in similarity.items() if Path(sim["folder"], "similarity.json").is_file()]
+    notes = [f"{name}: {key}: {reason}" for name, sim in similarity.items() for key, reason in sim["notes"].items()]
+    return [Section(
+        "Voice similarity matrices",
+        "Noé et al. 2020 / 2022, as in VPC 2020: each set's trial utterances, original (O) and anonymised by "
+        "the evaluated system (P), embedded by the attacker trained on original data; scores are cosines, "
+        "OO / OP / PP tables calibrated separately (PAV + Laplace). DeID = 1 − D_diag(OP) / D_diag(OO) "
+        "(higher: more de-identified), G_VD = 10 log10(D_diag(PP) / D_diag(OO)) dB (voice distinctiveness, "
+        "0 dB: preserved). Figures: the " + SIMILARITY_VARIANT.replace("_", " ") + " variant. Trial tables "
+        "and matrices are in each set's folder (results.json, `similarity`)." + ("" if not notes else
+                                                                                  " Notes: " + "; ".join(notes)),
+        tables=[(["set", "variant", "DeID %", "G_VD dB", "D_diag OO", "D_diag OP", "D_diag PP"], per_variant),
+                (["set", "speakers", "# OO", "# OP", "# PP", "D_ECE(OP/OO) %", "Cllr_min(OP/OO) %",
+                  "G_DECE(PP/OO) dB", "G_Cllr(PP/OO) dB"], normalised)],
+        figures=drawn)]
