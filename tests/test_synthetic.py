@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +157,20 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
     monkeypatch.setattr(synthetic, "synthesise_speaker", real)
     tiny(root)
     assert json.loads((root / "synthetic.json").read_text())["seed"] == 3
+
+
+def test_staging_left_by_a_killed_generation_is_removed(tmp_path):
+    """Regression: a SIGKILLed generation left its staging folder (~100 MB) behind for ever."""
+    root = tmp_path / "corpus"
+    exited = subprocess.Popen(["true"])  # its process id is free once it has exited
+    exited.wait()
+    stale = tmp_path / f"{synthetic.staging_prefix(root)}{exited.pid}-abc"
+    live = tmp_path / f"{synthetic.staging_prefix(root)}{os.getpid()}-def"
+    other_host = tmp_path / f".corpus.partial-elsewhere-{exited.pid}-ghi"
+    for folder in (stale, live, other_host):
+        (folder / "train-synth").mkdir(parents=True)
+    tiny(root)
+    assert not stale.exists() and live.exists() and other_host.exists()
 
 
 def test_other_sample_rate(tmp_path):

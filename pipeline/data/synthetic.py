@@ -27,11 +27,13 @@ PosixPath('data/corpora/synthetic')
 """
 from __future__ import annotations
 
+import glob
 import json
 import multiprocessing
 import os
 import re
 import shutil
+import socket
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -634,7 +636,8 @@ def generate_corpus(
     if _existing_corpus(root, options):
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.partial-", dir=root.parent))
+    remove_stale_staging(root)
+    staging = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(root)}{os.getpid()}-", dir=root.parent))
     try:
         tasks = plan_speakers(options, staging)
         n_workers = max(1, min(workers or len(os.sched_getaffinity(0)), len(tasks)))
@@ -656,6 +659,31 @@ def generate_corpus(
         if not _existing_corpus(root, options):  # another process may have finished first
             raise
     return root
+
+
+def staging_prefix(root: Path) -> str:
+    """Name prefix of the folders corpora are built in: `.<name>.partial-<host>-<pid>-<random>`."""
+    return f".{root.name}.partial-{socket.gethostname()}-"
+
+
+def remove_stale_staging(root: Path) -> None:
+    """Delete the staging folders that a killed generation on this host left next to `root`
+    (their process is gone); another host's, or a live process's, are left alone."""
+    prefix = staging_prefix(root)
+    for folder in root.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = folder.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
 
 
 @contextmanager
