@@ -19,7 +19,8 @@ REQUIRED = {
 }
 # Systems that need trained weights: without them they stop naming the key and the recipe
 # (built with weights in tests/test_neural_system.py).
-NEEDS_TRAINING = {"xvector": "vc_model", "xvector_speaker": "vc_model", "ohnn": "vc_model", "ohnn_rand": "vc_model"}
+NEEDS_TRAINING = {"xvector": "vc_model", "xvector_speaker": "vc_model", "ohnn": "vc_model", "ohnn_rand": "vc_model",
+                  "xvector_b1": "vc_model"}
 
 
 def options(group: str) -> list[str]:
@@ -134,7 +135,16 @@ def test_recipe_sweep_points_compose(recipe):
 def test_recipe_anonymizers_instantiate(option):
     cfg = compose([f"anonymizer={option}"])
     assert cfg.anonymizer.name == option
+    if option in NEEDS_TRAINING:
+        with pytest.raises(VpevalError, match=rf"anonymizer\.{NEEDS_TRAINING[option]} is not set: .* python -m "):
+            instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
+        return
     assert callable(instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu"))
+
+
+def test_noe2022_names_the_voice_converter_once_for_its_sweep():
+    cfg = compose(["+experiment=noe2022", "anonymizer=xvector_b1", "vc_model=runs/vc/vc_model"])
+    assert cfg.anonymizer.vc_model == "runs/vc/vc_model"
 
 
 @pytest.mark.parametrize("option", options("attacks"))
