@@ -86,16 +86,16 @@ class Experiment:
             self._attackers[kind] = (model, held_out)
         return self._attackers[kind]
 
+    def embed(self, model: Path, manifest: Path) -> Path:
+        """Embeddings of a list by an attacker (cached)."""
+        return extract.run(model, manifest, self.cache, device=self.device,
+                           extraction=plain(self.cfg.attacker.extraction), team=self.team)
+
     def scores(self, model: Path, held_out: Path, enrolls: Path, trial_utts: Path, trials: Path) -> Path:
         """Score file of one condition: embeddings of both sides, then the backend."""
-        extraction = plain(self.cfg.attacker.extraction)
-
-        def embed(manifest: Path) -> Path:
-            return extract.run(model, manifest, self.cache, device=self.device, extraction=extraction, team=self.team)
-
         training = manifest_path(held_out, "train")
-        return score.run(self.cfg.backend, embed(enrolls), embed(trial_utts), enrolls, trials, self.cache,
-                         training_emb=lambda: (embed(training), training))
+        return score.run(self.cfg.backend, self.embed(model, enrolls), self.embed(model, trial_utts), enrolls,
+                         trials, self.cache, training_emb=lambda: (self.embed(model, training), training))
 
     def records(self) -> list[dict]:
         records = []
@@ -136,18 +136,14 @@ class Experiment:
         if not self.cfg.get("similarity", False) or not self.evaluates_anonymized():
             return {}
         model, _ = self.attacker(ORIGINAL)
-        extraction = plain(self.cfg.attacker.extraction)
-
-        def embed(manifest: Path) -> Path:
-            return extract.run(model, manifest, self.cache, device=self.device, extraction=extraction, team=self.team)
-
         found = {}
         for split_name in self.cfg.eval_splits:
             for g in GENDERS:
                 name = f"{split_name}_trials_{g}"
                 original = self.data(ORIGINAL, name, self.evaluated)
-                folder = similarity.run(embed(original), embed(self.data("anonymized", name, self.evaluated)),
-                                        original, self.cache)
+                anonymized = self.data("anonymized", name, self.evaluated)
+                folder = similarity.run(self.embed(model, original), self.embed(model, anonymized), original,
+                                        self.cache)
                 result = similarity.load(folder)
                 found[f"{split_name}_{g}"] = {"folder": str(folder),
                                               **{k: v for k, v in result.items() if k != "matrices"}}

@@ -659,15 +659,22 @@ def render(rows: dict[str, tuple[str, str, str]]) -> str:
 
 
 def test_catalogue_table_is_current():
-    if len(OBSERVED) < 30:
-        pytest.skip(f"only {len(OBSERVED)} rows ran (run the whole file to check the table)")
+    """The whole table equals the observed one when every row ran; in a partial run (-k) every
+    row that ran is still in the README with the message it produced."""
     table = render(OBSERVED)
     readme = README.read_text()
     start, end = readme_section(readme)
     if os.environ.get("VPEVAL_WRITE_TABLE"):
         README.write_text(readme[:start] + table + "\n" + readme[end:])
         return
-    assert readme[start:end].rstrip("\n") + "\n" == table, "run `python tests/bad_inputs_table.py`"
+    documented = readme[start:end].rstrip("\n") + "\n"
+    rows = [line for line in documented.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    if len(OBSERVED) >= 30:  # the whole file ran
+        assert documented == table, "run `python tests/bad_inputs_table.py`"
+    for line in table.splitlines():
+        if line.startswith("| ") and line[2].isdigit():
+            row = line.split(" ", 2)[2]  # without the row number, which depends on what ran
+            assert any(r.split(" ", 2)[2] == row for r in rows), f"not in README.md: {row}"
 
 
 def readme_section(readme: str) -> tuple[int, int]:

@@ -63,25 +63,26 @@ def _check_audio(lists: dict[str, list[Utterance]], manifests: dict[str, Path], 
 
 
 def _check_ids(lists: dict[str, list[Utterance]], manifests: dict[str, Path], result: Validation) -> None:
-    paths: dict[str, tuple[str, str]] = {}
-    for name, utts in lists.items():
-        for utt in utts:
-            known = paths.setdefault(utt.id, (utt.path, name))
-            if known[0] != utt.path:
-                result.problems.append(f"{manifests[name]}: utterance {utt.id} is {utt.path} here but "
-                                       f"{known[0]} in {known[1]}")
+    _check_one_value(lists, manifests, result, "id", "path", "utterance {} is {} here but {} in {}")
 
 
 def _check_genders(lists: dict[str, list[Utterance]], manifests: dict[str, Path],
                    result: Validation) -> dict[str, str]:
-    genders: dict[str, tuple[str, str]] = {}
+    return _check_one_value(lists, manifests, result, "speaker", "gender", "speaker {} is '{}' here but '{}' in {}")
+
+
+def _check_one_value(lists: dict[str, list[Utterance]], manifests: dict[str, Path], result: Validation,
+                     key: str, field: str, problem: str) -> dict[str, str]:
+    """Every `key` (utterance id, speaker) has one `field` value (path, gender) across the lists;
+    a conflict is a problem named by the list where it appears. Returns key -> first value."""
+    seen: dict[str, tuple[str, str]] = {}
     for name, utts in lists.items():
         for utt in utts:
-            known = genders.setdefault(utt.speaker, (utt.gender, name))
-            if known[0] != utt.gender:
-                result.problems.append(f"{manifests[name]}: speaker {utt.speaker} is '{utt.gender}' here but "
-                                       f"'{known[0]}' in {known[1]}")
-    return {speaker: gender for speaker, (gender, _) in genders.items()}
+            value = getattr(utt, field)
+            known = seen.setdefault(getattr(utt, key), (value, name))
+            if known[0] != value:
+                result.problems.append(f"{manifests[name]}: " + problem.format(getattr(utt, key), value, *known))
+    return {k: value for k, (value, _) in seen.items()}
 
 
 def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, lists: dict[str, list[Utterance]],
