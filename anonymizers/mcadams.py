@@ -1,11 +1,13 @@
-"""McAdams-coefficient anonymisation (VoicePrivacy B2), batched in torch.
+"""McAdams-coefficient anonymisation (VoicePrivacy B2), batched.
 
-Every 20 ms frame (10 ms shift) of every utterance in a batch is processed at once: LPC of
-order 20 by autocorrelation and Levinson-Durbin, the poles of 1/A(z) (companion-matrix
-eigenvalues on CPU, batched Aberth-Ehrlich iterations on CUDA), each complex pole's angle φ
-moved to sign(φ)·min(|φ|^α, π) (real poles kept), the LPC residual re-synthesised through the
-new all-pole filter, and the frames overlap-added. Runs on CUDA when the anonymiser's device
-is CUDA.
+Every 20 ms frame (10 ms shift) of every utterance in a batch is processed in chunks of
+frames: LPC of order 20 by autocorrelation and Levinson-Durbin, the poles of 1/A(z) by
+Aberth-Ehrlich iterations, each complex pole's angle φ moved to sign(φ)·min(|φ|^α, π) (real
+poles kept), the LPC residual re-synthesised through the new all-pole filter, and the frames
+overlap-added. On CUDA every step runs on a whole chunk at once in torch
+(`batched_mcadams_frames`); on CPU a chunk goes through the same steps frame by frame in a
+compiled kernel (`anonymizers.mcadams_kernel`), which is about 3x cheaper there than the
+batched torch steps, and chunks run on several threads.
 
 Numerics (see `anonymizers.mcadams_reference` for the per-frame numpy version and how both
 differ from the VPC code): float64 throughout; periodic Hann analysis/synthesis window
@@ -75,47 +77,6 @@ def levinson_durbin(autocorrelation: torch.Tensor) -> torch.Tensor:
         lpc[:, 1:i + 1] = lpc[:, 1:i + 1] + reflection[:, None] * lpc[:, :i].flip(1)
         error = error * (1.0 - reflection * reflection)
     return lpc
-
-
-def polynomial_roots(coefficients: torch.Tensor) -> torch.Tensor:
-    """Complex roots of the monic polynomials in the rows of `coefficients` (highest degree
-    first). Rows z^n (all lower coefficients exactly zero) get exact zero roots.
-
-    On CPU: eigenvalues of the companion matrices (LAPACK, like `np.roots`), the batch split
-    over torch's intra-op threads; rows z^n (digital silence) skip LAPACK, which is most of
-    the cost. Measured on CPU and slower (see "McAdams speed" in README.md): numpy's
-    stacked `eigvals` and scipy's `dgeev` (OpenBLAS), `dhseqr`/`dlahqr` straight on the
-    companion matrix (already Hessenberg; OpenBLAS, and MKL's own), float32 `eigvals`, and
-    Aberth or Newton iterations warm-started from the previous frame's roots (consecutive
-    frames' roots are not close enough: 18-84 % of frames fail to converge in 6-12 steps).
-    On CUDA: `aberth_roots`, because torch's CUDA eigensolver handles one small matrix at a
-    time (and through the host), far too slow for millions.
-    """
-    monomial = (coefficients[:, 1:] == 0).all(1)
-    if coefficients.is_cuda:
-        roots = aberth_roots(coefficients)
-    else:
-        count, degree = coefficients.shape[0], coefficients.shape[1] - 1
-        roots = torch.zeros(count, degree, dtype=coefficients.dtype.to_complex(), device=coefficients.device)
-        rows = torch.nonzero(~monomial).squeeze(1)
-        if rows.numel():
-            roots[rows] = companion_eigenvalues(coefficients[rows])
-    roots[monomial] = 0
-    return roots
-
-
-def companion_eigenvalues(coefficients: torch.Tensor) -> torch.Tensor:
-    """Roots as eigenvalues of the companion matrices (first row -a1..-an, ones below the
-    diagonal). LAPACK works matrix by matrix, so the batch is split over threads."""
-    count, degree = coefficients.shape[0], coefficients.shape[1] - 1
-    companion = torch.zeros(count, degree, degree, dtype=coefficients.dtype, device=coefficients.device)
-    companion[:, 0, :] = -coefficients[:, 1:]
-    companion.diagonal(offset=-1, dim1=1, dim2=2).fill_(1.0)
-    parts = companion.tensor_split(max(1, min(torch.get_num_threads(), count // 256)))
-    if len(parts) == 1:
-        return torch.linalg.eigvals(companion)
-    with ThreadPoolExecutor(max_workers=len(parts)) as pool:
-        return torch.cat(list(pool.map(torch.linalg.eigvals, parts)))
 
 
 def aberth_roots(coefficients: torch.Tensor) -> torch.Tensor:
@@ -214,13 +175,29 @@ def all_pole_filter(signal: torch.Tensor, denominator: torch.Tensor) -> torch.Te
 
 def mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
     """Anonymise raw frames (rows, float64) with one α per row; returns windowed output frames
-    ready for overlap-add."""
+    ready for overlap-add. On CPU the compiled per-frame kernel
+    (`anonymizers.mcadams_kernel`, about 3x less CPU than the batched steps there), on other
+    devices the batched torch steps (`batched_mcadams_frames`)."""
+    if frames.device.type != "cpu":
+        return batched_mcadams_frames(frames, alpha, window)
+    from anonymizers import mcadams_kernel  # numba: compiled on first use, then cached
+
+    out = np.empty(tuple(frames.shape))
+    mcadams_kernel.mcadams_frames(
+        frames.contiguous().numpy(), alpha.contiguous().numpy(), window.contiguous().numpy(), LPC_ORDER,
+        WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS,
+        out)
+    return torch.from_numpy(out)
+
+
+def batched_mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    """`mcadams_frames` as batched torch steps, every step on all rows at once (any device)."""
     windowed = frames * window
     autocorrelation = torch.stack(
         [(windowed[:, : windowed.shape[1] - k] * windowed[:, k:]).sum(1) for k in range(LPC_ORDER + 1)], 1)
     autocorrelation[:, 0] = autocorrelation[:, 0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
     lpc = levinson_durbin(autocorrelation)
-    new_lpc = polynomial_from_roots(warp_pole_angles(polynomial_roots(lpc), alpha))
+    new_lpc = polynomial_from_roots(warp_pole_angles(aberth_roots(lpc), alpha))
     residual = fir_filter(windowed, lpc)
     return all_pole_filter(residual, new_lpc) * window
 
@@ -231,8 +208,9 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
     of `chunk_frames` (default by device, see DEFAULT_CHUNK_FRAMES); returns float64
     waveforms of the input lengths on the inputs' device.
 
-    On CPU with several torch threads, whole chunks go to that many Python threads and
-    torch's intra-op threads are off for the call (see `single_intra_op_thread`)."""
+    On CPU with several torch threads, whole chunks go to that many Python threads (the
+    compiled kernel releases the GIL) and torch's intra-op threads are off for the call (see
+    `single_intra_op_thread`)."""
     if not waves:
         return []
     workers = torch.get_num_threads() if waves[0].device.type == "cpu" else 1
@@ -294,15 +272,15 @@ def single_intra_op_thread() -> Iterator[None]:
     """torch's intra-op parallelism off for the duration (restored after).
 
     On CPU with several torch threads, `mcadams_waves` gives whole chunks to that many Python
-    threads (torch kernels release the GIL) instead of splitting each of the thousands of
-    small kernels per chunk over OpenMP threads: when other jobs keep the cores busy, every
+    threads (the compiled kernel and torch kernels release the GIL) instead of splitting
+    small torch kernels over OpenMP threads: when other jobs keep the cores busy, every
     OpenMP region waits for a descheduled thread (and idle OpenMP threads spin between
-    regions), and the batched path ran 3-18x slower with 2 threads than with 1. Intra-op
-    threads stay off for the whole call, not only the chunks: a few regions before them
-    left a spinning OpenMP thread that doubled the CPU time. Chunks are independent and
-    overlap-added in order, so the output
-    is the same as with one thread, bit for bit. The setting is process-wide: torch work in
-    other threads during the call also runs on one intra-op thread.
+    regions); with the batched torch steps on CPU, that made 2 threads 3-18x slower than 1.
+    Intra-op threads stay off for the whole call, not only the chunks: a few regions before
+    them left a spinning OpenMP thread that doubled the CPU time. Chunks are independent and
+    overlap-added in order, so the output is the same as with one thread, bit for bit. The
+    setting is process-wide: torch work in other threads during the call also runs on one
+    intra-op thread.
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(1)

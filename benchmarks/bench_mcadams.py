@@ -1,26 +1,28 @@
-"""McAdams throughput: the batched torch implementation against the per-frame numpy/scipy
-reference, in the same run, on speech-like audio (`anonymizers.signals`).
+"""McAdams throughput: vpeval's implementation against the per-frame numpy/scipy reference,
+in the same run, on speech-like audio (`anonymizers.signals`).
 
-    python benchmarks/bench_mcadams.py                       # CPU: batched vs reference
+    python benchmarks/bench_mcadams.py                       # CPU: compiled, batched torch, reference
     python benchmarks/bench_mcadams.py --device cuda --seconds 36000 --batch-seconds 3600
 
-Prints seconds of audio per second for both and their ratio; with a GPU, also hours of audio
-anonymised per minute. Audio is built from `--distinct` different utterances repeated under
+Prints seconds of audio per second for each and the ratios to the reference; also hours of
+audio anonymised per minute. On CPU, vpeval runs the compiled per-frame kernel
+(`anonymizers.mcadams_kernel`); the batched torch steps (what runs on CUDA) are timed on CPU
+too, for comparison. Audio is built from `--distinct` different utterances repeated under
 different ids (so every copy gets its own α), to keep generation time small.
 
-On a shared machine the load changes from second to second, so `--repeats` runs the batched
-implementation and the reference alternately, each repeat giving its own ratio, and the
-summary gives the range over repeats. The batched time spent in the CPU root finder (LAPACK
-eigenvalues of the companion matrices) is measured on the way and reported as a share.
+On a shared machine the load changes from second to second, so `--repeats` runs the
+implementations and the reference in turn, each repeat giving its own ratios, and the
+summary gives the range over repeats.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -58,18 +60,15 @@ def time_batched(anonymizer: McAdams, waves: list[np.ndarray], batch_seconds: fl
     return time.perf_counter() - start, time.process_time() - start_cpu
 
 
-class Stopwatch:
-    """Wraps a function and adds up the wall time spent in it."""
-
-    def __init__(self, function: Callable):
-        self.function, self.seconds = function, 0.0
-
-    def __call__(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return self.function(*args, **kwargs)
-        finally:
-            self.seconds += time.perf_counter() - start
+@contextlib.contextmanager
+def batched_torch_steps_on_cpu() -> Iterator[None]:
+    """Run the batched torch steps on CPU too (vpeval uses the compiled kernel there)."""
+    compiled = mcadams_module.mcadams_frames
+    mcadams_module.mcadams_frames = mcadams_module.batched_mcadams_frames
+    try:
+        yield
+    finally:
+        mcadams_module.mcadams_frames = compiled
 
 
 def time_reference(waves: list[np.ndarray]) -> tuple[float, float]:
@@ -109,37 +108,42 @@ def main() -> None:
     audio_seconds = sum(len(w) for w in waves) / RATE
     reference_waves = corpus(args.reference_seconds, args.utterance_seconds, args.distinct)
     reference_audio = sum(len(w) for w in reference_waves) / RATE
-    time_batched(anonymizer, waves[:1], args.batch_seconds)  # warm-up: allocations, CUDA context
-    eigenvalues = Stopwatch(mcadams_module.companion_eigenvalues)
-    mcadams_module.companion_eigenvalues = eigenvalues
-
     device = anonymizer.device
+    implementations = {"vpeval": contextlib.nullcontext}
+    if device.type == "cpu":
+        implementations = {"compiled kernel (vpeval on CPU)": contextlib.nullcontext,
+                           "batched torch steps": batched_torch_steps_on_cpu}
+    for steps in implementations.values():  # warm-up: compilation, allocations, CUDA context
+        with steps():
+            time_batched(anonymizer, waves[:1], args.batch_seconds)
+
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     chunk = args.chunk_frames or DEFAULT_CHUNK_FRAMES[device.type]
     print(f"date: {datetime.date.today()}  torch {torch.__version__}  device: {device} ({name})  "
           f"cpu threads: {torch.get_num_threads()}  chunk_frames: {chunk}  cores: {os.cpu_count()}")
-    print(f"batched: {audio_seconds:.1f} s of audio per repeat; reference: {reference_audio:.1f} s per repeat")
-    rates, reference_rates, ratios, cpu_ratios, loads, root_shares = [], [], [], [], [], []
+    print(f"{audio_seconds:.1f} s of audio per repeat and implementation; reference: {reference_audio:.1f} s")
+    rates = {label: [] for label in implementations}
+    ratios = {label: [] for label in implementations}
+    cpu_ratios = {label: [] for label in implementations}
+    reference_rates, loads = [], []
     for repeat in range(args.repeats):
-        eigenvalues.seconds = 0.0
-        batched, batched_cpu = time_batched(anonymizer, waves, args.batch_seconds)
-        root_shares.append(eigenvalues.seconds / batched)
         reference, reference_cpu = time_reference(reference_waves)
-        rates.append(audio_seconds / batched)
         reference_rates.append(reference_audio / reference)
-        ratios.append(rates[-1] / reference_rates[-1])
-        cpu_ratios.append((reference_cpu / reference_audio) / (batched_cpu / audio_seconds))
+        line = f"repeat {repeat + 1}: reference {reference_rates[-1]:5.1f} s/s"
+        for label, steps in implementations.items():
+            with steps():
+                wall, cpu = time_batched(anonymizer, waves, args.batch_seconds)
+            rates[label].append(audio_seconds / wall)
+            ratios[label].append(rates[label][-1] / reference_rates[-1])
+            cpu_ratios[label].append((reference_cpu / reference_audio) / (cpu / audio_seconds))
+            line += f" | {label.split(' (')[0]} {rates[label][-1]:7.1f} s/s, {ratios[label][-1]:.1f}x"
         loads.append(os.getloadavg()[0])
-        print(f"repeat {repeat + 1}: batched {rates[-1]:8.1f} s/s ({batched:.2f} s wall, {batched_cpu:.2f} s CPU, "
-              f"{100 * root_shares[-1]:.0f} % in LAPACK roots)  reference {reference_rates[-1]:6.1f} s/s "
-              f"({reference:.2f} s wall, {reference_cpu:.2f} s CPU)  speed-up {ratios[-1]:.1f}x wall, "
-              f"{cpu_ratios[-1]:.1f}x CPU  load {loads[-1]:.1f}", flush=True)
-    print(f"batched torch : {span(rates)} s of audio per s = {span([r / 60 for r in rates], 2)} h of audio per minute")
-    print(f"reference     : {span(reference_rates)} s/s (numpy/scipy, one frame at a time)")
-    print(f"speed-up      : {span(ratios)}x wall, {span(cpu_ratios)}x in CPU time")
-    if device.type == "cpu":
-        print(f"LAPACK roots  : {span([100 * r for r in root_shares], 0)} % of the batched wall time (summed over threads)")
-    print(f"load average  : {span(loads)} (1-minute, after each repeat)")
+        print(f"{line} | load {loads[-1]:.1f}", flush=True)
+    print(f"reference (numpy/scipy, one frame at a time): {span(reference_rates)} s of audio per s")
+    for label in implementations:
+        print(f"{label}: {span(rates[label])} s/s = {span([r / 60 for r in rates[label]], 2)} h of audio per "
+              f"minute; {span(ratios[label])}x the reference in wall time, {span(cpu_ratios[label])}x in CPU time")
+    print(f"load average: {span(loads)} (1-minute, after each repeat)")
 
 
 if __name__ == "__main__":
