@@ -173,25 +173,38 @@ def all_pole_filter(signal: torch.Tensor, denominator: torch.Tensor) -> torch.Te
     return history[:length].T
 
 
-def mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
-    """Anonymise raw frames (rows, float64) with one α per row; returns windowed output frames
-    ready for overlap-add. On CPU the compiled per-frame kernel
+def overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha: torch.Tensor,
+                         window: torch.Tensor, shift: int) -> torch.Tensor:
+    """The frames `frame_index` (ascending; frame m starts at sample m * shift) of `signal`
+    (float64) anonymised with one α each, windowed and overlap-added in order into one segment
+    that starts at sample frame_index[0] * shift. On CPU the compiled per-frame kernel
     (`anonymizers.mcadams_kernel`, about 3x less CPU than the batched steps there), on other
-    devices the batched torch steps (`batched_mcadams_frames`)."""
-    if frames.device.type != "cpu":
-        return batched_mcadams_frames(frames, alpha, window)
+    devices the batched torch steps (`batched_overlap_added_frames`)."""
+    if signal.device.type != "cpu":
+        return batched_overlap_added_frames(signal, frame_index, alpha, window, shift)
     from anonymizers import mcadams_kernel  # numba: compiled on first use, then cached
 
-    out = np.empty(tuple(frames.shape))
-    mcadams_kernel.mcadams_frames(
-        frames.contiguous().numpy(), alpha.contiguous().numpy(), window.contiguous().numpy(), LPC_ORDER,
+    segment = np.zeros(int(frame_index[-1] - frame_index[0]) * shift + len(window))
+    mcadams_kernel.overlap_added_frames(
+        signal.numpy(), frame_index.numpy(), alpha.contiguous().numpy(), window.numpy(), shift, LPC_ORDER,
         WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS,
-        out)
-    return torch.from_numpy(out)
+        segment)
+    return torch.from_numpy(segment)
+
+
+def batched_overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha: torch.Tensor,
+                                 window: torch.Tensor, shift: int) -> torch.Tensor:
+    """`overlap_added_frames` with the batched torch steps (any device)."""
+    processed = batched_mcadams_frames(signal.unfold(0, len(window), shift)[frame_index], alpha, window)
+    taps = torch.arange(len(window), device=signal.device)
+    positions = (frame_index - frame_index[0])[:, None] * shift + taps
+    segment = torch.zeros(int(positions[-1, -1]) + 1, dtype=signal.dtype, device=signal.device)
+    return segment.index_add_(0, positions.reshape(-1), processed.reshape(-1))
 
 
 def batched_mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
-    """`mcadams_frames` as batched torch steps, every step on all rows at once (any device)."""
+    """Raw frames (rows, float64) anonymised with one α per row by batched torch steps, every
+    step on all rows at once (any device); returns windowed frames ready for overlap-add."""
     windowed = frames * window
     autocorrelation = torch.stack(
         [(windowed[:, : windowed.shape[1] - k] * windowed[:, k:]).sum(1) for k in range(LPC_ORDER + 1)], 1)
@@ -242,13 +255,12 @@ def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], 
         frame_alpha.append(torch.full((num_frames,), float(alpha), dtype=torch.float64))
     frame_index = torch.cat(frame_index).to(device)
     frame_alpha = torch.cat(frame_alpha).to(device)
-    all_frames = signal.unfold(0, win_length, shift)
     output = torch.zeros_like(signal)
-    taps = torch.arange(win_length, device=device)
 
-    def process(begin: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def process(begin: int) -> tuple[int, torch.Tensor]:
         index = frame_index[begin:begin + chunk_frames]
-        return index, mcadams_frames(all_frames[index], frame_alpha[begin:begin + chunk_frames], window)
+        alpha = frame_alpha[begin:begin + chunk_frames]
+        return int(index[0]) * shift, overlap_added_frames(signal, index, alpha, window, shift)
 
     begins = range(0, len(frame_index), chunk_frames)
     with contextlib.ExitStack() as stack:
@@ -257,8 +269,8 @@ def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], 
             chunks = pool.map(process, begins)
         else:
             chunks = map(process, begins)
-        for index, processed in chunks:  # in chunk order, whichever thread computed them
-            output.index_add_(0, (index[:, None] * shift + taps).reshape(-1), processed.reshape(-1))
+        for first, segment in chunks:  # in chunk order, whichever thread computed them
+            output[first:first + len(segment)] += segment
     results = []
     for wave, start in zip(waves, starts[:-1]):
         offset = int(start) + win_length - shift

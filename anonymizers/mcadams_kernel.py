@@ -26,21 +26,26 @@ import numpy as np
 from numba import njit
 
 @njit(cache=True, nogil=True)
-def mcadams_frames(frames, alphas, window, order, white_noise_correction, autocorrelation_floor,
-                   real_pole_tolerance, root_tolerance, max_iterations, out):
-    """Anonymise raw frames (rows of `frames`, float64) with one α per row into `out`
-    (windowed output frames, ready for overlap-add). The constants are arguments (those of
-    `anonymizers.mcadams`), so that numba's cache never keeps stale ones."""
-    count, length = frames.shape
+def overlap_added_frames(signal, frame_index, alphas, window, shift, order, white_noise_correction,
+                         autocorrelation_floor, real_pole_tolerance, root_tolerance, max_iterations, segment):
+    """Anonymise the frames `frame_index` (ascending) of `signal` (frame m: samples from
+    m * shift, float64) with one α each, window them and overlap-add them, in order, into
+    `segment` (zeros in; sample 0 is sample frame_index[0] * shift of the signal). The
+    constants are arguments (those of `anonymizers.mcadams`), so that numba's cache never
+    keeps stale ones."""
+    length = len(window)
+    first = frame_index[0] * shift
     windowed = np.zeros(length + order)  # zero tail: lags and filter states read past the end
     autocorrelation = np.empty(order + 1)
     lpc = np.empty(order + 1)
     new_lpc = np.empty(order + 1)
     poles = np.empty(order, np.complex128)
-    signal = np.empty(length + order)
-    for row in range(count):
+    filtered = np.empty(length + order)
+    for row in range(len(frame_index)):
+        start = frame_index[row] * shift
+        frame, out = signal[start:start + length], segment[start - first:start - first + length]
         for n in range(length):
-            windowed[n] = frames[row, n] * window[n]
+            windowed[n] = frame[n] * window[n]
         autocorrelate(windowed, length, autocorrelation)
         autocorrelation[0] = autocorrelation[0] * (1.0 + white_noise_correction) + autocorrelation_floor
         levinson_durbin(autocorrelation, lpc)
@@ -48,10 +53,10 @@ def mcadams_frames(frames, alphas, window, order, white_noise_correction, autoco
             poles[:] = companion_eigenvalues(lpc)
         warp_pole_angles(poles, alphas[row], real_pole_tolerance)
         polynomial_from_roots(poles, new_lpc)
-        fir_filter(windowed, length, lpc, signal)
-        all_pole_filter(signal, length, new_lpc)
+        fir_filter(windowed, length, lpc, filtered)
+        all_pole_filter(filtered, length, new_lpc)
         for n in range(length):
-            out[row, n] = signal[n] * window[n]
+            out[n] += filtered[n] * window[n]
 
 
 @njit(cache=True, nogil=True)

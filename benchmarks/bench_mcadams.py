@@ -63,12 +63,12 @@ def time_batched(anonymizer: McAdams, waves: list[np.ndarray], batch_seconds: fl
 @contextlib.contextmanager
 def batched_torch_steps_on_cpu() -> Iterator[None]:
     """Run the batched torch steps on CPU too (vpeval uses the compiled kernel there)."""
-    compiled = mcadams_module.mcadams_frames
-    mcadams_module.mcadams_frames = mcadams_module.batched_mcadams_frames
+    compiled = mcadams_module.overlap_added_frames
+    mcadams_module.overlap_added_frames = mcadams_module.batched_overlap_added_frames
     try:
         yield
     finally:
-        mcadams_module.mcadams_frames = compiled
+        mcadams_module.overlap_added_frames = compiled
 
 
 def time_reference(waves: list[np.ndarray]) -> tuple[float, float]:

@@ -12,7 +12,7 @@ from anonymizers.mcadams import (
     McAdams,
     aberth_roots,
     all_pole_filter,
-    batched_mcadams_frames,
+    batched_overlap_added_frames,
     fir_filter,
     levinson_durbin,
     mcadams_waves,
@@ -100,7 +100,7 @@ def implementation(request, monkeypatch):
     """McAdams on CPU as vpeval runs it (the compiled kernel), or with the batched torch
     steps that run on CUDA."""
     if request.param == "batched torch":
-        monkeypatch.setattr("anonymizers.mcadams.mcadams_frames", batched_mcadams_frames)
+        monkeypatch.setattr("anonymizers.mcadams.overlap_added_frames", batched_overlap_added_frames)
     return request.param
 
 
