@@ -306,8 +306,13 @@ def peak_matched(output: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     """`output` scaled so that its peak equals the reference's (silence stays silence)."""
     if output.numel() == 0:
         return output
-    peak = output.abs().max().clamp_min(torch.finfo(output.dtype).tiny)
-    return output * (reference.abs().max() / peak)
+    return output * (peak_level(reference) / peak_level(output).clamp_min(torch.finfo(output.dtype).tiny))
+
+
+def peak_level(signal: torch.Tensor) -> torch.Tensor:
+    """max |signal| without an |signal| copy."""
+    low, high = torch.aminmax(signal)
+    return torch.maximum(high, -low)
 
 
 class McAdams(Anonymizer):

@@ -25,6 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
+
 @njit(cache=True, nogil=True)
 def overlap_added_frames(signal, frame_index, alphas, window, shift, order, white_noise_correction,
                          autocorrelation_floor, real_pole_tolerance, root_tolerance, max_iterations, segment):
