@@ -103,6 +103,9 @@ class Anonymizer(ABC):
             seeds=[stable_seed(self.seed, key) for key in keys],
             sample_rate=sample_rate,
         )
+        for utterance, wave in zip(batch.utt_ids, batch.waves):
+            if not torch.isfinite(wave).all():
+                raise VpevalError(f"{type(self).__name__}: utterance {utterance} has non-finite samples (NaN or inf)")
         outputs = self.anonymize(batch)
         if len(outputs) != len(batch.waves):
             raise VpevalError(f"{type(self).__name__} returned {len(outputs)} waveforms for {len(batch.waves)} inputs")

@@ -217,6 +217,15 @@ def test_bad_alpha_is_a_config_error(alpha):
         McAdams(alpha=alpha, device="cpu")
 
 
+def test_non_finite_input_is_refused_by_name():
+    """Regression: a NaN sample reached the compiled kernel's LAPACK fallback and surfaced as
+    a bare numpy LinAlgError; every anonymiser now refuses it, naming the utterance."""
+    wave = speech_like(0.2, 19)
+    wave[50] = np.nan
+    with pytest.raises(VpevalError, match="utterance bad1 has non-finite samples"):
+        McAdams(device="cpu")([wave], ["bad1"], ["s"], RATE)
+
+
 def test_wrong_sample_rate_is_refused():
     with pytest.raises(VpevalError, match="16000 Hz"):
         McAdams(device="cpu")([np.zeros(800, np.float32)], ["u"], ["s"], 8000)

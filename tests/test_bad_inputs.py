@@ -194,6 +194,28 @@ def test_truncated_audio(prepared, tmp_path):
            validation_error(prepared), tmp_path, "truncated.wav")
 
 
+def test_non_finite_audio(prepared, tmp_path):
+    path = tmp_path / "diverged.wav"
+    samples = tone(SECONDS, 120).astype(np.float32)
+    samples[100] = np.nan
+    sf.write(path, samples, RATE, subtype="FLOAT")
+    point_audio(prepared, "e1-tri", path)
+    record("non-finite", "float audio file with a NaN sample", "validate", validation_error(prepared), tmp_path,
+           "diverged.wav", "non-finite", "sample 100")
+
+
+def test_non_finite_audio_read_directly(tmp_path):
+    """Stages that read audio without validation (and the library API) refuse it too."""
+    from pipeline.data.audio import read_audio
+
+    path = tmp_path / "loud.wav"
+    samples = tone(SECONDS, 120).astype(np.float32)
+    samples[7] = np.inf
+    sf.write(path, samples, RATE, subtype="FLOAT")
+    record("non-finite-read", "float audio file with an infinite sample, read by a stage", "any stage (audio reader)",
+           raised(read_audio, path), tmp_path, "loud.wav", "sample 7")
+
+
 def test_non_audio_file(prepared, tmp_path):
     path = tmp_path / "transcript.flac"
     path.write_text("THIS IS A TRANSCRIPT NOT AUDIO\n")

@@ -43,12 +43,26 @@ def read_audio(path: str | Path, sample_rate: int | None = None, *, mix: bool = 
         raise VpevalError(f"{path}: {reason}") from None
     if wav.shape[0] == 0:
         raise VpevalError(f"{path}: empty audio (0 samples)")
+    if (first := first_non_finite(wav)) is not None:
+        raise VpevalError(f"{path}: non-finite samples (NaN or inf), first at sample {first}")
     if wav.shape[1] > 1 and not mix:
         raise VpevalError(f"{path}: {wav.shape[1]} channels, expected mono")
     wav = wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]
     if sample_rate is not None and rate != sample_rate:
         wav = resample(wav, rate, sample_rate)
     return np.ascontiguousarray(wav, dtype=np.float32)
+
+
+def first_non_finite(samples: np.ndarray) -> int | None:
+    """Index of the first sample (row) holding a NaN or an infinity, or None.
+
+    >>> first_non_finite(np.array([0.0, np.nan, np.inf]))
+    1
+    """
+    bad = ~np.isfinite(samples)
+    if samples.ndim > 1:
+        bad = bad.any(axis=tuple(range(1, samples.ndim)))
+    return int(np.argmax(bad)) if bad.any() else None
 
 
 def audio_info(path: str | Path) -> tuple[int, int, int]:
@@ -72,18 +86,24 @@ def write_audio(path: str | Path, wav, sample_rate: int) -> Path:
 def decode_problem(path: str | Path, sample_rate: int, duration: float, tolerance: float = 0.01) -> str | None:
     """What is wrong with a manifest entry's audio after decoding it fully, or None.
 
-    Checks that the file exists and decodes to the end, is mono, non-empty, at `sample_rate`,
-    and `duration` seconds long (within `tolerance`), which catches truncated files whose
-    header still promises the full length.
+    Checks that the file exists and decodes to the end, is mono, non-empty, finite (a float
+    file can hold NaN or inf), at `sample_rate`, and `duration` seconds long (within
+    `tolerance`), which catches truncated files whose header still promises the full length.
     """
     if not Path(path).is_file():
         return f"audio file {path} is missing"
+    frames, first_bad = 0, None
     try:
         with sf.SoundFile(str(path)) as handle:
             rate, channels = handle.samplerate, handle.channels
-            frames = sum(len(block) for block in handle.blocks(1 << 16, dtype="int16", always_2d=True))
+            for block in handle.blocks(1 << 16, dtype="float32", always_2d=True):
+                if first_bad is None and (bad := first_non_finite(block)) is not None:
+                    first_bad = frames + bad
+                frames += len(block)
     except (sf.LibsndfileError, RuntimeError, OSError) as exc:
         return f"cannot decode {path} ({exc})"
+    if first_bad is not None:
+        return f"{path} has non-finite samples (NaN or inf), first at sample {first_bad}"
     if frames == 0:
         return f"{path} is empty (0 samples)"
     if channels != 1:
