@@ -33,7 +33,7 @@ from pipeline.errors import VpevalError
 
 WINDOW_SECONDS = 0.02
 SHIFT_SECONDS = 0.01
-LPC_ORDER = 20
+LPC_ORDER = 20  # the default, as in the VPC code (`lp_order`)
 # Autocorrelation regularisation: r[0] * (1 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR,
 # i.e. white noise at -90 dB under the frame, and a floor that keeps all-zero frames defined.
 WHITE_NOISE_CORRECTION = 1e-9
@@ -174,40 +174,41 @@ def all_pole_filter(signal: torch.Tensor, denominator: torch.Tensor) -> torch.Te
 
 
 def overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha: torch.Tensor,
-                         window: torch.Tensor, shift: int) -> torch.Tensor:
+                         window: torch.Tensor, shift: int, lpc_order: int) -> torch.Tensor:
     """The frames `frame_index` (ascending; frame m starts at sample m * shift) of `signal`
     (float64) anonymised with one α each, windowed and overlap-added in order into one segment
     that starts at sample frame_index[0] * shift. On CPU the compiled per-frame kernel
     (`anonymizers.mcadams_kernel`, about 3x less CPU than the batched steps there), on other
     devices the batched torch steps (`batched_overlap_added_frames`)."""
     if signal.device.type != "cpu":
-        return batched_overlap_added_frames(signal, frame_index, alpha, window, shift)
+        return batched_overlap_added_frames(signal, frame_index, alpha, window, shift, lpc_order)
     from anonymizers import mcadams_kernel  # numba: compiled on first use, then cached
 
     segment = np.zeros(int(frame_index[-1] - frame_index[0]) * shift + len(window))
     mcadams_kernel.overlap_added_frames(
-        signal.numpy(), frame_index.numpy(), alpha.contiguous().numpy(), window.numpy(), shift, LPC_ORDER,
+        signal.numpy(), frame_index.numpy(), alpha.contiguous().numpy(), window.numpy(), shift, lpc_order,
         WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS,
         segment)
     return torch.from_numpy(segment)
 
 
 def batched_overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha: torch.Tensor,
-                                 window: torch.Tensor, shift: int) -> torch.Tensor:
+                                 window: torch.Tensor, shift: int, lpc_order: int) -> torch.Tensor:
     """`overlap_added_frames` with the batched torch steps (any device)."""
-    processed = batched_mcadams_frames(signal.unfold(0, len(window), shift)[frame_index], alpha, window)
+    processed = batched_mcadams_frames(signal.unfold(0, len(window), shift)[frame_index], alpha, window, lpc_order)
     taps = torch.arange(len(window), device=signal.device)
     positions = (frame_index - frame_index[0])[:, None] * shift + taps
     segment = torch.zeros(int(positions[-1, -1]) + 1, dtype=signal.dtype, device=signal.device)
     return segment.index_add_(0, positions.reshape(-1), processed.reshape(-1))
 
 
-def batched_mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+def batched_mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor,
+                           lpc_order: int) -> torch.Tensor:
     """Raw frames (rows, float64) anonymised with one α per row by batched torch steps, every
     step on all rows at once (any device); returns windowed frames ready for overlap-add."""
     windowed = frames * window
     autocorrelation = torch.stack(
-        [(windowed[:, : windowed.shape[1] - k] * windowed[:, k:]).sum(1) for k in range(LPC_ORDER + 1)], 1)
+        [(windowed[:, : windowed.shape[1] - k] * windowed[:, k:]).sum(1) for k in range(lpc_order + 1)], 1)
     autocorrelation[:, 0] = autocorrelation[:, 0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
     lpc = levinson_durbin(autocorrelation)
     new_lpc = polynomial_from_roots(warp_pole_angles(aberth_roots(lpc), alpha))
@@ -216,7 +217,7 @@ def batched_mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: to
 
 
 def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample_rate: int,
-                  chunk_frames: int | None = None) -> list[torch.Tensor]:
+                  chunk_frames: int | None = None, lpc_order: int = LPC_ORDER) -> list[torch.Tensor]:
     """McAdams on a list of 1-D waveforms (one α each), all frames batched together in chunks
     of `chunk_frames` (default by device, see DEFAULT_CHUNK_FRAMES); returns float64
     waveforms of the input lengths on the inputs' device.
@@ -228,13 +229,13 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
         return []
     workers = torch.get_num_threads() if waves[0].device.type == "cpu" else 1
     if workers == 1:
-        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, workers)
+        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, lpc_order, workers)
     with single_intra_op_thread():
-        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, workers)
+        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, lpc_order, workers)
 
 
 def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample_rate: int,
-                        chunk_frames: int | None, workers: int) -> list[torch.Tensor]:
+                        chunk_frames: int | None, lpc_order: int, workers: int) -> list[torch.Tensor]:
     """`mcadams_waves` with chunks spread over `workers` Python threads (1: in this thread)."""
     win_length, shift = frame_geometry(sample_rate)
     if win_length % shift:
@@ -260,7 +261,7 @@ def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], 
     def process(begin: int) -> tuple[int, torch.Tensor]:
         index = frame_index[begin:begin + chunk_frames]
         alpha = frame_alpha[begin:begin + chunk_frames]
-        return int(index[0]) * shift, overlap_added_frames(signal, index, alpha, window, shift)
+        return int(index[0]) * shift, overlap_added_frames(signal, index, alpha, window, shift, lpc_order)
 
     begins = range(0, len(frame_index), chunk_frames)
     with contextlib.ExitStack() as stack:
@@ -322,15 +323,20 @@ class McAdams(Anonymizer):
         alpha: a number (fixed coefficient, VPC 2020: 0.8) or [low, high] (drawn uniformly
             per utterance or per speaker, following `level`, from the batch seed; VPC 2024:
             [0.5, 0.9] per utterance).
-        chunk_frames: frames processed together; None: 4096 on CPU (cache-friendly, measured
-            fastest), 131072 on CUDA (about 5 GB of GPU memory; larger amortises kernel
-            launches further).
+        lpc_order: order of the LPC analysis (VPC: 20); the poles of its all-pole model are
+            the ones warped.
+        chunk_frames: frames processed together; None: 4096 on CPU, 131072 on CUDA (about 5
+            GB of GPU memory; larger amortises kernel launches further).
         **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`).
     """
 
-    def __init__(self, alpha: float | Sequence[float] = 0.8, chunk_frames: int | None = None, **common):
+    def __init__(self, alpha: float | Sequence[float] = 0.8, lpc_order: int = LPC_ORDER,
+                 chunk_frames: int | None = None, **common):
         super().__init__(**common)
         self.alpha_range = parse_alpha(alpha)
+        if isinstance(lpc_order, bool) or not isinstance(lpc_order, int) or not 1 <= lpc_order <= 100:
+            raise VpevalError(f"anonymizer.lpc_order must be an integer from 1 to 100, got {lpc_order!r}")
+        self.lpc_order = lpc_order
         if chunk_frames is not None and int(chunk_frames) < 1:
             raise VpevalError(f"anonymizer.chunk_frames must be a positive integer or null, got {chunk_frames!r}")
         self.chunk_frames = None if chunk_frames is None else int(chunk_frames)
@@ -344,7 +350,7 @@ class McAdams(Anonymizer):
 
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:
         alphas = [self.alpha_for(seed) for seed in batch.seeds]
-        return mcadams_waves(batch.waves, alphas, batch.sample_rate, self.chunk_frames)
+        return mcadams_waves(batch.waves, alphas, batch.sample_rate, self.chunk_frames, self.lpc_order)
 
 
 def parse_alpha(alpha) -> tuple[float, float]:

@@ -42,14 +42,14 @@ from anonymizers.mcadams import (
 )
 
 
-def mcadams_frame(frame: np.ndarray, alpha: float, window: np.ndarray) -> np.ndarray:
+def mcadams_frame(frame: np.ndarray, alpha: float, window: np.ndarray, lpc_order: int = LPC_ORDER) -> np.ndarray:
     """One raw frame in, one windowed anonymised frame out."""
     windowed = frame * window
-    autocorrelation = np.correlate(windowed, windowed, "full")[len(windowed) - 1:len(windowed) + LPC_ORDER].copy()
+    autocorrelation = np.correlate(windowed, windowed, "full")[len(windowed) - 1:len(windowed) + lpc_order].copy()
     autocorrelation[0] = autocorrelation[0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
     lpc = np.concatenate([[1.0], scipy.linalg.solve_toeplitz(autocorrelation[:-1], -autocorrelation[1:])])
     poles = np.roots(lpc)
-    poles = np.concatenate([poles, np.zeros(LPC_ORDER - len(poles))])  # np.roots drops zero roots
+    poles = np.concatenate([poles, np.zeros(lpc_order - len(poles))])  # np.roots drops zero roots
     angle = np.angle(poles)
     warped = np.abs(poles) * np.exp(1j * np.sign(angle) * np.minimum(np.abs(angle) ** alpha, np.pi))
     new_poles = np.where(np.abs(poles.imag) <= REAL_POLE_TOLERANCE, poles.real, warped)
@@ -58,7 +58,8 @@ def mcadams_frame(frame: np.ndarray, alpha: float, window: np.ndarray) -> np.nda
     return scipy.signal.lfilter([1.0], new_lpc, residual) * window
 
 
-def mcadams_reference(wave: np.ndarray, alpha: float, sample_rate: int = 16000) -> np.ndarray:
+def mcadams_reference(wave: np.ndarray, alpha: float, sample_rate: int = 16000,
+                      lpc_order: int = LPC_ORDER) -> np.ndarray:
     """McAdams of one 1-D waveform with coefficient `alpha`; float64 output of the same length.
 
     >>> mcadams_reference(np.zeros(100), 0.8).shape
@@ -74,7 +75,7 @@ def mcadams_reference(wave: np.ndarray, alpha: float, sample_rate: int = 16000) 
     output = np.zeros(length)
     for m in range(num_frames):
         span = slice(m * shift, m * shift + win_length)
-        output[span] += mcadams_frame(padded[span], alpha, window)
+        output[span] += mcadams_frame(padded[span], alpha, window, lpc_order)
     output = output[offset:offset + len(wave)]
     peak = np.abs(output).max(initial=0.0)
     return output * (np.abs(wave).max() / peak) if peak > 0 else output

@@ -117,6 +117,16 @@ def test_matches_per_frame_reference(implementation, alpha):
         assert np.abs(output.numpy() - reference).max() <= 1e-6 * np.abs(wave).max()
 
 
+@pytest.mark.parametrize("lpc_order", [8, 12])
+def test_other_lpc_order_matches_reference(implementation, lpc_order):
+    """`lpc_order` reaches every step of both implementations (tolerance as above)."""
+    wave = speech_like(0.4, 21)
+    (output,) = mcadams_waves([torch.from_numpy(wave)], [0.7], RATE, lpc_order=lpc_order)
+    reference = mcadams_reference(wave, 0.7, lpc_order=lpc_order)
+    assert np.abs(output.numpy() - reference).max() <= 1e-6 * np.abs(wave).max()
+    assert np.abs(reference - mcadams_reference(wave, 0.7)).max() > 1e-3 * np.abs(wave).max()
+
+
 def test_compiled_kernel_falls_back_to_lapack_for_unconverged_roots(monkeypatch):
     """One Aberth sweep converges no speech frame (digital silence needs none); every other
     frame then takes LAPACK's roots and the output still matches the reference (tolerance
@@ -215,6 +225,12 @@ def test_speaker_level_gives_one_alpha_per_speaker():
 def test_bad_alpha_is_a_config_error(alpha):
     with pytest.raises(VpevalError, match="anonymizer.alpha"):
         McAdams(alpha=alpha, device="cpu")
+
+
+@pytest.mark.parametrize("lpc_order", [0, 101, 2.5, "20", True])
+def test_bad_lpc_order_is_a_config_error(lpc_order):
+    with pytest.raises(VpevalError, match="anonymizer.lpc_order"):
+        McAdams(lpc_order=lpc_order, device="cpu")
 
 
 def test_non_finite_input_is_refused_by_name():
