@@ -7,11 +7,15 @@ aggregate (`<sweep>/aggregate/` by default) holds:
 - `results.json`: {"jobs", "failed", "records" (each with its job), "detection" (every
   distinct (attack, evaluated, attacker) pair, judged against the line of the sweep's
   matched pairs or of a reference file), "detection_fit"};
-- `results.csv` (every record of every job), `report.md`, `report.html`, `figures/`:
-  the EER matrix (attacker system x evaluated system) and the EER_val vs EER_test scatter.
+- `results.csv` (every record of every job), `similarity.csv` (the voice similarity
+  metrics of every evaluated system and set, when the jobs measured them), `report.md`,
+  `report.html`, `figures/`: the EER matrix (attacker system x evaluated system) and the
+  EER_val vs EER_test scatter.
 
 `vpeval aggregate DIR` runs it; a multirun runs it after every job (`pipeline.sweep`).
-A point that appears in several jobs (e.g. OO, shared by every job) is judged once.
+A point that appears in several jobs (e.g. OO, shared by every job) is judged once, and
+voice similarity (one per evaluated system, whatever the attacker) is listed once per
+similarity-stage folder.
 
 >>> aggregate(Path("data/runs/mismatch_full-multirun/2026-01-01_00-00-00"))  # doctest: +SKIP
 """
@@ -25,8 +29,9 @@ from pathlib import Path
 from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import write_json, write_text
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
+from pipeline.report.tables import decibels, percent
 from pipeline.stages import detect
-from pipeline.stages.report import detection_sections
+from pipeline.stages.report import detection_sections, similarity_rows
 
 RESULTS = Path("report") / "results.json"
 FAILED = "failed.json"
@@ -82,7 +87,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
     if not finished and not failed:
         raise input_error(sweep, f"no job folder here (none holds {RESULTS} or {FAILED}): give the multirun folder")
     out = Path(out) if out is not None else sweep / OUT
-    jobs, records, rows, seen = [], [], [], set()
+    jobs, records, rows, seen, similarity, measured = [], [], [], set(), [], set()
     for job, results in finished:
         name = str(job.relative_to(sweep))
         jobs.append({"job": name, "overrides": job_overrides(job), "config": results.get("config", {}),
@@ -93,11 +98,18 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
             if key not in seen:
                 seen.add(key)
                 rows.append({"job": name, **{k: row[k] for k in row if k in PAIR_KEYS}})
+        evaluated = results.get("config", {}).get("anonymizer")
+        for row in similarity_rows(results.get("similarity", {})):
+            if row["folder"] not in measured:
+                measured.add(row["folder"])
+                similarity.append({"job": name, "anonymizer": evaluated, **row})
     points = detect.read_reference(reference) if reference else None
     judged, fit = detect.assess(rows, reference=points, false_alarm=false_alarm)
     write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "records": records,
                                       "detection": judged, "detection_fit": fit})
     write_text(out / "results.csv", results_csv(records))
+    if similarity:
+        write_text(out / "similarity.csv", results_csv(similarity))
     sections = [
         Section("Jobs", f"{len(finished)} finished, {len(failed)} failed under {sweep}.",
                 tables=[(["job", "overrides", "evaluated", "attacker trained on"],
@@ -112,6 +124,18 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
             "from the cache, so only the failed ones do work.",
             tables=[(["job", "overrides", "error"], [[f["job"], " ".join(f["overrides"]), f["error"]] for f in failed])]))
     sections += detection_sections(judged, fit, out / "figures")
+    if similarity:
+        variants = sorted({key[len("deid_"):] for row in similarity for key in row if key.startswith("deid_")})
+        sections.append(Section(
+            "Voice similarity per evaluated system",
+            "DeID (higher: more de-identified) and G_VD (0 dB: voice distinctiveness preserved) of each "
+            "evaluated system, from the job named (its report has the matrices); all values in similarity.csv.",
+            tables=[(["evaluated", "set", "job", *(f"DeID % ({v})" for v in variants),
+                      *(f"G_VD dB ({v})" for v in variants)],
+                     [[row["anonymizer"], row["set"], row["job"],
+                       *(percent(row.get(f"deid_{v}")) for v in variants),
+                       *(decibels(row.get(f"g_vd_{v}")) for v in variants)]
+                      for row in similarity])]))
     title = f"vpeval sweep aggregate: {sweep.name}"
     write_text(out / "report.md", render_markdown(title, sections, base=out))
     write_text(out / "report.html", render_html(title, sections))

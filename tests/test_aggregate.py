@@ -32,7 +32,18 @@ def write_job(sweep: Path, num: int, evaluated: str, attacker: str, eer_val: flo
     (job / "report").mkdir()
     (job / "report" / "results.json").write_text(json.dumps({
         "config_hash": f"h{num}", "config": {"anonymizer": evaluated, "attacker_anonymizer": attacker},
-        "records": records(evaluated, attacker, eer_val, eer_test), "detection": [oo, aa]}))
+        "records": records(evaluated, attacker, eer_val, eer_test), "detection": [oo, aa],
+        "similarity": {"test_f": voice_similarity(evaluated)}}))
+
+
+def voice_similarity(evaluated: str) -> dict:
+    """A similarity-stage result as a job's results.json holds it; its folder depends only on
+    the evaluated system (the attacker trained on original data measures it)."""
+    level = 0.1 * int(evaluated[1:])
+    return {"folder": f"/cache/similarity/{evaluated}", "speakers": ["a", "b"], "calibrated": True,
+            "n_trials": {"oo": 4, "op": 4, "pp": 4}, "deid": {"geometric_mean": level},
+            "g_vd": {"geometric_mean": -level * 10}, "d_diag": {"geometric_mean": {"oo": 0.9, "op": 0.5, "pp": 0.7}},
+            "d_ece_op_oo": 0.5, "cllr_min_op_oo": 0.5, "g_dece_pp_oo": -1.0, "g_cllr_pp_oo": -1.0}
 
 
 @pytest.fixture
@@ -67,6 +78,10 @@ def test_aggregate_reports_matrix_detection_and_failed_points(sweep):
     assert (out / "figures" / "eer_matrix.png").is_file() and (out / "figures" / "detection.png").is_file()
     assert "data:image/png;base64," in (out / "report.html").read_text()
     assert (out / "results.csv").read_text().splitlines()[0].startswith("job,attack,")
+    # voice similarity: once per evaluated system (s2 is evaluated by jobs 1 and 4)
+    table = (out / "similarity.csv").read_text().splitlines()
+    assert len(table) == 5 and table[0].startswith("job,anonymizer,set,folder,")
+    assert "## Voice similarity per evaluated system" in text and "| s3 | test_f | 2 | 30.00 | -3.00 |" in text
 
 
 def test_jobs_in_sub_folders_count_in_number_order(sweep):

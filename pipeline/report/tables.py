@@ -24,3 +24,7 @@ def markdown_table(headers: list[str], rows: list[list]) -> str:
 
 def percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.2f}"
+
+
+def decibels(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"

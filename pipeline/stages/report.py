@@ -17,7 +17,7 @@ import numpy as np
 
 from pipeline.fileio import write_json, write_text
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
-from pipeline.report.tables import percent
+from pipeline.report.tables import decibels, percent
 
 SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
 
@@ -148,7 +148,7 @@ def similarity_rows(similarity: dict[str, dict]) -> list[dict]:
     """One flat row per evaluation set (similarity.csv)."""
     rows = []
     for name, sim in similarity.items():
-        row = {"set": name, "speakers": len(sim["speakers"]), "calibrated": sim["calibrated"],
+        row = {"set": name, "folder": sim["folder"], "speakers": len(sim["speakers"]), "calibrated": sim["calibrated"],
                **{f"n_trials_{t}": n for t, n in sim["n_trials"].items()}}
         for variant in sim["deid"]:
             row[f"deid_{variant}"] = sim["deid"][variant]
@@ -157,10 +157,6 @@ def similarity_rows(similarity: dict[str, dict]) -> list[dict]:
         row.update({key: sim[key] for key in ("d_ece_op_oo", "cllr_min_op_oo", "g_dece_pp_oo", "g_cllr_pp_oo")})
         rows.append(row)
     return rows
-
-
-def _db(value) -> str:
-    return "–" if value is None else f"{value:.2f}"
 
 
 def _num(value, digits: int = 4) -> str:
@@ -176,12 +172,12 @@ def similarity_sections(similarity: dict[str, dict], figures: Path) -> list[Sect
     from pipeline.stages.similarity import load
 
     variants = [(name, variant) for name, sim in similarity.items() for variant in sim["deid"]]
-    per_variant = [[name, variant, percent(similarity[name]["deid"][variant]), _db(similarity[name]["g_vd"][variant]),
+    per_variant = [[name, variant, percent(similarity[name]["deid"][variant]), decibels(similarity[name]["g_vd"][variant]),
                     *(_num(similarity[name]["d_diag"][variant][t]) for t in ("oo", "op", "pp"))]
                    for name, variant in variants]
     normalised = [[name, len(sim["speakers"]), *(sim["n_trials"][t] for t in ("oo", "op", "pp")),
-                   percent(sim["d_ece_op_oo"]), percent(sim["cllr_min_op_oo"]), _db(sim["g_dece_pp_oo"]),
-                   _db(sim["g_cllr_pp_oo"])] for name, sim in similarity.items()]
+                   percent(sim["d_ece_op_oo"]), percent(sim["cllr_min_op_oo"]), decibels(sim["g_dece_pp_oo"]),
+                   decibels(sim["g_cllr_pp_oo"])] for name, sim in similarity.items()]
     drawn = [similarity_matrices_figure(SimilarityResult.from_dict(load(sim["folder"])),
                                         figures / f"similarity_{name}.png", variant=SIMILARITY_VARIANT,
                                         title=f"{name}: OO | OP over PO | PP")
