@@ -179,7 +179,8 @@ def config_summary(cfg: DictConfig) -> dict:
     return {"name": cfg.name, "data": cfg.data.name, "anonymizer": evaluated,
             "attacker_anonymizer": attacker, "attacker": cfg.attacker.name,
             "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
-            "detect_reference": cfg.detect.reference, "detect_false_alarm": cfg.detect.false_alarm}
+            "detect_reference": cfg.detect.reference, "detect_false_alarm": cfg.detect.false_alarm,
+            "similarity": bool(cfg.get("similarity", False))}
 
 
 def config_hash(cfg: DictConfig) -> str:

@@ -73,6 +73,7 @@ def test_report_has_voice_similarity_of_every_set(first):
         assert all((Path(sim["folder"]) / f"{t}.txt").is_file() for t in ("oo", "op", "pp"))
     assert "## Voice similarity matrices" in (report / "report.md").read_text()
     assert (report / "similarity.csv").read_text().count("\n") == len(similarity) + 1
+    assert results(report)["config"]["similarity"] is True
 
 
 def test_every_stage_wrote_complete_outputs(first):
@@ -120,3 +121,4 @@ def test_similarity_off_builds_nothing_and_reports_none(first):
     off = run_experiment(compose(overrides(data, "similarity=false")), data / "runs" / "no_similarity")
     assert built(off) == {}
     assert "similarity" not in results(off) and not (off / "similarity.csv").exists()
+    assert results(off)["config"]["similarity"] is False
