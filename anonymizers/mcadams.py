@@ -6,7 +6,7 @@ Aberth-Ehrlich iterations, each complex pole's angle φ moved to sign(φ)·min(|
 poles kept), the LPC residual re-synthesised through the new all-pole filter, and the frames
 overlap-added. On CUDA every step runs on a whole chunk at once in torch
 (`batched_mcadams_frames`); on CPU a chunk goes through the same steps frame by frame in a
-compiled kernel (`anonymizers.mcadams_kernel`), which is about 3x cheaper there than the
+compiled kernel (`anonymizers.mcadams_kernel`), which is about 4x cheaper there than the
 batched torch steps, and chunks run on several threads.
 
 Numerics (see `anonymizers.mcadams_reference` for the per-frame numpy version and how both
@@ -178,7 +178,7 @@ def overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha:
     """The frames `frame_index` (ascending; frame m starts at sample m * shift) of `signal`
     (float64) anonymised with one α each, windowed and overlap-added in order into one segment
     that starts at sample frame_index[0] * shift. On CPU the compiled per-frame kernel
-    (`anonymizers.mcadams_kernel`, about 3x less CPU than the batched steps there), on other
+    (`anonymizers.mcadams_kernel`, about 4x less CPU than the batched steps there), on other
     devices the batched torch steps (`batched_overlap_added_frames`)."""
     if signal.device.type != "cpu":
         return batched_overlap_added_frames(signal, frame_index, alpha, window, shift, lpc_order)

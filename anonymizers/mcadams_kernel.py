@@ -4,7 +4,7 @@
 On CPU the batched torch steps are bound by memory traffic (every step streams the whole
 chunk through the caches) and by LAPACK's eigenvalue solver for the roots (50-60 µs per
 frame); here a frame stays in L1 from windowing to resynthesis and the roots come from
-Aberth-Ehrlich iterations in scalar arithmetic, about 3x less CPU per frame in all
+Aberth-Ehrlich iterations in scalar arithmetic, about 4x less CPU per frame in all
 (README.md, "McAdams speed"). Loops are ordered so that the compiler vectorises them
 without reassociating sums (no fast-math), and every frame starts its root search from the
 same circle, so a frame's output depends on that frame alone: not on the batch, its order,
