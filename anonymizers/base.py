@@ -96,16 +96,17 @@ class Anonymizer(ABC):
         if sample_rate != self.sample_rate:
             raise VpevalError(f"{type(self).__name__} expects {self.sample_rate} Hz audio, got {sample_rate} Hz")
         keys = utt_ids if self.level == "utterance" else speaker_ids
+        waves = [torch.as_tensor(w, dtype=torch.float32) for w in waves]
+        for utterance, wave in zip(utt_ids, waves):  # checked where they are (host), before the copy
+            if not torch.isfinite(wave).all():
+                raise VpevalError(f"{type(self).__name__}: utterance {utterance} has non-finite samples (NaN or inf)")
         batch = Batch(
-            waves=[torch.as_tensor(w, dtype=torch.float32).to(self.device) for w in waves],
+            waves=[wave.to(self.device) for wave in waves],
             utt_ids=list(utt_ids),
             speaker_ids=list(speaker_ids),
             seeds=[stable_seed(self.seed, key) for key in keys],
             sample_rate=sample_rate,
         )
-        for utterance, wave in zip(batch.utt_ids, batch.waves):
-            if not torch.isfinite(wave).all():
-                raise VpevalError(f"{type(self).__name__}: utterance {utterance} has non-finite samples (NaN or inf)")
         outputs = self.anonymize(batch)
         if len(outputs) != len(batch.waves):
             raise VpevalError(f"{type(self).__name__} returned {len(outputs)} waveforms for {len(batch.waves)} inputs")

@@ -228,9 +228,7 @@ def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample
     if not waves:
         return []
     workers = torch.get_num_threads() if waves[0].device.type == "cpu" else 1
-    if workers == 1:
-        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, lpc_order, workers)
-    with single_intra_op_thread():
+    with single_intra_op_thread() if workers > 1 else contextlib.nullcontext():
         return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, lpc_order, workers)
 
 
