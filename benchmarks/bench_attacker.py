@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -38,7 +37,7 @@ from pipeline.asv.audio_cache import cache_key, write_audio_cache
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import AAMSoftmaxHead
 from pipeline.asv.train import train_attacker
-from pipeline.config import CONFIG_DIR
+from pipeline.config import compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.devices import resolve_device
@@ -47,8 +46,7 @@ RATE = 16000
 
 
 def attacker_config(name: str, overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(overrides=[f"+attacker={name}", *overrides]).attacker
+    return compose([f"attacker={name}", *overrides]).attacker
 
 
 def noise_cache(folder: Path, utterances: int, seconds: float, speakers: int) -> list[Utterance]:

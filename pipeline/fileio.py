@@ -57,6 +57,15 @@ def write_json(path: str | Path, obj) -> Path:
     return write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+def write_npy(path: str | Path, array) -> Path:
+    """`np.save` atomically."""
+    import numpy as np
+
+    with atomic_path(path) as tmp:
+        np.save(tmp, array)
+    return Path(path)
+
+
 def write_lines(path: str | Path, lines) -> Path:
     """Write an iterable of strings, one per line, atomically."""
     return write_text(path, "".join(f"{line}\n" for line in lines))

@@ -147,12 +147,12 @@ def test_ranks_take_disjoint_rows_of_the_same_global_batch(corpus, tmp_path):
     plan = CropPlan(cache.lengths, 8000, 8, seed=3)
     whole = CropBatches(cache.folder, cache.offsets, cache.labels, plan, epoch=1)[2]
     shards = [CropBatches(cache.folder, cache.offsets, cache.labels, plan, epoch=1,
-                          rows=World(rank, 4, rank, torch.device("cpu")).rows(8))[2] for rank in range(4)]
+                          rows=World(rank, 4, torch.device("cpu")).rows(8))[2] for rank in range(4)]
     assert all(crops.shape == (2, 8000) for crops, _ in shards)
     torch.testing.assert_close(torch.cat([crops for crops, _ in shards]), whole[0], rtol=0, atol=0)
     torch.testing.assert_close(torch.cat([labels for _, labels in shards]), whole[1], rtol=0, atol=0)
     with pytest.raises(VpevalError, match="batch of 8 crops cannot be split evenly over 3 ranks"):
-        World(0, 3, 0, torch.device("cpu")).rows(8)
+        World(0, 3, torch.device("cpu")).rows(8)
 
 
 def test_global_batchnorm_without_a_process_group_is_batchnorm():

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
-from pipeline.fileio import atomic_path, write_json
+from pipeline.fileio import atomic_path, write_json, write_npy
 
 INT16_SCALE = 32768.0
 CACHE_VERSION = 1
@@ -146,8 +146,8 @@ def write_audio_cache(folder: str | Path, key: str, utterances: Sequence[Utteran
         out.seek(0)
         if _write_npy_header(out, int(offsets[-1])) != header_size:
             raise RuntimeError("npy header size changed while streaming audio.npy")
-    _save_npy(folder / "offsets.npy", offsets)
-    _save_npy(folder / "labels.npy", np.array([label_of[u.speaker] for u in utterances], dtype=np.int64))
+    write_npy(folder / "offsets.npy", offsets)
+    write_npy(folder / "labels.npy", np.array([label_of[u.speaker] for u in utterances], dtype=np.int64))
     write_json(folder / "cache.json", {"key": key, "version": CACHE_VERSION, "sample_rate": sample_rate,
                                        "samples": int(offsets[-1]), "speakers": speakers,
                                        "utterances": [utt.id for utt in utterances]})
@@ -162,6 +162,3 @@ def _write_npy_header(out, num_samples: int) -> int:
     return len(header.getvalue())
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        np.save(tmp, array)

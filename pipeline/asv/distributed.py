@@ -27,17 +27,16 @@ from pipeline.errors import VpevalError
 
 @dataclass(frozen=True)
 class World:
-    """Rank `rank` of `size` ranks, on `device` (GPU `local_rank` of its node on CUDA)."""
+    """Rank `rank` of `size` ranks, on `device` (on CUDA, the node's GPU of its local rank)."""
 
     rank: int
     size: int
-    local_rank: int
     device: torch.device
 
     @classmethod
     def single(cls, device: str | torch.device) -> "World":
         """This process alone on `device`."""
-        return cls(0, 1, 0, torch.device(device))
+        return cls(0, 1, torch.device(device))
 
     @classmethod
     def from_env(cls, device_type: str, timeout_s: float) -> "World":
@@ -51,7 +50,7 @@ class World:
         else:
             device = torch.device("cpu")
             dist.init_process_group("gloo", rank=rank, world_size=size, timeout=timeout)
-        return cls(rank, size, local_rank, device)
+        return cls(rank, size, device)
 
     @property
     def is_main(self) -> bool:

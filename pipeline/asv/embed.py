@@ -47,14 +47,15 @@ def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEn
     return encoder.to(device).eval()
 
 
-def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device,
+def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
                        batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
                        progress: bool | None = None, world: World | None = None) -> tuple[list[str], np.ndarray]:
-    """Embeddings (N x D float32, in the order of `utts`) with the encoder saved in `model_dir`
-    (shared by the ranks of `world`, see the module doc)."""
-    encoder = load_encoder(model_dir, device)
-    return embed_utterances(encoder, utts, device=device, batch_seconds=batch_seconds, precision=precision,
-                            workers=workers, progress=progress, world=world)
+    """Embeddings (N x D float32, in the order of `utts`) with the encoder saved in `model_dir`,
+    on `device`, or shared by the ranks of `world` on its device (see the module doc)."""
+    world = world or World.single(device)
+    encoder = load_encoder(model_dir, world.device)
+    return embed_utterances(encoder, utts, batch_seconds=batch_seconds, precision=precision, workers=workers,
+                            progress=progress, world=world)
 
 
 def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[list[int]]:
@@ -73,20 +74,18 @@ def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[lis
     return batches
 
 
-def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, device: str | torch.device,
+def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
                      batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
                      progress: bool | None = None, world: World | None = None) -> tuple[list[str], np.ndarray]:
     """Embed whole utterances with `encoder` (eval mode, no grad; autocast on CUDA for bf16/fp16).
 
     Audio is read by `workers` threads ahead of the model; batches hold utterances of similar
     length, padded, with relative lengths, so results do not depend on `batch_seconds`.
-    With `world` (whose device must be `device`), every rank calls this with the same
-    utterances, embeds its share of the buckets and returns all embeddings.
+    Runs on `device`, or with `world` on the world's device: every rank calls this with the
+    same utterances, embeds its share of the buckets and returns all embeddings.
     """
-    device = torch.device(device)
     world = world or World.single(device)
-    if world.device != device:
-        raise ValueError(f"embed_utterances: device {device} is not the world's device {world.device}")
+    device = world.device
     dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
     encoder.eval()
     min_samples = encoder.fbank.window_size
@@ -107,10 +106,7 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
 
     show = progress if world.is_main else False
     bar = tqdm(total=sum(map(len, batches)), desc="embedding", unit="utt", disable=None if show is None else not show)
-    cudnn = torch.backends.cudnn
-    # Every bucket has its own padded length: cuDNN autotuning (on while training) would re-tune each one.
-    with torch.inference_mode(), cudnn.flags(enabled=cudnn.enabled, benchmark=False,
-                                             deterministic=cudnn.deterministic, allow_tf32=cudnn.allow_tf32):
+    with torch.inference_mode():
         for batch, (padded, lengths) in zip(batches, ordered_map(load, batches, workers=workers)):
             wavs = torch.from_numpy(padded).to(device, non_blocking=True)
             wav_lens = torch.from_numpy(lengths / padded.shape[1]).to(device)

@@ -54,12 +54,9 @@ class TwoCovariancePLDA:
     def fit(cls, vectors: np.ndarray, labels: np.ndarray, iterations: int = 10) -> "TwoCovariancePLDA":
         """EM from moment estimates; `labels` are integer speaker indices 0..S-1."""
         vectors = np.asarray(vectors, dtype=np.float64)
-        counts = np.bincount(labels)
-        sums = np.zeros((len(counts), vectors.shape[1]))
-        np.add.at(sums, labels, vectors)
-        scatter = vectors.T @ vectors
+        counts, sums, scatter, between_scatter = _class_statistics(vectors, labels)
         means = sums / counts[:, None]
-        within = (scatter - (sums.T / counts) @ sums) / len(vectors)
+        within = (scatter - between_scatter) / len(vectors)
         between = np.cov(means.T, bias=True).reshape(within.shape)
         model = cls(means.mean(axis=0), _ridged(between, within), _ridged(within, within))
         for _ in range(iterations):
@@ -167,13 +164,19 @@ class PLDABackend(ScoringBackend):
 
 def _lda(centred: np.ndarray, labels: np.ndarray, dims: int) -> np.ndarray:
     """(D, dims) LDA projection: the top generalised eigenvectors of between- vs within-class scatter."""
-    counts = np.bincount(labels)
-    sums = np.zeros((len(counts), centred.shape[1]))
-    np.add.at(sums, labels, centred)
-    between = (sums.T / counts) @ sums
-    within = centred.T @ centred - between
+    _, _, scatter, between = _class_statistics(centred, labels)
+    within = scatter - between
     _, vectors = eigh(between, _ridged(within, within))
     return vectors[:, ::-1][:, :dims]
+
+
+def _class_statistics(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(per-class counts, per-class sums, total scatter X^T X, between-class scatter
+    sum_s n_s m_s m_s^T) of `vectors` with integer class `labels` 0..S-1."""
+    counts = np.bincount(labels)
+    sums = np.zeros((len(counts), vectors.shape[1]))
+    np.add.at(sums, labels, vectors)
+    return counts, sums, vectors.T @ vectors, (sums.T / counts) @ sums
 
 
 def _whitening(vectors: np.ndarray) -> np.ndarray:

@@ -130,7 +130,7 @@ class Team:
             self._start()
         self.tasks += 1
         task = self.tasks
-        self.store.set(f"task/{task}", json.dumps({"target": f"{function.__module__}:{function.__qualname__}",
+        self.store.set(f"task/{task}", json.dumps({"target": f"{function.__module__}.{function.__qualname__}",
                                                    "kwargs": kwargs}))
         self._wait_until(lambda: self.store.add(f"finished/{task}", 0) >= self.spec.world_size,
                          f"{function.__name__}", deadline=None)

@@ -25,13 +25,14 @@ validation runs on every rank (extraction sharded) and rank 0's EER decides the 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 from hydra.utils import instantiate
@@ -81,13 +82,27 @@ def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utt
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
     trainer = _Trainer(cfg, train_utts, Path(out_dir), world, seed)
     while trainer.state["epoch"] < trainer.epochs:
-        trainer.train_epoch()
+        with cudnn_autotuning(world.device.type == "cuda"):
+            trainer.train_epoch()
         trainer.end_epoch(float(validate(trainer.model.eval())))
     world.barrier()  # rank 0's last files are written before any rank returns
     if not (trainer.out_dir / "model.pt").is_file():
         raise VpevalError(f"{out_dir}: no epoch gave a finite validation EER, so no model was kept "
                           f"(see {trainer.out_dir / 'training_log.jsonl'})")
     return trainer.out_dir
+
+
+@contextlib.contextmanager
+def cudnn_autotuning(enabled: bool) -> Iterator[None]:
+    """cuDNN autotuning on for the training steps only (fixed crop shapes: it picks the
+    fastest kernels once), restored after, so validation and extraction, whose buckets each
+    have their own padded length, never re-tune for every shape."""
+    previous = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = previous
 
 
 class _TrainingStep(nn.Module):
@@ -142,8 +157,6 @@ class _Trainer:
         self.scheduler = instantiate(training.scheduler)(self.optimizer,
                                                          total_steps=self.epochs * self.plan.steps_per_epoch)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
-        if device.type == "cuda":
-            torch.backends.cudnn.benchmark = True  # fixed crop shapes: let cuDNN pick the fastest kernels
         self.run = _run_identity(cfg, self.model, self.cache, seed)
         self.checkpoint_path = out_dir / "checkpoint.pt"
         self.checkpoint_every = int(training.checkpoint_every or 0)

@@ -11,14 +11,13 @@ the store (first error wins) and ends the process, so torchrun and the leader st
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from datetime import timedelta
-from typing import Callable
 
 import torch
 import torch.distributed as dist
+from hydra.utils import get_method
 from torch.distributed import DistStoreError, TCPStore
 
 from pipeline.asv.distributed import World
@@ -43,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         if task.get("exit"):
             break
         try:
-            resolve(task["target"])(world, **task["kwargs"])
+            get_method(task["target"])(world, **task["kwargs"])
         except VpevalError as error:
             store.compare_set("error", "", f"rank {world.rank}: {error}")
             print(f"vpeval worker rank {world.rank}: error: {error}", file=sys.stderr, flush=True)
@@ -67,15 +66,6 @@ def wait_for_key(store: TCPStore, key: str) -> bytes:
             return store.get(key)
         except DistStoreError:  # not posted yet
             continue
-
-
-def resolve(target: str) -> Callable[..., None]:
-    """'package.module:function' -> the function."""
-    module_name, _, qualname = target.partition(":")
-    value = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
 
 
 if __name__ == "__main__":

@@ -16,18 +16,16 @@ from pipeline.asv.embed import extract_embeddings
 from pipeline.asv.team import Team, run_on_ranks
 from pipeline.cache import Cache
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.fileio import atomic_path, write_lines
+from pipeline.fileio import write_lines, write_npy
 
 VERSION = 1
 
 
 def extract_on_rank(world: World, model: str, manifest: str, out: str, extraction: dict) -> None:
     """This rank's share of the manifest's embeddings; rank 0 writes them all."""
-    ids, embeddings = extract_embeddings(model, read_manifest(Path(manifest)), device=world.device, world=world,
-                                         **extraction)
+    ids, embeddings = extract_embeddings(model, read_manifest(Path(manifest)), world=world, **extraction)
     if world.is_main:
-        with atomic_path(Path(out) / "embeddings.npy") as tmp:
-            np.save(tmp, embeddings)
+        write_npy(Path(out) / "embeddings.npy", embeddings)
         write_lines(Path(out) / "ids.txt", ids)
 
 

@@ -1,8 +1,8 @@
 """Stage 5b — score: trials of one condition with a scoring backend.
 
 The backend (conf/backend) is fitted on the attacker's training embeddings when it needs
-them (e.g. mean subtraction, PLDA); the enrolment vector of a speaker is the mean of its
-length-normalised utterance embeddings. Output folder: `scores.txt` with
+them (e.g. mean subtraction, PLDA); a speaker's model comes from its enrolment embeddings
+by the backend's `enrol` (cosine: the mean of the length-normalised embeddings). Output folder: `scores.txt` with
 `enroll test score target|nontarget` lines, written before any metric runs.
 """
 from __future__ import annotations
@@ -30,16 +30,16 @@ def run(backend: DictConfig, enroll_emb: Path, trial_emb: Path, enrolls: Path, t
     it is called only when the backend needs fitting, so cosine scoring never pays for it.
     """
     params = without(backend, "name")
-    needs_fit = bool(instantiate(backend).needs_fit)
+    scorer = instantiate(backend)
+    training = training_emb() if scorer.needs_fit else None
     inputs = {"enroll": Path(enroll_emb).name, "trials_emb": Path(trial_emb).name,
               "enrolls": file_digest(enrolls), "trials": file_digest(trials)}
-    if needs_fit:
-        inputs["training"] = Path(training_emb()[0]).name
+    if training is not None:
+        inputs["training"] = Path(training[0]).name
 
     def build(out: Path) -> dict:
-        scorer = instantiate(backend)
-        if needs_fit:
-            folder, manifest = training_emb()
+        if training is not None:
+            folder, manifest = training
             embeddings = extract.load(folder)
             utts = read_manifest(manifest)
             scorer.fit(np.stack([embeddings[u.id] for u in utts]), [u.speaker for u in utts])

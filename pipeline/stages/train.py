@@ -20,6 +20,7 @@ from pipeline.asv.scoring import CosineBackend, score_trials
 from pipeline.asv.team import Team, run_on_ranks
 from pipeline.asv.train import OPERATIONAL_KEYS, train_attacker
 from pipeline.cache import Cache, plain
+from pipeline.config import without
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
 from pipeline.metrics import eer
 from pipeline.stages.prepare import manifest_path, trials_path
@@ -36,7 +37,7 @@ def validation_eer(held_out: Path, world: World, batch_seconds: float):
     labels = [t.target for t in trials]
 
     def validate(encoder) -> float:
-        kwargs = dict(device=world.device, batch_seconds=batch_seconds, progress=False, world=world)
+        kwargs = dict(batch_seconds=batch_seconds, progress=False, world=world)
         _, enroll_emb = embed_utterances(encoder, enrolls, **kwargs)
         ids, trial_emb = embed_utterances(encoder, trial_utts, **kwargs)
         scores = score_trials(CosineBackend(), enrolls, enroll_emb, dict(zip(ids, trial_emb)), trials)
@@ -56,9 +57,7 @@ def train_on_rank(world: World, attacker: dict, held_out: str, out: str, seed: i
 def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None) -> Path:
     """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
     ranks when given, else in this process on `device`."""
-    training = {k: v for k, v in plain(attacker.training).items() if k not in OPERATIONAL_KEYS}
-    params = {**plain(attacker), "training": training, "seed": seed}
-    params.pop("name", None)
+    params = {**without(attacker, "name"), "training": without(attacker.training, *OPERATIONAL_KEYS), "seed": seed}
     inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "val_enrolls", "val_trials")}
     inputs["val_trial_list"] = file_digest(trials_path(held_out, "val_trials"))
 
