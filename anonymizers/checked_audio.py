@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from anonymizers.base import Batch
-from pipeline.data.audio import audio_info, read_audio
+from pipeline.data.audio import NonFiniteAudio, audio_info, read_audio
 from pipeline.errors import VpevalError
 
 # Output length may differ from the input's by `length_tolerance` (a fraction) plus this.
@@ -73,10 +73,10 @@ def read_checked(path: Path, input_length: int, sample_rate: int,
             return (f"length off by more than {length_tolerance:.0%} + {LENGTH_SLACK_SECONDS} s",
                     f"{frames / sample_rate:.2f} s for {input_length / sample_rate:.2f} s", None)
         audio = torch.from_numpy(read_audio(path))
+    except NonFiniteAudio:
+        return "non-finite samples", "", None
     except VpevalError:
         return "not decodable audio", "", None
-    if not torch.isfinite(audio).all():
-        return "non-finite samples", "", None
     return "", "", audio
 
 

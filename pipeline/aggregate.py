@@ -29,12 +29,12 @@ from pathlib import Path
 from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import write_json, write_text
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
-from pipeline.report.tables import decibels, percent
+from pipeline.report.tables import fixed, percent
 from pipeline.stages import detect
 from pipeline.stages.report import detection_sections, similarity_rows
+from pipeline.sweep import FAILED
 
 RESULTS = Path("report") / "results.json"
-FAILED = "failed.json"
 OUT = "aggregate"
 
 
@@ -134,7 +134,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
                       *(f"G_VD dB ({v})" for v in variants)],
                      [[row["anonymizer"], row["set"], row["job"],
                        *(percent(row.get(f"deid_{v}")) for v in variants),
-                       *(decibels(row.get(f"g_vd_{v}")) for v in variants)]
+                       *(fixed(row.get(f"g_vd_{v}")) for v in variants)]
                       for row in similarity])]))
     title = f"vpeval sweep aggregate: {sweep.name}"
     write_text(out / "report.md", render_markdown(title, sections, base=out))

@@ -17,7 +17,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,12 +27,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline import faults
 from pipeline.errors import VpevalError, write_error
-from pipeline.fileio import write_json
+from pipeline.fileio import is_temporary, write_json
 
 log = logging.getLogger(__name__)
 
 DONE = "_DONE"
-TEMPORARY = re.compile(r"\..*\.tmp[0-9]+(\.[^.]*)?")
 PARAMS = "_params.json"
 
 
@@ -134,7 +132,7 @@ def remove_stale_temporaries(folder: Path) -> int:
     killed writer left in an incomplete folder; the caller holds the folder's lock."""
     removed = 0
     for path in Path(folder).rglob(".*.tmp*"):
-        if path.is_file() and TEMPORARY.fullmatch(path.name):
+        if path.is_file() and is_temporary(path.name):
             path.unlink(missing_ok=True)
             removed += 1
     return removed

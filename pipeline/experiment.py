@@ -36,10 +36,10 @@ from pipeline.stages import (
     train,
     validate,
 )
+from pipeline.stages.detect import ORIGINAL
 from pipeline.stages.prepare import manifest_path, trials_path
 
 log = logging.getLogger(__name__)
-ORIGINAL = "original"
 
 
 @dataclass
@@ -66,6 +66,7 @@ class Experiment:
         self.prepared = prepare.run(cfg.data, self.cache)
         validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
         self._attackers: dict[str, tuple[Path, Path]] = {}
+        self._anonymized: dict[tuple[str, str], Path] = {}  # (list name, system hash) -> manifest
         self.score_files: dict[str, str] = {}  # "<attack>/<set>" -> score file
 
     def data(self, kind: str, name: str, system: DictConfig) -> Path:
@@ -73,8 +74,11 @@ class Experiment:
         source = manifest_path(self.prepared, name)
         if kind == ORIGINAL:
             return source
-        return anonymize.run(system, source, self.cache, seed=self.cfg.seed, device=self.device,
-                             sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
+        key = (name, content_hash(plain(system)))  # the system is set up (weights loaded) once per list
+        if key not in self._anonymized:
+            self._anonymized[key] = anonymize.run(system, source, self.cache, seed=self.cfg.seed, device=self.device,
+                                                  sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
+        return self._anonymized[key]
 
     def attacker(self, kind: str) -> tuple[Path, Path]:
         """(model folder, split folder) of the attacker trained on `kind` data."""
@@ -108,11 +112,11 @@ class Experiment:
                 "attacker_anonymizer": self.labels[1] if spec.attacker != ORIGINAL else ORIGINAL,
             }
             for split_name in self.cfg.eval_splits:
+                enrolls = self.data(spec.enroll, f"{split_name}_enrolls", self.evaluated)
                 for g in GENDERS:
                     name = f"{split_name}_{g}"
                     scores = self.scores(
-                        model, held_out,
-                        self.data(spec.enroll, f"{split_name}_enrolls", self.evaluated),
+                        model, held_out, enrolls,
                         self.data(spec.trials, f"{split_name}_trials_{g}", self.evaluated),
                         trials_path(self.prepared, f"{split_name}_trials_{g}"))
                     self.score_files[f"{attack}/{name}"] = str(scores)
@@ -144,9 +148,7 @@ class Experiment:
                 anonymized = self.data("anonymized", name, self.evaluated)
                 folder = similarity.run(self.embed(model, original), self.embed(model, anonymized), original,
                                         self.cache)
-                result = similarity.load(folder)
-                found[f"{split_name}_{g}"] = {"folder": str(folder),
-                                              **{k: v for k, v in result.items() if k != "matrices"}}
+                found[f"{split_name}_{g}"] = {"folder": str(folder), **similarity.load(folder)}
         return found
 
     def metrics(self, scores: Path) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -27,7 +28,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     ...     tmp.write_text("{}")
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")  # see is_temporary
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
@@ -43,6 +44,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+
+
+TEMPORARY_NAME = re.compile(r"\..*\.tmp[0-9]+(\.[^.]*)?")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is one `atomic_path` gives its temporaries (.<stem>.tmp<pid><suffix>).
+
+    >>> is_temporary(".model.tmp123.pt"), is_temporary("model.pt")
+    (True, False)
+    """
+    return TEMPORARY_NAME.fullmatch(name) is not None
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -149,6 +149,18 @@ def test_precomputed_wrong_rate_and_undecodable_files_are_named(tmp_path):
         Precomputed(folder=str(tmp_path), device="cpu")(waves, IDS, SPEAKERS, RATE)
 
 
+def test_precomputed_non_finite_output_is_named(tmp_path):
+    """Regression: the reader's own non-finite check made this report 'not decodable audio'."""
+    waves = inputs()
+    write_precomputed(tmp_path, waves, IDS)
+    broken = waves[1].copy()
+    broken[10] = np.nan
+    (tmp_path / "spk1" / "spk1-b.flac").unlink()
+    sf.write(tmp_path / "spk1" / "spk1-b.wav", broken, RATE, subtype="FLOAT")
+    with pytest.raises(VpevalError, match=r"non-finite samples for 1 utterance\(s\): spk1-b"):
+        Precomputed(folder=str(tmp_path), device="cpu")(waves, IDS, SPEAKERS, RATE)
+
+
 def test_precomputed_duplicate_ids_are_an_error(tmp_path):
     write_precomputed(tmp_path, inputs()[:1], IDS[:1])
     sf.write(tmp_path / "spk1-a.wav", inputs()[0], RATE)

@@ -3,8 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cache import DONE, TEMPORARY, Cache, content_hash, is_complete, summary_of
+from pipeline.cache import DONE, Cache, content_hash, is_complete, summary_of
 from pipeline.errors import VpevalError
+from pipeline.fileio import is_temporary
 
 
 def test_hash_ignores_key_order_and_changes_with_values():
@@ -96,7 +97,7 @@ def test_fault_hook_kills_at_the_named_point(tmp_path):
     assert done.returncode == -signal.SIGKILL
     out = Cache(tmp_path).path("stage", {}, {})
     names = sorted(p.name for p in out.iterdir())
-    assert [n for n in names if not TEMPORARY.fullmatch(n)] == ["_params.json", "f0.txt"]
+    assert [n for n in names if not is_temporary(n)] == ["_params.json", "f0.txt"]
     assert len(names) == 3  # f1.txt killed between its write and its rename
     assert not is_complete(out)
     # the 3rd write inside the stage: _params.json, f0.txt, then f1.txt

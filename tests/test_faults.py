@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.cache import DONE, PARAMS, TEMPORARY
+from pipeline.cache import DONE, PARAMS
 from pipeline.config import REPO_ROOT
 from pipeline.data.manifest import read_manifest
+from pipeline.fileio import is_temporary
 
 # The tiny experiment made tinier: 4 training speakers x 10 utterances, 2 epochs of 4 steps
 # with a checkpoint every 2 steps, the test split only, the anonymised-attacker attack (AA)
@@ -130,7 +131,7 @@ def check_complete_folders(cache: Path) -> None:
     `_DONE`, every file its stage promises present and consistent."""
     for folder, files in complete_folders(cache).items():
         stage = folder.parent.name
-        assert not [f for f in files if TEMPORARY.fullmatch(Path(f).name)], (folder, files)
+        assert not [f for f in files if is_temporary(Path(f).name)], (folder, files)
         assert max(files.values()) == files[DONE], f"{folder}: a file is newer than {DONE}"
         assert PARAMS in files
         required = {"prepare": ["manifests/train.jsonl", "manifests/test_enrolls.jsonl", "trials/test_trials_f.txt"],

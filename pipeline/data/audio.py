@@ -31,6 +31,10 @@ def resample(wav: np.ndarray, orig: int, new: int) -> np.ndarray:
     return _resampler(orig, new)(torch.from_numpy(wav)[None])[0].numpy()
 
 
+class NonFiniteAudio(VpevalError):
+    """Audio holding NaN or infinite samples (a float file can)."""
+
+
 def read_audio(path: str | Path, sample_rate: int | None = None, *, mix: bool = False) -> np.ndarray:
     """Read a file as mono float32 in [-1, 1], resampled to `sample_rate` when given.
 
@@ -44,7 +48,7 @@ def read_audio(path: str | Path, sample_rate: int | None = None, *, mix: bool = 
     if wav.shape[0] == 0:
         raise VpevalError(f"{path}: empty audio (0 samples)")
     if (first := first_non_finite(wav)) is not None:
-        raise VpevalError(f"{path}: non-finite samples (NaN or inf), first at sample {first}")
+        raise NonFiniteAudio(f"{path}: non-finite samples (NaN or inf), first at sample {first}")
     if wav.shape[1] > 1 and not mix:
         raise VpevalError(f"{path}: {wav.shape[1]} channels, expected mono")
     wav = wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]

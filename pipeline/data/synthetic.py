@@ -545,8 +545,7 @@ def _options(seed: int, sample_rate: int, subsets: Mapping, duration, chapters_p
     for name, sizes in subsets.items():
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(name)):
             raise VpevalError(f"synthetic corpus: subset name {name!r} is not a plain folder name")
-        unknown = set(sizes) - set(SUBSET_KEYS)
-        if unknown or set(sizes) != set(SUBSET_KEYS):
+        if set(sizes) != set(SUBSET_KEYS):
             raise VpevalError(f"synthetic corpus: subsets.{name} needs exactly the keys {', '.join(SUBSET_KEYS)}, got {', '.join(sorted(sizes))}")
         values = {key: sizes[key] for key in SUBSET_KEYS}
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values.values()):

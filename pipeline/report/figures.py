@@ -29,7 +29,8 @@ DET_TICKS = np.array([0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 0
 DET_POINTS = 20000
 
 
-def _save(figure: Figure, path: str | Path) -> Path:
+def save_figure(figure: Figure, path: str | Path) -> Path:
+    """Write `figure` to `path` (format from the suffix) atomically, 150 dpi, tight box."""
     FigureCanvasAgg(figure)
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -55,7 +56,7 @@ def similarity_matrices_figure(result: SimilarityResult, path: str | Path,
     figure.colorbar(image, ax=axes, label="voice similarity")
     scores = "calibrated" if result.calibrated else "raw"
     axes.set_title(title or f"Voice similarity ({variant.replace('_', ' ')}, {scores} scores)")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def ece_profiles_figure(profiles: Mapping[str, EceProfile], path: str | Path,
@@ -76,7 +77,7 @@ def ece_profiles_figure(profiles: Mapping[str, EceProfile], path: str | Path,
     axes.set_ylim(0, 1.05)
     axes.legend(fontsize="small")
     axes.set_title(title or "ZEBRA: empirical cross-entropy profiles")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def det_figure(curves: Mapping[str, DetCurve], path: str | Path, title: str | None = None,
@@ -103,7 +104,7 @@ def det_figure(curves: Mapping[str, DetCurve], path: str | Path, title: str | No
     axes.set_ylabel("miss rate [%]")
     axes.legend(fontsize="small")
     axes.set_title(title or "DET (dashed: ROC convex hull)")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _probit(rates: np.ndarray, low: float, high: float) -> np.ndarray:
@@ -137,7 +138,7 @@ def eer_matrix_figure(matrix: np.ndarray, attackers: list[str], evaluated: list[
     axes.set_ylabel("attacker trained on")
     figure.colorbar(image, ax=axes, label="EER_test [%]")
     axes.set_title(title or "EER_test matrix")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 VERDICT_STYLE = {"trustworthy": ("C0", "o"), "overestimated": ("C3", "v"), "undetermined": ("grey", "s")}
@@ -152,11 +153,11 @@ def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str |
     axes = figure.add_subplot()
     xs = [r["eer_test"] for r in rows]
     if "slope" in fit:
-        line = Line(**{k: fit[k] for k in ("intercept", "slope", "n", "residual_std", "mean_x", "sxx")})
+        line = Line.from_fit(fit)
         low, high = min(xs + [fit["mean_x"]]), max(xs + [fit["mean_x"]])
         pad = 0.1 * (high - low) + 0.01
         grid = np.linspace(max(0.0, low - pad), min(0.5, high + pad) if high < 0.5 else high + pad, 100)
-        predicted = np.array([line.predict(x) for x in grid])
+        predicted = line.predict(grid)
         bound = predicted - np.array([line.margin(x, fit["false_alarm"]) for x in grid])
         axes.plot(100 * grid, 100 * predicted, color="C2", linestyle="--", label=f"matched line ({fit['source']})")
         axes.fill_between(100 * grid, 100 * bound, 100 * predicted, color="C2", alpha=0.15,
@@ -180,4 +181,4 @@ def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str |
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize="small")
     axes.set_title(title or "Overestimation detection: (evaluated, attacker) pairs")
-    return _save(figure, path)
+    return save_figure(figure, path)

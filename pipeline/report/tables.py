@@ -26,5 +26,6 @@ def percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.2f}"
 
 
-def decibels(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
+def fixed(value: float | None, digits: int = 2) -> str:
+    """`value` with `digits` decimals (e.g. dB), '–' when missing."""
+    return "–" if value is None else f"{value:.{digits}f}"

@@ -9,7 +9,6 @@ written atomically) and only the missing ones are processed.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from anonymizers.base import Anonymizer
+from pipeline.asv.audio_cache import ordered_map
 from pipeline.cache import Cache
 from pipeline.config import instantiate, without
 from pipeline.data.audio import audio_info, read_audio, write_audio
@@ -67,13 +67,9 @@ def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, sample_
         log.info("anonymize: %s on %d/%d utterances of %s", name, len(todo), len(utts), manifest)
         batches = _batches(todo, anonymizer.batch_seconds)
         load = lambda batch: [read_audio(u.path, sample_rate) for u in batch]  # noqa: E731
-        with ThreadPoolExecutor(max_workers=1) as prefetch, \
-                tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
-            pending = prefetch.submit(load, batches[0])
-            for i, batch in enumerate(batches):
-                waves = pending.result()
-                if i + 1 < len(batches):
-                    pending = prefetch.submit(load, batches[i + 1])
+        with tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
+            # the next batch is read while this one is anonymised
+            for batch, waves in zip(batches, ordered_map(load, batches, workers=1, lookahead=2)):
                 outputs = anonymizer(waves, [u.id for u in batch], [u.speaker for u in batch], sample_rate)
                 for utt, wav in zip(batch, outputs):
                     write_audio(output_path(out, utt), wav.numpy(), sample_rate)

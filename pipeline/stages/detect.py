@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +66,11 @@ class Line:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_fit(cls, fit: dict) -> "Line":
+        """The line of a detection fit record (`as_dict` plus other keys)."""
+        return cls(**{field.name: fit[field.name] for field in fields(cls)})
 
 
 def fit_line(points: list[tuple[float, float]]) -> Line | str:
@@ -121,7 +126,7 @@ def _mean_interval(records: list[dict]) -> list | None:
     """Interval of the mean EER of independent conditions from their percentile intervals:
     the distances below and above each estimate add in quadrature (female and male trials
     share no speaker, so their resamples are independent)."""
-    intervals = [_ci(r) for r in records]
+    intervals = [eer_interval(r) for r in records]
     if not intervals or any(i is None for i in intervals):
         return None
     k = len(records)
@@ -146,7 +151,7 @@ def pairs(records: list[dict], test_split: str = "test") -> list[dict]:
             "anonymizer": tests[0]["anonymizer"],
             "attacker_anonymizer": val["attacker_anonymizer"],
             "eer_val": val["eer"],
-            "eer_val_ci": _ci(val),
+            "eer_val_ci": eer_interval(val),
             "eer_test": eer_test,
             "eer_test_ci": _mean_interval(tests),
             **{f"eer_{r['set']}": r["eer"] for r in tests},
@@ -155,7 +160,8 @@ def pairs(records: list[dict], test_split: str = "test") -> list[dict]:
     return rows
 
 
-def _ci(record: dict) -> list | None:
+def eer_interval(record: dict) -> list | None:
+    """[low, high] of a record's EER bootstrap interval, None when it has none."""
     low, high = record.get("eer_ci_low"), record.get("eer_ci_high")
     return None if low is None or high is None else [low, high]
 

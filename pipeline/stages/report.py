@@ -17,7 +17,8 @@ import numpy as np
 
 from pipeline.fileio import write_json, write_text
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
-from pipeline.report.tables import decibels, percent
+from pipeline.report.tables import fixed, percent
+from pipeline.stages import detect
 
 SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
 
@@ -26,14 +27,16 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         fit: dict, stages: list[dict], score_files: dict[str, str] | None = None,
         similarity: dict[str, dict] | None = None) -> Path:
     """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
-    voice similarity metrics with the similarity-stage `folder` (matrices in its similarity.json)."""
+    similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
+    matrices out (they stay in the folder's similarity.json)."""
     out = Path(out)
     score_files = score_files or {}
     similarity = similarity or {}
     results = {"config_hash": config_hash, "config": config_summary, "records": records, "detection": detection,
                "detection_fit": fit, "score_files": score_files, "stages": stages}
     if similarity:
-        results["similarity"] = similarity
+        results["similarity"] = {name: {k: v for k, v in sim.items() if k != "matrices"}
+                                 for name, sim in similarity.items()}
         write_text(out / "similarity.csv", results_csv(similarity_rows(similarity)))
     write_json(out / "results.json", results)
     write_text(out / "results.csv", results_csv(records))
@@ -58,7 +61,7 @@ def interval(ci) -> str:
 
 def metrics_section(records: list[dict]) -> Section:
     rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], percent(r["eer"]),
-             interval([r["eer_ci_low"], r["eer_ci_high"]] if r.get("eer_ci_low") is not None else None),
+             interval(detect.eer_interval(r)),
              percent(r["eer_threshold"]), r["cllr"], r["min_cllr"], r.get("linkability"), r.get("d_ece"),
              r.get("zebra_tag"), r["n_target"], r["n_nontarget"]] for r in records]
     return Section(
@@ -93,7 +96,7 @@ def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
 
 def eer_matrix(detection: list[dict]) -> tuple[np.ndarray, list[str], list[str]]:
     """EER_test of anonymised pairs: rows the attacker's system, columns the evaluated one."""
-    own = [d for d in detection if d["anonymizer"] != "original"]
+    own = [d for d in detection if d["anonymizer"] != detect.ORIGINAL]
     attackers = sorted({_attacker_label(d) for d in own})
     evaluated = sorted({d["anonymizer"] for d in own})
     matrix = np.full((len(attackers), len(evaluated)), np.nan)
@@ -106,7 +109,7 @@ def _attacker_label(row: dict) -> str:
     """The attacker's system; an attacker on original data is named with its attack (OA and
     AA-lazy share it but not their enrolment data)."""
     system = row["attacker_anonymizer"]
-    return f"{system} ({row['attack']})" if system == "original" else system
+    return f"{system} ({row['attack']})" if system == detect.ORIGINAL else system
 
 
 def detection_sections(detection: list[dict], fit: dict, figures: Path) -> list[Section]:
@@ -159,29 +162,23 @@ def similarity_rows(similarity: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def _num(value, digits: int = 4) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
 def similarity_sections(similarity: dict[str, dict], figures: Path) -> list[Section]:
     """Voice similarity metrics per evaluation set and the matrices' figures."""
     if not similarity:
         return []
     from pipeline.metrics.similarity import SimilarityResult
     from pipeline.report.figures import similarity_matrices_figure
-    from pipeline.stages.similarity import load
 
     variants = [(name, variant) for name, sim in similarity.items() for variant in sim["deid"]]
-    per_variant = [[name, variant, percent(similarity[name]["deid"][variant]), decibels(similarity[name]["g_vd"][variant]),
-                    *(_num(similarity[name]["d_diag"][variant][t]) for t in ("oo", "op", "pp"))]
+    per_variant = [[name, variant, percent(similarity[name]["deid"][variant]), fixed(similarity[name]["g_vd"][variant]),
+                    *(fixed(similarity[name]["d_diag"][variant][t], 4) for t in ("oo", "op", "pp"))]
                    for name, variant in variants]
     normalised = [[name, len(sim["speakers"]), *(sim["n_trials"][t] for t in ("oo", "op", "pp")),
-                   percent(sim["d_ece_op_oo"]), percent(sim["cllr_min_op_oo"]), decibels(sim["g_dece_pp_oo"]),
-                   decibels(sim["g_cllr_pp_oo"])] for name, sim in similarity.items()]
-    drawn = [similarity_matrices_figure(SimilarityResult.from_dict(load(sim["folder"])),
-                                        figures / f"similarity_{name}.png", variant=SIMILARITY_VARIANT,
-                                        title=f"{name}: OO | OP over PO | PP")
-             for name, sim in similarity.items() if Path(sim["folder"], "similarity.json").is_file()]
+                   percent(sim["d_ece_op_oo"]), percent(sim["cllr_min_op_oo"]), fixed(sim["g_dece_pp_oo"]),
+                   fixed(sim["g_cllr_pp_oo"])] for name, sim in similarity.items()]
+    drawn = [similarity_matrices_figure(SimilarityResult.from_dict(sim), figures / f"similarity_{name}.png",
+                                        variant=SIMILARITY_VARIANT, title=f"{name}: OO | OP over PO | PP")
+             for name, sim in similarity.items()]
     notes = [f"{name}: {key}: {reason}" for name, sim in similarity.items() for key, reason in sim["notes"].items()]
     return [Section(
         "Voice similarity matrices",

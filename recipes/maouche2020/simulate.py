@@ -17,10 +17,10 @@ import itertools
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pipeline.metrics import eer, eer_threshold, linkability, min_cllr
+from pipeline.report.figures import save_figure
 from pipeline.report.tables import markdown_table
 
 TABLE1 = {  # labels of scores 1..8 (1 = mated H), min Cllr and EER as printed in the paper
@@ -75,7 +75,6 @@ def gaussian_study(per_class: int, seed: int) -> dict[str, np.ndarray]:
 
 def figure2(points: dict[str, np.ndarray], path: Path) -> Path:
     figure = Figure(figsize=(5.6, 5.2))
-    FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     for index, (case, xy) in enumerate(points.items()):
         axes.scatter(xy[:, 1], xy[:, 0], s=10, color=f"C{index}", label=case)
@@ -86,9 +85,7 @@ def figure2(points: dict[str, np.ndarray], path: Path) -> Path:
     axes.set_ylim(0, 1.02)
     axes.legend(fontsize="small")
     axes.set_title("maouche2020 Fig. 2: Gaussian scores")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, bbox_inches="tight", dpi=150)
-    return path
+    return save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> None:
