@@ -527,12 +527,12 @@ def test_checkpoint_not_a_torch_file(tmp_path):
 
 
 def test_checkpoint_of_another_run(tmp_path):
-    from pipeline.asv.train import _check_same_run
+    from pipeline.asv.checkpoint import check_same_run
 
     saved = {"architecture": {"embedding_dim": 32}, "seed": 1, "training": {"epochs": 4}}
     current = {"architecture": {"embedding_dim": 32}, "seed": 2, "training": {"epochs": 4}}
     record("other-run", "resuming a training checkpoint written with other settings", "train (resume)",
-           raised(_check_same_run, tmp_path / "checkpoint.pt", saved, current), tmp_path, "checkpoint.pt",
+           raised(check_same_run, tmp_path / "checkpoint.pt", saved, current), tmp_path, "checkpoint.pt",
            "seed: 1 -> 2")
 
 

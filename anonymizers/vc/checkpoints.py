@@ -17,7 +17,12 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch import nn
 
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
+from pipeline.asv.checkpoint import (
+    check_builders,
+    load_checkpoint,
+    load_state_checked,
+    save_checkpoint,
+)
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_json
 
@@ -38,21 +43,9 @@ def require_folder(value: str | None, key: str, recipe: str) -> Path:
     return folder
 
 
-def _check_builders(spec: Any, where: Path) -> None:
-    if isinstance(spec, Mapping):
-        target = spec.get("_target_")
-        if target is not None and not str(target).startswith(ALLOWED_BUILDERS):
-            raise VpevalError(f"{where}: refused builder {target!r} (allowed: {', '.join(ALLOWED_BUILDERS)}*)")
-        for value in spec.values():
-            _check_builders(value, where)
-    elif isinstance(spec, list):
-        for value in spec:
-            _check_builders(value, where)
-
-
 def build(spec: Mapping[str, Any], where: Path) -> nn.Module:
     """Instantiate a module spec (`_target_` tree) after checking every builder's name."""
-    _check_builders(spec, where)
+    check_builders(spec, where, ALLOWED_BUILDERS)
     try:
         return instantiate(dict(spec), _convert_="all")
     except (InstantiationException, TypeError, ValueError) as exc:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-# Stand-in for the log-F0 of frames without pitch (unvoiced, silence) in statistics.
 MIN_VOICED_FRAMES = 3
 STD_FLOOR = 1e-3
 
@@ -127,9 +126,6 @@ class LogF0Stats:
 
     mean: torch.Tensor
     std: torch.Tensor
-
-    def as_tensor(self) -> torch.Tensor:
-        return torch.stack([self.mean, self.std], dim=-1)
 
 
 def log_f0_stats(f0: torch.Tensor, voiced: torch.Tensor) -> LogF0Stats:

@@ -176,11 +176,16 @@ def build_pool(utterances: Sequence[Utterance], encoder: SpeakerEncoder, pitch: 
     return SpeakerPool(stats.speaker_ids, stats.genders, stats.embeddings, stats.f0_mean, stats.f0_std, key=key)
 
 
+def pool_key(utterances: Sequence[Utterance], encoder_digest: str, pitch: YinPitch) -> str:
+    """What a pool depends on: its utterances, the speaker encoder's weights, the pitch tracker."""
+    return utterances_key(utterances, POOL_FORMAT, encoder_digest, repr(sorted(vars(pitch).items())))
+
+
 def load_or_build_pool(utterances: Sequence[Utterance], encoder: SpeakerEncoder, encoder_digest: str,
                        pitch: YinPitch, cache_dir: str | Path, *, device: torch.device,
                        batch_seconds: float = 120.0) -> SpeakerPool:
     """The pool of `utterances`, from `cache_dir` when extracted before with the same inputs."""
-    key = utterances_key(utterances, POOL_FORMAT, encoder_digest, repr(sorted(vars(pitch).items())))
+    key = pool_key(utterances, encoder_digest, pitch)
     path = Path(cache_dir) / f"pool-{key[:24]}.pt"
     if path.is_file():
         pool = load_pool(path)

@@ -5,7 +5,7 @@ cached by content, and resumable-run bookkeeping."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -61,20 +61,3 @@ def utterance_embeddings(utterances: Sequence[Utterance], encoder: SpeakerEncode
     embeddings = F.normalize(torch.from_numpy(embeddings), dim=-1)
     save_checkpoint(cache_file, {"format": EMBEDDINGS_FORMAT, "key": key, "embeddings": embeddings})
     return embeddings.numpy()
-
-
-def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """'key: old -> new' for every leaf that differs between two nested dicts."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [line for key in sorted(old.keys() | new.keys(), key=str)
-                for line in differences(old.get(key), new.get(key), f"{prefix}{key}.")]
-    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
-
-
-def check_same_run(path: Path, saved: dict, current: dict) -> None:
-    """Refuse to resume a checkpoint written with other result-affecting settings."""
-    changed = differences(saved, current)
-    if changed:
-        shown = "; ".join(changed[:3]) + (f" (+{len(changed) - 3} more)" if len(changed) > 3 else "")
-        raise VpevalError(f"{path}: written by a run with other settings ({shown}); "
-                          f"use another output folder or delete the checkpoint")

@@ -50,14 +50,13 @@ from anonymizers.vc.losses import (
 )
 from anonymizers.vc.model import VoiceConverter, save_voice_converter
 from anonymizers.vc.pool import (
-    POOL_FORMAT,
     build_pool,
+    pool_key,
     pool_utterances,
     save_pool,
     utterances_key,
 )
 from anonymizers.vc.recipe import (
-    check_same_run,
     prepared_corpus,
     speaker_encoder_dir,
     training_utterances,
@@ -65,6 +64,7 @@ from anonymizers.vc.recipe import (
 )
 from pipeline.asv.audio_cache import INT16_SCALE, build_audio_cache
 from pipeline.asv.checkpoint import (
+    check_same_run,
     load_checkpoint,
     load_state_checked,
     restore_rng_state,
@@ -122,6 +122,7 @@ class VCTrainer:
         self.utterances = training_utterances(self.prepared)
         self.encoder_dir = speaker_encoder_dir(cfg, self.stage_cache, self.prepared, str(device))
         self.encoder = load_encoder(self.encoder_dir, device)
+        self.encoder_digest = file_digest(self.encoder_dir / WEIGHTS)
         self.embeddings = utterance_embeddings(self.utterances, self.encoder, self.encoder_dir,
                                                self.out_dir / "embeddings.pt", device=device)
         self.audio = build_audio_cache(self.utterances, self.out_dir / "audio_cache",
@@ -157,7 +158,7 @@ class VCTrainer:
         return {"model": self.spec, "seed": self.seed,
                 "training": {k: v for k, v in training.items() if k not in OPERATIONAL_KEYS},
                 "data": utterances_key(self.utterances, "vc-training"),
-                "speaker_encoder": file_digest(self.encoder_dir / WEIGHTS)}
+                "speaker_encoder": self.encoder_digest}
 
     def resume(self) -> None:
         path = self.checkpoint_path
@@ -295,8 +296,7 @@ class VCTrainer:
         pool_cfg = self.cfg.pool
         utterances = (pool_utterances(pool_cfg.source, pool_cfg.get("subsets")) if pool_cfg.get("source")
                       else self.utterances)
-        key = utterances_key(utterances, POOL_FORMAT, file_digest(self.encoder_dir / WEIGHTS),
-                             repr(sorted(vars(self.model.pitch).items())))
+        key = pool_key(utterances, self.encoder_digest, self.model.pitch)
         save_pool(model_dir / "pool.pt", build_pool(utterances, self.encoder, self.model.pitch, key, device=self.device))
         self.model.eval()
         save_voice_converter(model_dir, self.model, self.spec, self.encoder_dir, {

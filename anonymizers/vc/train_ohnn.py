@@ -41,12 +41,12 @@ from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
 from anonymizers.vc.model import SPEAKER_ENCODER, load_voice_converter
 from anonymizers.vc.pool import speaker_genders, utterances_key
 from anonymizers.vc.recipe import (
-    check_same_run,
     prepared_corpus,
     training_utterances,
     utterance_embeddings,
 )
 from pipeline.asv.checkpoint import (
+    check_same_run,
     load_checkpoint,
     load_state_checked,
     restore_rng_state,
@@ -90,9 +90,10 @@ def pseudo_targets(genders: list[str], seed: int, same_gender: bool) -> torch.Te
 
 def objective(ohnn: HouseholderMap, x: torch.Tensor, labels: torch.Tensor, centroids: torch.Tensor,
               targets: torch.Tensor, *, margin: float, scale: float, similarity_weight: float,
-              similarity_margin: float) -> dict[str, torch.Tensor]:
-    """The OHNN loss on a batch of normalised embeddings; returns its parts and the total."""
-    mapped = ohnn(x)
+              similarity_margin: float, mapped: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """The OHNN loss on a batch of normalised embeddings (`mapped`: their images, when
+    already computed); returns its parts and the total."""
+    mapped = ohnn(x) if mapped is None else mapped
     cosines = F.linear(F.normalize(mapped, dim=-1), centroids)
     goal = targets[labels]
     target_cos = cosines.gather(1, goal[:, None]).clamp(-1 + 1e-6, 1 - 1e-6)
@@ -169,9 +170,10 @@ class OHNNTrainer:
         if len(index) == 0:
             return {}
         index = index.to(self.device)
+        images = self.ohnn(self.x[index])
         parts = objective(self.ohnn, self.x[index], self.labels[index], self.centroids, self.targets,
-                          **self.loss_options())
-        mapped = F.normalize(self.ohnn(self.x[index]), dim=-1)
+                          mapped=images, **self.loss_options())
+        mapped = F.normalize(images, dim=-1)
         labels = self.labels[index]
         consistency = torch.stack([F.cosine_similarity(mapped[labels == k], F.normalize(mapped[labels == k].mean(0), dim=0)[None]).mean()
                                    for k in labels.unique()]).mean()

@@ -71,6 +71,39 @@ def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: s
     module.load_state_dict(state_dict)
 
 
+def check_builders(spec: Any, where: str | Path, allowed: tuple[str, ...]) -> None:
+    """Refuse a model description (a `_target_` tree from a model folder) that names a builder
+    outside the `allowed` module prefixes, before anything is instantiated: a model folder
+    must not be able to make the loader call an arbitrary function."""
+    if isinstance(spec, Mapping):
+        target = spec.get("_target_")
+        if target is not None and not str(target).startswith(allowed):
+            raise VpevalError(f"{where}: refused builder {target!r} (allowed: {', '.join(allowed)}*)")
+        for value in spec.values():
+            check_builders(value, where, allowed)
+    elif isinstance(spec, list):
+        for value in spec:
+            check_builders(value, where, allowed)
+
+
+def check_same_run(path: str | Path, saved: Mapping[str, Any], current: dict) -> None:
+    """Refuse to resume a checkpoint written with other result-affecting settings (`saved`,
+    the checkpoint's record of them, against `current`), naming the first differences."""
+    changed = differences(dict(saved), current)
+    if changed:
+        more = f" (+{len(changed) - SHOWN_DIFFERENCES} more)" if len(changed) > SHOWN_DIFFERENCES else ""
+        raise VpevalError(f"{path}: written by a run with other settings ({'; '.join(changed[:SHOWN_DIFFERENCES])}"
+                          f"{more}); use another output folder or delete the checkpoint")
+
+
+def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """'key: old -> new' for every leaf that differs between two nested dicts."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [line for key in sorted(old.keys() | new.keys(), key=str)
+                for line in differences(old.get(key), new.get(key), f"{prefix}{key}.")]
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
+
+
 def rng_state(device: torch.device) -> dict:
     """The global RNG states (torch, CUDA of `device`, numpy, random) as checkpoint-safe values."""
     kind, keys, position, has_gauss, gauss = np.random.get_state()

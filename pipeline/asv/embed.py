@@ -22,12 +22,14 @@ from hydra.utils import instantiate
 from tqdm import tqdm
 
 from pipeline.asv.audio_cache import ordered_map
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
+from pipeline.asv.checkpoint import check_builders, load_checkpoint, load_state_checked
 from pipeline.asv.distributed import World
 from pipeline.asv.model import SpeakerEncoder, autocast_dtype
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError
+
+ENCODER_BUILDERS = ("pipeline.asv.",)  # what an attacker folder's model.json may name
 
 
 def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEncoder:
@@ -37,7 +39,9 @@ def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEn
     if not spec_path.is_file():
         raise VpevalError(f"{spec_path}: attacker model description not found")
     try:
-        encoder = instantiate(json.loads(spec_path.read_text())["model"])
+        spec = json.loads(spec_path.read_text())["model"]
+        check_builders(spec, spec_path, ENCODER_BUILDERS)
+        encoder = instantiate(spec)
     except (json.JSONDecodeError, KeyError, TypeError, InstantiationException) as exc:
         raise VpevalError(f"{spec_path}: cannot rebuild the encoder ({str(exc).splitlines()[0]})") from None
     if not isinstance(encoder, SpeakerEncoder):

@@ -45,6 +45,7 @@ from tqdm import tqdm
 from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.checkpoint import (
+    check_same_run,
     load_checkpoint,
     load_state_checked,
     restore_rng_state,
@@ -187,7 +188,7 @@ class _Trainer:
         if checkpoint.get("format") != CHECKPOINT_FORMAT:
             raise VpevalError(f"{path}: not a vpeval attacker checkpoint (format {checkpoint.get('format')!r})")
         load_state_checked(self.model, checkpoint["model"], path, "model")
-        _check_same_run(path, checkpoint["run"], self.run)
+        check_same_run(path, checkpoint["run"], self.run)
         load_state_checked(self.head, checkpoint["head"], path, "head")
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
@@ -284,23 +285,6 @@ def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, see
     return {"architecture": dict(model.architecture), "head": OmegaConf.to_container(cfg.head, resolve=True),
             "training": {key: value for key, value in training.items() if key not in OPERATIONAL_KEYS},
             "seed": int(seed), "data": data}
-
-
-def _check_same_run(path: Path, saved: Mapping[str, Any], run: dict) -> None:
-    """Refuse to resume a checkpoint whose result-affecting settings differ from this run's."""
-    differences = _differences(dict(saved), run)
-    if differences:
-        shown = "; ".join(differences[:3]) + (f" (+{len(differences) - 3} more)" if len(differences) > 3 else "")
-        raise VpevalError(f"{path}: written by a run with other settings ({shown}); "
-                          f"use another output folder or delete the checkpoint")
-
-
-def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """'key: old -> new' for every leaf that differs between two nested dicts."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [line for key in sorted(old.keys() | new.keys(), key=str)
-                for line in _differences(old.get(key), new.get(key), f"{prefix}{key}.")]
-    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
 
 
 def _save_model(out_dir: Path, model: SpeakerEncoder, cfg: DictConfig, state: Mapping[str, Any], *,

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from anonymizers.vc.content import LogMel, masked_normalise
-from anonymizers.vc.f0 import frame_mask
+from anonymizers.vc.f0 import frame_mask, num_frames
 from pipeline.cache import Cache
 from pipeline.config import compose
 from pipeline.data.audio import read_audio
@@ -55,6 +55,11 @@ def alignment(utt: Utterance) -> list[tuple[float, float, str]]:
         raise VpevalError(f"{path}: no alignment file (content accuracy needs the built-in synthetic corpus)")
     rows = [line.split() for line in path.read_text().splitlines()]
     return [(float(start), float(end), label) for utt_id, start, end, label in rows if utt_id == utt.id]
+
+
+def label_frames(utt: Utterance) -> int:
+    """Frames an utterance's label track covers (one more than its hop count, like the features)."""
+    return int(np.ceil(utt.duration * 16000 / HOP)) + 1
 
 
 def frame_labels(utt: Utterance, frames: int, classes: dict[str, int]) -> np.ndarray:
@@ -93,7 +98,7 @@ def load(batch: list[Utterance], labels_of, device, transform=None) -> tuple[tor
     padded = torch.zeros(len(waves), int(lengths.max()))
     for i, w in enumerate(waves):
         padded[i, :len(w)] = torch.from_numpy(w)
-    frames = padded.shape[1] // HOP + (padded.shape[1] % HOP > 0)
+    frames = num_frames(padded.shape[1], HOP)
     labels = torch.full((len(batch), frames), -1, dtype=torch.long)
     for i, utt in enumerate(batch):
         own = labels_of(utt)
@@ -105,7 +110,7 @@ def train_classifier(train: list[Utterance], classes: dict[str, int], device, ep
     torch.manual_seed(seed)
     model = FrameClassifier(len(classes)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
-    labels_of = lambda u: frame_labels(u, int(np.ceil(u.duration * 16000 / HOP)) + 1, classes)
+    labels_of = lambda u: frame_labels(u, label_frames(u), classes)
     cached = [load(batch, labels_of, device) for batch in batches(train, 16)]
     rng = np.random.default_rng(seed)
     for _ in range(epochs):
@@ -122,7 +127,7 @@ def train_classifier(train: list[Utterance], classes: dict[str, int], device, ep
 def accuracy(model: FrameClassifier, utts: list[Utterance], originals: dict[str, Utterance], classes, device,
              transform=None) -> tuple[int, float]:
     correct = total = 0
-    labels_of = lambda u: frame_labels(originals[u.id], int(np.ceil(u.duration * 16000 / HOP)) + 1, classes)
+    labels_of = lambda u: frame_labels(originals[u.id], label_frames(u), classes)
     for batch in batches(utts, 16):
         waves, lengths, labels = load(batch, labels_of, device, transform)
         predicted = model(waves, lengths).argmax(-1)
@@ -134,7 +139,7 @@ def accuracy(model: FrameClassifier, utts: list[Utterance], originals: dict[str,
 
 def majority_rate(utts: list[Utterance], classes: dict[str, int]) -> tuple[int, float]:
     """Frames and share of the most frequent label: the accuracy of always guessing it."""
-    labels = np.concatenate([frame_labels(u, int(np.ceil(u.duration * 16000 / HOP)) + 1, classes) for u in utts])
+    labels = np.concatenate([frame_labels(u, label_frames(u), classes) for u in utts])
     labels = labels[labels >= 0]
     return len(labels), float(np.bincount(labels).max() / max(len(labels), 1))
 
