@@ -27,9 +27,8 @@ from anonymizers.targets import TargetPool
 from anonymizers.vc.f0 import MIN_VOICED_FRAMES, STD_FLOOR, YinPitch
 from pipeline.asv.audio_cache import ordered_map
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
-from pipeline.asv.embed import length_buckets
+from pipeline.asv.embed import length_buckets, padded_batch
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.data.audio import read_audio
 from pipeline.data.librispeech import LibriSpeech
 from pipeline.data.manifest import Utterance, read_manifest
 from pipeline.errors import VpevalError
@@ -122,20 +121,13 @@ def speaker_statistics(utterances: Sequence[Utterance], encoder: SpeakerEncoder,
     log_f0 = np.zeros((len(speakers), 3))  # count, sum, sum of squares
     batches = length_buckets([u.duration for u in utterances], batch_seconds)
 
-    def load(batch: list[int]) -> list[np.ndarray]:
-        return [read_audio(utterances[i].path, encoder.sample_rate) for i in batch]
+    def load(batch: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        return padded_batch([utterances[i] for i in batch], encoder.sample_rate, encoder.fbank.window_size)
 
     encoder.eval()
     with torch.inference_mode():
-        for batch, wavs in zip(batches, ordered_map(load, batches, workers=workers)):
-            lengths = torch.tensor([len(w) for w in wavs])
-            if int(lengths.min()) < encoder.fbank.window_size:
-                short = [utterances[i].id for i, n in zip(batch, lengths.tolist()) if n < encoder.fbank.window_size]
-                raise VpevalError(f"speaker statistics: utterance(s) shorter than one fbank window: {short[:5]}")
-            padded = torch.zeros(len(wavs), int(lengths.max()))
-            for i, wav in enumerate(wavs):
-                padded[i, :len(wav)] = torch.from_numpy(wav)
-            padded, lengths = padded.to(device), lengths.to(device)
+        for batch, (padded, lengths) in zip(batches, ordered_map(load, batches, workers=workers)):
+            padded, lengths = torch.from_numpy(padded).to(device), torch.from_numpy(lengths).to(device)
             embeddings = F.normalize(encoder(padded, lengths / padded.shape[1]).float(), dim=-1).cpu().numpy()
             f0, voiced = pitch(padded, lengths)
             logs = torch.where(voiced, f0.clamp_min(1.0).log(), torch.zeros_like(f0)).double()

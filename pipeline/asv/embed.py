@@ -62,6 +62,21 @@ def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, devi
                             progress=progress, world=world)
 
 
+def padded_batch(utts: Sequence[Utterance], sample_rate: int, min_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """(zero-padded float32 audio (B, longest), int64 lengths) of `utts` read at `sample_rate`;
+    an utterance shorter than `min_samples` (one fbank window) is an error naming it."""
+    wavs = [read_audio(utt.path, sample_rate) for utt in utts]
+    for utt, wav in zip(utts, wavs):
+        if len(wav) < min_samples:
+            raise VpevalError(f"{utt.path}: utterance {utt.id!r} has {len(wav)} samples, "
+                              f"fewer than one {min_samples}-sample fbank window")
+    lengths = np.array([len(wav) for wav in wavs], dtype=np.int64)
+    padded = np.zeros((len(wavs), lengths.max()), dtype=np.float32)
+    for row, wav in enumerate(wavs):
+        padded[row, :len(wav)] = wav
+    return padded, lengths
+
+
 def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[list[int]]:
     """Index batches, longest utterances first, each with (count x longest) <= batch_seconds
     (an utterance longer than that is a batch of its own).
@@ -97,16 +112,7 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
     batches = length_buckets([utt.duration for utt in utts], batch_seconds)[world.rank::world.size]
 
     def load(batch: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        wavs = [read_audio(utts[i].path, encoder.sample_rate) for i in batch]
-        for i, wav in zip(batch, wavs):
-            if len(wav) < min_samples:
-                raise VpevalError(f"{utts[i].path}: utterance {utts[i].id!r} has {len(wav)} samples, "
-                                  f"fewer than one {min_samples}-sample fbank window")
-        lengths = np.array([len(wav) for wav in wavs], dtype=np.int64)
-        padded = np.zeros((len(wavs), lengths.max()), dtype=np.float32)
-        for row, wav in enumerate(wavs):
-            padded[row, :len(wav)] = wav
-        return padded, lengths
+        return padded_batch([utts[i] for i in batch], encoder.sample_rate, min_samples)
 
     show = progress if world.is_main else False
     bar = tqdm(total=sum(map(len, batches)), desc="embedding", unit="utt", disable=None if show is None else not show)
