@@ -65,7 +65,7 @@ from anonymizers.vc.recipe import (
 from pipeline.asv.audio_cache import INT16_SCALE, build_audio_cache
 from pipeline.asv.checkpoint import (
     check_same_run,
-    load_checkpoint,
+    load_resumable,
     load_state_checked,
     restore_rng_state,
     rng_state,
@@ -162,11 +162,9 @@ class VCTrainer:
 
     def resume(self) -> None:
         path = self.checkpoint_path
-        if not path.is_file():
+        checkpoint = load_resumable(path, CHECKPOINT_FORMAT, "voice-conversion", self.device)
+        if checkpoint is None:
             return
-        checkpoint = load_checkpoint(path, map_location=self.device)
-        if checkpoint.get("format") != CHECKPOINT_FORMAT:
-            raise VpevalError(f"{path}: not a vpeval voice-conversion checkpoint (format {checkpoint.get('format')!r})")
         check_same_run(path, checkpoint["run"], self.run_identity)
         load_state_checked(self.model, checkpoint["model"], path, "model")
         self.optimizer.load_state_dict(checkpoint["optimizer"])

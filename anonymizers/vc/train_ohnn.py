@@ -47,7 +47,7 @@ from anonymizers.vc.recipe import (
 )
 from pipeline.asv.checkpoint import (
     check_same_run,
-    load_checkpoint,
+    load_resumable,
     load_state_checked,
     restore_rng_state,
     rng_state,
@@ -146,11 +146,9 @@ class OHNNTrainer:
 
     def resume(self) -> None:
         path = self.checkpoint_path
-        if path is None or not path.is_file():
+        checkpoint = load_resumable(path, CHECKPOINT_FORMAT, "OHNN", self.device)
+        if checkpoint is None:
             return
-        checkpoint = load_checkpoint(path, map_location=self.device)
-        if checkpoint.get("format") != CHECKPOINT_FORMAT:
-            raise VpevalError(f"{path}: not a vpeval OHNN checkpoint (format {checkpoint.get('format')!r})")
         check_same_run(path, checkpoint["run"], self.run_identity)
         load_state_checked(self.ohnn, checkpoint["model"], path, "OHNN")
         self.optimizer.load_state_dict(checkpoint["optimizer"])

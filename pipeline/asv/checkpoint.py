@@ -51,6 +51,18 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return state
 
 
+def load_resumable(path: str | Path | None, expected_format: str, what: str,
+                   device: str | torch.device) -> dict | None:
+    """The checkpoint a training run resumes from: None when there is none yet, else the
+    file's contents once checked to be a `what` checkpoint (its "format" entry)."""
+    if path is None or not Path(path).is_file():
+        return None
+    checkpoint = load_checkpoint(path, map_location=device)
+    if checkpoint.get("format") != expected_format:
+        raise VpevalError(f"{path}: not a vpeval {what} checkpoint (format {checkpoint.get('format')!r})")
+    return checkpoint
+
+
 def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: str | Path, what: str) -> None:
     """Load `state_dict` into `module`, or name the file and the expected vs found keys/shapes."""
     if not isinstance(state_dict, Mapping) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):

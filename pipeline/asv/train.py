@@ -46,7 +46,7 @@ from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.checkpoint import (
     check_same_run,
-    load_checkpoint,
+    load_resumable,
     load_state_checked,
     restore_rng_state,
     rng_state,
@@ -182,11 +182,9 @@ class _Trainer:
     def _resume(self) -> None:
         """Restore everything from checkpoint.pt when there is one (every rank reads the same file)."""
         path = self.checkpoint_path
-        if not path.is_file():
+        checkpoint = load_resumable(path, CHECKPOINT_FORMAT, "attacker", self.device)
+        if checkpoint is None:
             return
-        checkpoint = load_checkpoint(path, map_location=self.device)
-        if checkpoint.get("format") != CHECKPOINT_FORMAT:
-            raise VpevalError(f"{path}: not a vpeval attacker checkpoint (format {checkpoint.get('format')!r})")
         load_state_checked(self.model, checkpoint["model"], path, "model")
         check_same_run(path, checkpoint["run"], self.run)
         load_state_checked(self.head, checkpoint["head"], path, "head")
