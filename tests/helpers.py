@@ -1,12 +1,23 @@
-"""In-code fixtures shared by tests: tiny corpora written with generated audio."""
+"""In-code fixtures shared by tests: tiny corpora written with generated audio, VoicePrivacy
+recipe folders, the toy speakers of the ASV tests, attacker model folders."""
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
+import hydra
 import numpy as np
+from scipy.signal import lfilter
 
+from pipeline.asv.checkpoint import save_checkpoint
+from pipeline.asv.embed import embed_utterances
+from pipeline.asv.scoring import length_normalise
+from pipeline.config import CONFIG_DIR, compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
+from pipeline.fileio import write_json
+from pipeline.stages.prepare import manifest_path
 
 
 def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
@@ -84,4 +95,140 @@ def kaldi_dir(folder: Path, rows: list[tuple[str, str, str, str]], enrolls: list
         (folder / "enrolls").write_text("".join(f"{utt}\n" for utt in enrolls))
     if trials is not None:
         (folder / "trials").write_text("".join(f"{line}\n" for line in trials))
+    return folder
+
+
+def edit_manifest(folder: Path, name: str, edit) -> None:
+    """Rewrite manifest `name` of a prepared folder record by record: `edit(record) -> list of records`."""
+    path = manifest_path(folder, name)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for record in records for r in edit(record)))
+
+
+# --- VoicePrivacy recipe folders (Kaldi data dirs) ----------------------------------------------
+
+VPC_TRAIN = {"11": "F", "12": "F", "13": "M", "14": "M"}
+VPC_EVAL = {"dev": {"21": "F", "22": "F", "23": "M", "24": "M"},
+            "test": {"31": "F", "32": "F", "33": "M", "34": "M"}}
+VPC_ENROLLED = {"dev": ("21", "23"), "test": ("31", "33")}
+WAV_SCP_FORMS = ("{rel}", "{abs}", "flac -c -d -s {abs} |", "sox {abs} -t wav - |")
+
+
+def wav_value(recipe: Path, utt: str, n: int) -> str:
+    """Cycle through the wav.scp forms the VPC dirs use (relative paths start at the recipe folder)."""
+    speaker, chapter, _ = utt.split("-")
+    subset = "train-clean-360" if speaker in VPC_TRAIN else "eval"
+    rel = f"corpora/LibriSpeech/{subset}/{speaker}/{chapter}/{utt}.flac"
+    return WAV_SCP_FORMS[n % len(WAV_SCP_FORMS)].format(rel=rel, abs=recipe / rel)
+
+
+def vpc_recipe(recipe: Path, vctk_common: bool = False) -> Path:
+    """A VPC recipe folder: audio under corpora/, Kaldi dirs under data/ (libri_* or vctk_* sets).
+    Returns the data folder."""
+    librispeech_tree(recipe / "corpora" / "LibriSpeech",
+                     {"train-clean-360": VPC_TRAIN, "eval": {**VPC_EVAL["dev"], **VPC_EVAL["test"]}})
+    data = recipe / "data"
+    rows = lambda speakers, utts=range(4): [  # noqa: E731
+        (f"{s}-100-{i:04d}", s, g.lower(), wav_value(recipe, f"{s}-100-{i:04d}", n))
+        for n, (s, g) in enumerate(speakers.items()) for i in utts]
+    kaldi_dir(data / "train-clean-360", rows(VPC_TRAIN))
+    prefix = "vctk" if vctk_common else "libri"
+    for split, speakers in VPC_EVAL.items():
+        enrolled = {s: speakers[s] for s in VPC_ENROLLED[split]}
+        enrolls = rows(enrolled, range(2))
+        kaldi_dir(data / f"{prefix}_{split}_enrolls", enrolls, enrolls=[r[0] for r in enrolls])
+        variants = {"": range(2, 4), "_common": range(4, 6)} if vctk_common else {"": range(2, 4)}
+        for suffix, utts in variants.items():
+            for g in ("f", "m"):
+                tried = rows({s: x for s, x in speakers.items() if x.lower() == g}, utts)
+                kaldi_dir(data / f"{prefix}_{split}_trials_{g}{suffix}", tried, trials=[
+                    f"{s} {utt} {'target' if spk == s else 'nontarget'}"
+                    for s in enrolled if speakers[s].lower() == g for utt, spk, _, _ in tried])
+    if vctk_common:
+        for speaker in {**VPC_EVAL["dev"], **VPC_EVAL["test"]}:
+            for i in range(4, 6):
+                src = recipe / f"corpora/LibriSpeech/eval/{speaker}/100/{speaker}-100-0000.flac"
+                shutil.copy(src, src.with_name(f"{speaker}-100-{i:04d}.flac"))
+    return data
+
+
+def damaged(recipe: Path, tmp_path: Path, edits) -> Path:
+    """A copy of the recipe's data folder with files edited: {(dir, file): [edit(text) -> text]}."""
+    data = tmp_path / "recipe" / "data"
+    shutil.copytree(recipe / "data", data)
+    (tmp_path / "recipe" / "corpora").symlink_to(recipe / "corpora")
+    for (dir_name, file_name), functions in edits.items():
+        target = data / dir_name / file_name
+        for edit in functions:
+            target.write_text(edit(target.read_text()))
+    return data
+
+
+def vpc_cfg(root: Path, *overrides: str, config: str = "vpc", workers: int = 2):
+    """The `data` config of a VPC data folder."""
+    return compose([f"data.root={root}", f"data.workers={workers}", *overrides], config_name=f"data/{config}").data
+
+
+# --- the toy speakers of the ASV tests (the `corpus` fixture in conftest.py) -------------------
+# A few synthetic "speakers", harmonic voices with their own F0 range, vocal tract length
+# (formant scale) and spectral tilt; each utterance varies pitch, formants and rhythm.
+
+TOY_RATE = 16000
+
+
+def toy_voice(speaker: int, utterance: int, seconds: float) -> np.ndarray:
+    """A harmonic voice: speaker F0 / formant scale / tilt, utterance-varied prosody and vowels."""
+    voice = np.random.default_rng([7, speaker])
+    take = np.random.default_rng([7, speaker, utterance])
+    f0_base, tract_scale, tilt = voice.uniform(90, 220), voice.uniform(0.85, 1.15), voice.uniform(0.8, 1.6)
+    t = np.arange(int(seconds * TOY_RATE)) / TOY_RATE
+    f0 = f0_base * (1 + take.uniform(-0.12, 0.12)) * (1 + 0.08 * np.sin(2 * np.pi * take.uniform(1, 3) * t
+                                                                         + take.uniform(0, 2 * np.pi)))
+    phase = 2 * np.pi * np.cumsum(f0) / TOY_RATE
+    wav = sum(h ** -tilt * np.sin(h * phase) for h in range(1, int(4000 / f0_base)))
+    for formant, bandwidth in ((500, 80), (1500, 120), (2500, 160)):
+        frequency = formant * tract_scale * (1 + take.uniform(-0.15, 0.15))
+        radius = np.exp(-np.pi * bandwidth / TOY_RATE)
+        wav = lfilter([1 - radius], [1, -2 * radius * np.cos(2 * np.pi * frequency / TOY_RATE), radius ** 2], wav)
+    wav = wav * (0.6 + 0.4 * np.sin(2 * np.pi * take.uniform(3, 5) * t) ** 2)
+    wav = wav + 0.01 * np.abs(wav).max() * take.standard_normal(len(t))
+    return (0.5 * wav / np.abs(wav).max()).astype(np.float32)
+
+
+# --- attackers ----------------------------------------------------------------------------------
+
+def attacker_config(name: str = "ecapa_tiny", overrides: tuple[str, ...] = ()):
+    with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return hydra.compose(overrides=[f"+attacker={name}", *overrides]).attacker
+
+
+def equal_error_rate(scores: np.ndarray, target: np.ndarray) -> float:
+    """Threshold-sweep EER, enough for tests."""
+    order = np.argsort(-scores, kind="stable")
+    target = target[order]
+    miss = 1 - np.cumsum(target) / target.sum()
+    false_alarm = np.cumsum(~target) / (~target).sum()
+    best = np.argmin(np.abs(miss - false_alarm))
+    return float((miss[best] + false_alarm[best]) / 2)
+
+
+def validation_eer(encoder, val: list[Utterance], world=None) -> float:
+    """EER of cosine scores over every pair of validation utterances (embedded by `world`'s ranks if given)."""
+    _, embeddings = embed_utterances(encoder, val, device="cpu", batch_seconds=20, progress=False, world=world)
+    normalised = length_normalise(embeddings)
+    pairs = np.triu_indices(len(val), 1)
+    speakers = np.array([utt.speaker for utt in val])
+    return equal_error_rate((normalised @ normalised.T)[pairs], (speakers[:, None] == speakers[None, :])[pairs])
+
+
+def read_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def encoder_folder(folder: Path, encoder, **spec_changes) -> Path:
+    """An attacker model folder as `pipeline.asv.train` writes it: `encoder`'s weights (model.pt)
+    and its builder (model.json), with `spec_changes` applied to the builder's arguments."""
+    save_checkpoint(folder / "model.pt", encoder.state_dict())
+    write_json(folder / "model.json", {"model": {"_target_": "pipeline.asv.model.SpeakerEncoder",
+                                                 **encoder.architecture, **spec_changes}})
     return folder

@@ -1,19 +1,15 @@
 """Two-covariance PLDA backend: reference formulas, EM, calibration on data drawn from the model, options."""
-from pathlib import Path
-
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 from scipy.stats import multivariate_normal
 
 from pipeline.asv.plda import PLDABackend, TwoCovariancePLDA
 from pipeline.asv.scoring import CosineBackend, length_normalise, score_trials
-from pipeline.config import instantiate
+from pipeline.config import compose, instantiate
 from pipeline.data.manifest import Trial, Utterance
 from pipeline.errors import VpevalError
 from pipeline.metrics import cllr, eer, min_cllr
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 DIM = 8
 
 
@@ -188,11 +184,7 @@ def test_bad_input_is_refused_clearly():
 
 @pytest.mark.parametrize("name, lda_dim", [("plda", None), ("plda_lda", 128)])
 def test_plda_configs_instantiate_and_score_trials(name, lda_dim):
-    cfg = OmegaConf.load(CONF / "backend" / f"{name}.yaml")
-    if "defaults" in cfg:
-        cfg = OmegaConf.merge(OmegaConf.load(CONF / "backend" / "plda.yaml"), {k: v for k, v in cfg.items()
-                                                                                if k != "defaults"})
-    backend = instantiate(cfg)
+    backend = instantiate(compose([f"backend={name}"]).backend)
     assert isinstance(backend, PLDABackend) and backend.needs_fit and backend.name == name
     assert backend.lda_dim == lda_dim and backend.enrolment == "multi" and backend.length_norm
     vectors, labels = draw(true_model(), speakers=40, per_speaker=6, seed=13)

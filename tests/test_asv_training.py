@@ -1,8 +1,8 @@
 """Audio cache, crops, training (learning, resume, best model, bad checkpoints), extraction, configs.
 
-The toy corpus: a few synthetic "speakers", harmonic voices with their own F0 range, vocal
-tract length (formant scale) and spectral tilt; each utterance varies pitch, formants and
-rhythm. Written as 16-bit FLAC with `write_audio`.
+The toy corpus (the `corpus` fixture of conftest.py): a few synthetic "speakers", harmonic voices
+with their own F0 range, vocal tract length (formant scale) and spectral tilt; each utterance
+varies pitch, formants and rhythm (`tests.helpers.toy_voice`). Written as 16-bit FLAC.
 """
 import json
 import pickle
@@ -13,93 +13,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from scipy.signal import lfilter
 
 from pipeline.asv.audio_cache import build_audio_cache, open_audio_cache
 from pipeline.asv.crops import CropBatches, CropPlan, take_crops
-from pipeline.asv.embed import (
-    embed_utterances,
-    extract_embeddings,
-    length_buckets,
-    load_encoder,
-)
+from pipeline.asv.embed import extract_embeddings, length_buckets, load_encoder
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.scoring import length_normalise
 from pipeline.asv.train import train_attacker
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError
+from tests.helpers import TOY_RATE, attacker_config, read_log, validation_eer
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
-RATE = 16000
-SPEAKERS, TRAIN_PER_SPEAKER, VAL_PER_SPEAKER = 6, 6, 3
 # Tiny-config overrides used by every training run here: 4 steps per epoch, a mid-epoch
 # checkpoint every 3 steps.
 RUN_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=4", "attacker.training.checkpoint_every=3"]
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-
-
-def toy_voice(speaker: int, utterance: int, seconds: float) -> np.ndarray:
-    """A harmonic voice: speaker F0 / formant scale / tilt, utterance-varied prosody and vowels."""
-    voice = np.random.default_rng([7, speaker])
-    take = np.random.default_rng([7, speaker, utterance])
-    f0_base, tract_scale, tilt = voice.uniform(90, 220), voice.uniform(0.85, 1.15), voice.uniform(0.8, 1.6)
-    t = np.arange(int(seconds * RATE)) / RATE
-    f0 = f0_base * (1 + take.uniform(-0.12, 0.12)) * (1 + 0.08 * np.sin(2 * np.pi * take.uniform(1, 3) * t
-                                                                         + take.uniform(0, 2 * np.pi)))
-    phase = 2 * np.pi * np.cumsum(f0) / RATE
-    wav = sum(h ** -tilt * np.sin(h * phase) for h in range(1, int(4000 / f0_base)))
-    for formant, bandwidth in ((500, 80), (1500, 120), (2500, 160)):
-        frequency = formant * tract_scale * (1 + take.uniform(-0.15, 0.15))
-        radius = np.exp(-np.pi * bandwidth / RATE)
-        wav = lfilter([1 - radius], [1, -2 * radius * np.cos(2 * np.pi * frequency / RATE), radius ** 2], wav)
-    wav = wav * (0.6 + 0.4 * np.sin(2 * np.pi * take.uniform(3, 5) * t) ** 2)
-    wav = wav + 0.01 * np.abs(wav).max() * take.standard_normal(len(t))
-    return (0.5 * wav / np.abs(wav).max()).astype(np.float32)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> tuple[list[Utterance], list[Utterance]]:
-    """(train, validation) utterances of the toy speakers, 1.0-1.6 s each."""
-    folder = tmp_path_factory.mktemp("toy_corpus")
-    durations = np.random.default_rng(0).uniform(1.0, 1.6, size=(SPEAKERS, TRAIN_PER_SPEAKER + VAL_PER_SPEAKER))
-    train, val = [], []
-    for speaker in range(SPEAKERS):
-        for index, seconds in enumerate(durations[speaker]):
-            utt_id = f"s{speaker}-{index:02d}"
-            path = write_audio(folder / f"{utt_id}.flac", toy_voice(speaker, index, seconds), RATE)
-            utt = Utterance(utt_id, f"s{speaker}", "fm"[speaker % 2], str(path), round(float(seconds), 3))
-            (train if index < TRAIN_PER_SPEAKER else val).append(utt)
-    return train, val
-
-
-def attacker_config(name: str = "ecapa_tiny", overrides: tuple[str, ...] = ()):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(overrides=[f"+attacker={name}", *overrides]).attacker
-
-
-def equal_error_rate(scores: np.ndarray, target: np.ndarray) -> float:
-    """Threshold-sweep EER, enough for tests."""
-    order = np.argsort(-scores, kind="stable")
-    target = target[order]
-    miss = 1 - np.cumsum(target) / target.sum()
-    false_alarm = np.cumsum(~target) / (~target).sum()
-    best = np.argmin(np.abs(miss - false_alarm))
-    return float((miss[best] + false_alarm[best]) / 2)
-
-
-def validation_eer(encoder: SpeakerEncoder, val: list[Utterance], world=None) -> float:
-    """EER of cosine scores over every pair of validation utterances (embedded by `world`'s ranks if given)."""
-    _, embeddings = embed_utterances(encoder, val, device="cpu", batch_seconds=20, progress=False, world=world)
-    normalised = length_normalise(embeddings)
-    pairs = np.triu_indices(len(val), 1)
-    speakers = np.array([utt.speaker for utt in val])
-    return equal_error_rate((normalised @ normalised.T)[pairs], (speakers[:, None] == speakers[None, :])[pairs])
 
 
 @pytest.fixture(scope="module")
@@ -112,10 +45,6 @@ def trained(corpus, tmp_path_factory) -> Path:
                           validate=lambda encoder: validation_eer(encoder, val))
 
 
-def read_log(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 # --- audio cache and crops -------------------------------------------------------------------
 
 def test_audio_cache_round_trip_and_reuse(corpus, tmp_path):
@@ -125,7 +54,7 @@ def test_audio_cache_round_trip_and_reuse(corpus, tmp_path):
     assert cache.utterance_ids == [utt.id for utt in train]
     assert cache.speakers == sorted({utt.speaker for utt in train})
     for index, utt in enumerate(train):
-        np.testing.assert_array_equal(cache.waveform(index), read_audio(utt.path, RATE))
+        np.testing.assert_array_equal(cache.waveform(index), read_audio(utt.path, TOY_RATE))
         assert cache.speakers[cache.labels[index]] == utt.speaker
     written = (tmp_path / "cache" / "audio.npy").stat().st_mtime_ns
     again = build_audio_cache(train, tmp_path / "cache", workers=2, progress=False)
@@ -349,7 +278,7 @@ def test_length_buckets_respect_the_budget():
 
 
 def test_too_short_utterance_names_the_file(trained, tmp_path):
-    path = write_audio(tmp_path / "click.flac", np.zeros(100, dtype=np.float32), RATE)
+    path = write_audio(tmp_path / "click.flac", np.zeros(100, dtype=np.float32), TOY_RATE)
     with pytest.raises(VpevalError, match="click.flac: utterance 'click' has 100 samples"):
         extract_embeddings(trained, [Utterance("click", "x", "f", str(path), 0.006)], device="cpu", progress=False)
 

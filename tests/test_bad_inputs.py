@@ -10,7 +10,6 @@ README.md's "Bad inputs" section shows exactly these messages (regenerate it wit
 from __future__ import annotations
 
 import errno
-import json
 import os
 import pathlib
 import pickle
@@ -32,10 +31,18 @@ from pipeline.config import REPO_ROOT, compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Trial, Utterance, write_manifest, write_trials
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_json, write_text
+from pipeline.fileio import write_json, write_lines, write_text
 from pipeline.metrics import eer, read_scores
-from pipeline.stages import validate
-from tests.helpers import librispeech_tree, tone
+from pipeline.stages import prepare, validate
+from pipeline.stages.prepare import manifest_path, trials_path
+from tests.helpers import (
+    damaged,
+    edit_manifest,
+    encoder_folder,
+    librispeech_tree,
+    tone,
+    vpc_cfg,
+)
 
 README = REPO_ROOT / "README.md"
 SECTION = "## Bad inputs\n"
@@ -85,7 +92,7 @@ TRAIN = {"t1": "f", "t2": "m"}
 EVAL = {"e1": "f", "e2": "f", "e3": "m", "e4": "m"}
 
 
-def utt(tmp: Path, uid: str, speaker: str, gender: str, **audio) -> Utterance:
+def utt(tmp: Path, uid: str, speaker: str, gender: str) -> Utterance:
     path = tmp / "audio" / f"{uid}.flac"
     if not path.exists():
         write_audio(path, tone(SECONDS, 100 + 7 * len(uid) + sum(map(ord, uid)) % 50), RATE)
@@ -105,9 +112,9 @@ def prepared(tmp_path) -> Path:
         lists[f"test_trials_{g}"] = [utt(tmp_path, f"{s}-tri", s, g) for s in speakers]
         trials[g] = [Trial(a, f"{b}-tri", a == b) for a in speakers for b in speakers]
     for name, items in lists.items():
-        write_manifest(folder / "manifests" / f"{name}.jsonl", items)
+        write_manifest(manifest_path(folder, name), items)
     for g, items in trials.items():
-        write_trials(folder / "trials" / f"test_trials_{g}.txt", items)
+        write_trials(trials_path(folder, f"test_trials_{g}"), items)
     write_json(folder / PARAMS, {"stage": "prepare", "params": {"sample_rate": RATE}})
     write_json(folder / DONE, {"summary": {"eval_sets": ["test"]}})
     return folder
@@ -117,20 +124,10 @@ def validation_error(prepared: Path) -> str:
     return raised(validate.run, prepared, Cache(prepared.parent / "cache"), ("test",))
 
 
-def manifest(prepared: Path, name: str) -> Path:
-    return prepared / "manifests" / f"{name}.jsonl"
-
-
-def edit_records(prepared: Path, name: str, edit) -> None:
-    path = manifest(prepared, name)
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps(r) + "\n" for record in records for r in edit(record)))
-
-
 def point_audio(prepared: Path, uid: str, path: Path, **changes) -> None:
     """Make utterance `uid` of test_trials_f use `path` (with other manifest `changes`)."""
-    edit_records(prepared, "test_trials_f",
-                 lambda r: [{**r, "path": str(path), **changes} if r["id"] == uid else r])
+    edit_manifest(prepared, "test_trials_f",
+                  lambda r: [{**r, "path": str(path), **changes} if r["id"] == uid else r])
 
 
 def append_line(path: Path, line: str) -> None:
@@ -233,91 +230,75 @@ def test_missing_audio_file(prepared, tmp_path):
 # ---------------------------------------------------------------- manifests and trial lists
 
 def test_missing_manifest(prepared, tmp_path):
-    manifest(prepared, "test_enrolls").unlink()
+    manifest_path(prepared, "test_enrolls").unlink()
     record("missing-manifest", "a manifest the prepared folder should hold is missing", "validate",
            validation_error(prepared), tmp_path, "test_enrolls.jsonl", "not found")
 
 
 def test_missing_trial_list(prepared, tmp_path):
-    (prepared / "trials" / "test_trials_m.txt").unlink()
+    trials_path(prepared, "test_trials_m").unlink()
     record("missing-trials", "a trial list is missing", "validate", validation_error(prepared), tmp_path,
            "test_trials_m.txt", "not found")
 
 
 def test_manifest_line_not_json(prepared, tmp_path):
-    append_line(manifest(prepared, "train"), "t1-9 t1 f /x.flac")
+    append_line(manifest_path(prepared, "train"), "t1-9 t1 f /x.flac")
     record("manifest-json", "manifest line that is not JSON", "validate (manifest reader)",
            validation_error(prepared), tmp_path, "train.jsonl:5", "not a JSON object")
 
 
 def test_manifest_missing_field(prepared, tmp_path):
-    edit_records(prepared, "train", lambda r: [{k: v for k, v in r.items() if k != "speaker"}])
+    edit_manifest(prepared, "train", lambda r: [{k: v for k, v in r.items() if k != "speaker"}])
     record("manifest-field", "manifest record without a required field", "validate (manifest reader)",
            validation_error(prepared), tmp_path, "train.jsonl:1", "speaker")
 
 
 def test_duplicate_utterance_id(prepared, tmp_path):
-    edit_records(prepared, "train", lambda r: [r, r] if r["id"] == "t1-0" else [r])
+    edit_manifest(prepared, "train", lambda r: [r, r] if r["id"] == "t1-0" else [r])
     record("duplicate-id", "the same utterance id twice in one manifest", "validate (manifest reader)",
            validation_error(prepared), tmp_path, "train.jsonl:2", "duplicate utterance id 't1-0'")
 
 
 def test_one_id_two_files(prepared, tmp_path):
     other = tmp_path / "audio" / "t1-0.flac"
-    edit_records(prepared, "test_trials_f", lambda r: [{**r, "id": "t1-0"} if r["id"] == "e1-tri" else r])
+    edit_manifest(prepared, "test_trials_f", lambda r: [{**r, "id": "t1-0"} if r["id"] == "e1-tri" else r])
     record("id-two-files", "one utterance id naming different files in two lists", "validate",
            validation_error(prepared), tmp_path, "t1-0", str(other).replace(str(tmp_path), ""))
 
 
 def test_speaker_with_two_genders(prepared, tmp_path):
-    edit_records(prepared, "test_enrolls", lambda r: [{**r, "gender": "m"} if r["speaker"] == "e1" else r])
+    edit_manifest(prepared, "test_enrolls", lambda r: [{**r, "gender": "m"} if r["speaker"] == "e1" else r])
     record("two-genders", "a speaker listed as female in one list and male in another", "validate",
            validation_error(prepared), tmp_path, "speaker e1")
 
 
 def test_trial_names_unknown_speaker(prepared, tmp_path):
-    append_line(prepared / "trials" / "test_trials_f.txt", "e9 e1-tri nontarget")
+    append_line(trials_path(prepared, "test_trials_f"), "e9 e1-tri nontarget")
     record("unknown-speaker", "trial naming a speaker who does not enrol", "validate", validation_error(prepared),
            tmp_path, "test_trials_f.txt:5", "e9")
 
 
 def test_trial_names_unknown_utterance(prepared, tmp_path):
-    append_line(prepared / "trials" / "test_trials_f.txt", "e1 e2-xyz nontarget")
+    append_line(trials_path(prepared, "test_trials_f"), "e1 e2-xyz nontarget")
     record("unknown-utterance", "trial naming an utterance not in the trial manifest", "validate",
            validation_error(prepared), tmp_path, "test_trials_f.txt:5", "e2-xyz")
 
 
-@pytest.fixture(scope="module")
-def vpc_data(tmp_path_factory):
-    """A VoicePrivacy recipe folder (Kaldi data dirs), as in tests/test_corpora_vpc.py."""
-    from tests.test_corpora_vpc import vpc_recipe
-
-    return vpc_recipe(tmp_path_factory.mktemp("vpc"))
+def prepare_vpc_error(vpc_folder: Path, tmp: Path, dir_name: str, file_name: str, edit) -> str:
+    """The prepare stage's error on a copy of the VPC recipe folder with one file edited."""
+    data = damaged(vpc_folder, tmp, {(dir_name, file_name): [edit]})
+    return raised(prepare.run, vpc_cfg(data, workers=1), Cache(tmp / "cache"))
 
 
-def prepare_vpc_error(vpc_data: Path, tmp: Path, dir_name: str, file_name: str, edit) -> str:
-    import shutil
-
-    from pipeline.stages import prepare
-
-    data = tmp / "recipe" / "data"
-    shutil.copytree(vpc_data, data)
-    (tmp / "recipe" / "corpora").symlink_to(vpc_data.parent / "corpora")
-    target = data / dir_name / file_name
-    target.write_text(edit(target.read_text()))
-    cfg = compose([f"data.root={data}", "data.workers=1"], config_name="data/vpc").data
-    return raised(prepare.run, cfg, Cache(tmp / "cache"))
-
-
-def test_enrolment_list_names_unknown_utterance(vpc_data, tmp_path):
-    message = prepare_vpc_error(vpc_data, tmp_path, "libri_dev_enrolls", "enrolls", lambda t: t + "21-100-0007\n")
+def test_enrolment_list_names_unknown_utterance(vpc_folder, tmp_path):
+    message = prepare_vpc_error(vpc_folder, tmp_path, "libri_dev_enrolls", "enrolls", lambda t: t + "21-100-0007\n")
     record("unknown-enrolment", "VPC `enrolls` list naming an utterance the enrolment dir does not have",
            "prepare (Kaldi dirs, before any audio is read)", message, tmp_path, "enrolls:5", "21-100-0007")
 
 
-def test_data_list_command_is_never_run(vpc_data, tmp_path):
+def test_data_list_command_is_never_run(vpc_folder, tmp_path):
     marker = tmp_path / "executed"
-    message = prepare_vpc_error(vpc_data, tmp_path, "libri_dev_trials_f", "wav.scp",
+    message = prepare_vpc_error(vpc_folder, tmp_path, "libri_dev_trials_f", "wav.scp",
                                 lambda t: t.replace("\n", f"\n21-100-0009 touch {marker} |\n", 1))
     assert not marker.exists()
     record("wav-scp-command", "wav.scp entry that is a shell command other than a flac/sox decode",
@@ -325,88 +306,69 @@ def test_data_list_command_is_never_run(vpc_data, tmp_path):
 
 
 def test_mixed_gender_trial(prepared, tmp_path):
-    path = prepared / "trials" / "test_trials_f.txt"
-    append_line(path, "e3 e1-tri nontarget")
-    edit_records(prepared, "test_trials_f", lambda r: [r])
+    append_line(trials_path(prepared, "test_trials_f"), "e3 e1-tri nontarget")
+    edit_manifest(prepared, "test_trials_f", lambda r: [r])
     record("mixed-gender", "male enrolment speaker tried on a female utterance (same-gender protocol)",
            "validate", validation_error(prepared), tmp_path, "test_trials_f.txt:5", "mixed-gender")
 
 
 def test_trial_label_contradicts_speakers(prepared, tmp_path):
-    append_line(prepared / "trials" / "test_trials_f.txt", "e1 e2-tri target")
+    append_line(trials_path(prepared, "test_trials_f"), "e1 e2-tri target")
     record("wrong-label", "trial labelled target for two different speakers", "validate",
            validation_error(prepared), tmp_path, "test_trials_f.txt:5", "contradicts")
 
 
 def test_bad_trial_label(prepared, tmp_path):
-    append_line(prepared / "trials" / "test_trials_f.txt", "e1 e1-tri maybe")
+    append_line(trials_path(prepared, "test_trials_f"), "e1 e1-tri maybe")
     record("bad-label", "trial list line with an unknown label", "validate (trial reader)",
            validation_error(prepared), tmp_path, "test_trials_f.txt:5", "'maybe'")
 
 
 def test_one_class_trial_list(prepared, tmp_path):
-    path = prepared / "trials" / "test_trials_m.txt"
+    path = trials_path(prepared, "test_trials_m")
     path.write_text("".join(f"{line}\n" for line in path.read_text().splitlines() if line.endswith(" target")))
     record("one-class-trials", "trial list with target trials only", "validate", validation_error(prepared),
            tmp_path, "test_trials_m.txt", "both target and non-target")
 
 
 def test_utterance_both_enrols_and_is_tried(prepared, tmp_path):
-    edit_records(prepared, "test_trials_f", lambda r: [r, {**r, "id": "e2-enr", "path": str(tmp_path / "audio" /
-                                                                                                 "e2-enr.flac")}]
-                 if r["id"] == "e2-tri" else [r])
+    edit_manifest(prepared, "test_trials_f", lambda r: [r, {**r, "id": "e2-enr", "path": str(tmp_path / "audio" /
+                                                                                                  "e2-enr.flac")}]
+                  if r["id"] == "e2-tri" else [r])
     record("enrol-and-trial", "an utterance used both to enrol and as a trial", "validate",
            validation_error(prepared), tmp_path, "e2-enr", "both enrolment")
 
 
 def test_evaluation_speaker_in_training_data(prepared, tmp_path):
-    edit_records(prepared, "train", lambda r: [r, {**r, "id": "e1-extra", "speaker": "e1", "gender": "f",
-                                                   "path": str(tmp_path / "audio" / "e1-enr.flac")}]
-                 if r["id"] == "t1-0" else [r])
+    edit_manifest(prepared, "train", lambda r: [r, {**r, "id": "e1-extra", "speaker": "e1", "gender": "f",
+                                                    "path": str(tmp_path / "audio" / "e1-enr.flac")}]
+                  if r["id"] == "t1-0" else [r])
     record("seen-speaker", "an evaluation speaker in the attacker's training data", "validate",
            validation_error(prepared), tmp_path, "test_trials_f.txt", "'e1'", "training data")
 
 
 # ---------------------------------------------------------------- scores
 
-def score_file(tmp: Path, lines: list[str]) -> Path:
-    path = tmp / "scores.txt"
-    path.write_text("".join(f"{line}\n" for line in lines))
-    return path
-
-
 GOOD_SCORES = ["e1 u1 2.5 target", "e1 u2 -1.0 nontarget", "e2 u2 1.5 target", "e2 u1 -0.5 nontarget"]
+SCORE_READER_ROWS = [  # row, input, lines of scores.txt, needles
+    ("nan-score", "score file with a score of nan", GOOD_SCORES[:2] + ["e2 u2 nan target"] + GOOD_SCORES[3:],
+     ("scores.txt:3", "'nan' is not finite")),
+    ("inf-score", "score file with a score of inf", GOOD_SCORES[:2] + ["e2 u2 inf target"] + GOOD_SCORES[3:],
+     ("scores.txt:3", "'inf' is not finite")),
+    ("one-class-scores", "score file with target trials only",
+     [line for line in GOOD_SCORES if line.endswith(" target")], ("scores.txt", "no non-target trials")),
+    ("empty-scores", "empty score file", [], ("scores.txt", "empty")),
+    ("nan-text-score", "score field that is not a number",
+     GOOD_SCORES[:1] + ["e1 u2 high nontarget"] + GOOD_SCORES[2:], ("scores.txt:2", "'high'")),
+    ("repeated-trial", "score file listing one trial twice", GOOD_SCORES + ["e1 u1 2.0 target"],
+     ("scores.txt:5", "repeats line 1")),
+]
 
 
-@pytest.mark.parametrize("row, value, needle", [("nan-score", "nan", "'nan' is not finite"),
-                                                ("inf-score", "inf", "'inf' is not finite")])
-def test_non_finite_score(tmp_path, row, value, needle):
-    path = score_file(tmp_path, GOOD_SCORES[:2] + [f"e2 u2 {value} target"] + GOOD_SCORES[3:])
-    record(row, f"score file with a score of {value}", "evaluate (score reader)", raised(read_scores, path),
-           tmp_path, "scores.txt:3", needle)
-
-
-def test_one_class_scores(tmp_path):
-    path = score_file(tmp_path, [line for line in GOOD_SCORES if line.endswith(" target")])
-    record("one-class-scores", "score file with target trials only", "evaluate (score reader)",
-           raised(read_scores, path), tmp_path, "scores.txt", "no non-target trials")
-
-
-def test_empty_score_file(tmp_path):
-    record("empty-scores", "empty score file", "evaluate (score reader)", raised(read_scores, score_file(tmp_path, [])),
-           tmp_path, "scores.txt", "empty")
-
-
-def test_score_not_a_number(tmp_path):
-    path = score_file(tmp_path, GOOD_SCORES[:1] + ["e1 u2 high nontarget"] + GOOD_SCORES[2:])
-    record("nan-text-score", "score field that is not a number", "evaluate (score reader)", raised(read_scores, path),
-           tmp_path, "scores.txt:2", "'high'")
-
-
-def test_repeated_trial_in_scores(tmp_path):
-    path = score_file(tmp_path, GOOD_SCORES + ["e1 u1 2.0 target"])
-    record("repeated-trial", "score file listing one trial twice", "evaluate (score reader)",
-           raised(read_scores, path), tmp_path, "scores.txt:5", "repeats line 1")
+@pytest.mark.parametrize("row, what, lines, needles", SCORE_READER_ROWS, ids=[row[0] for row in SCORE_READER_ROWS])
+def test_score_reader_rows(tmp_path, row, what, lines, needles):
+    path = write_lines(tmp_path / "scores.txt", lines)
+    record(row, what, "evaluate (score reader)", raised(read_scores, path), tmp_path, *needles)
 
 
 def test_nan_in_metric_arrays(tmp_path):
@@ -416,7 +378,7 @@ def test_nan_in_metric_arrays(tmp_path):
 
 
 def test_cli_metrics_one_class(tmp_path):
-    path = score_file(tmp_path, [line for line in GOOD_SCORES if line.endswith("nontarget")])
+    path = write_lines(tmp_path / "scores.txt", [line for line in GOOD_SCORES if line.endswith("nontarget")])
     message = cli_message(vpeval("metrics", str(path), tmp=tmp_path))
     record("cli-one-class", "`vpeval metrics` on a score file with non-target trials only", "CLI (exit 2)",
            message, tmp_path, "scores.txt", "no target trials")
@@ -424,25 +386,21 @@ def test_cli_metrics_one_class(tmp_path):
 
 # ---------------------------------------------------------------- config
 
-def test_unknown_config_key(tmp_path):
-    record("unknown-key", "override of a key the config does not have (`attacker.trainig.epochs=3`)",
-           "config (compose, before any work)", raised(compose, ["attacker.trainig.epochs=3"]), tmp_path,
-           "attacker.trainig.epochs=3", "unknown key")
+CONFIG_ROWS = [  # row, input, where detected, override, needles
+    ("unknown-key", "override of a key the config does not have (`attacker.trainig.epochs=3`)",
+     "config (compose, before any work)", "attacker.trainig.epochs=3", ("attacker.trainig.epochs=3", "unknown key")),
+    ("wrong-type", "override with a value of the wrong type (`seed=abc`)", "config (compose)", "seed=abc",
+     ("seed=abc", "must be a number")),
+    ("wrong-list", "a scalar where a list is expected (`eval_splits=test`)", "config (compose)", "eval_splits=test",
+     ("eval_splits", "must be a list")),
+    ("unknown-option", "a config group option that does not exist (`anonymizer=mcadam`)", "config (compose)",
+     "anonymizer=mcadam", ("anonymizer/mcadam",)),
+]
 
 
-def test_wrong_value_type(tmp_path):
-    record("wrong-type", "override with a value of the wrong type (`seed=abc`)", "config (compose)",
-           raised(compose, ["seed=abc"]), tmp_path, "seed=abc", "must be a number")
-
-
-def test_wrong_list_type(tmp_path):
-    record("wrong-list", "a scalar where a list is expected (`eval_splits=test`)", "config (compose)",
-           raised(compose, ["eval_splits=test"]), tmp_path, "eval_splits", "must be a list")
-
-
-def test_unknown_group_option(tmp_path):
-    record("unknown-option", "a config group option that does not exist (`anonymizer=mcadam`)",
-           "config (compose)", raised(compose, ["anonymizer=mcadam"]), tmp_path, "anonymizer/mcadam")
+@pytest.mark.parametrize("row, what, where, override, needles", CONFIG_ROWS, ids=[row[0] for row in CONFIG_ROWS])
+def test_config_rows(tmp_path, row, what, where, override, needles):
+    record(row, what, where, raised(compose, [override]), tmp_path, *needles)
 
 
 def test_cli_unknown_key(tmp_path):
@@ -509,11 +467,7 @@ def test_checkpoint_of_another_architecture(tmp_path):
     cfg = compose(["attacker=ecapa_tiny"]).attacker.model
     from hydra.utils import instantiate
 
-    encoder = instantiate(cfg)
-    save_checkpoint(tmp_path / "model.pt", encoder.state_dict())
-    spec = {"_target_": "pipeline.asv.model.SpeakerEncoder",
-            **encoder.architecture, "embedding_dim": 48, "channels": [64, 64, 64, 64, 192]}
-    write_json(tmp_path / "model.json", {"model": spec})
+    encoder_folder(tmp_path, instantiate(cfg), embedding_dim=48, channels=[64, 64, 64, 64, 192])
     message = raised(load_encoder, tmp_path, "cpu")
     record("other-architecture", "model.pt of another architecture than model.json describes",
            "extract (encoder loader)", message, tmp_path, "model.pt", "another architecture")
@@ -657,7 +611,7 @@ def test_full_disk_during_checkpoint_keeps_the_previous_one(tmp_path, monkeypatc
 def test_cli_output_folder_is_a_file(tmp_path):
     blocker = tmp_path / "data_is_a_file"
     blocker.write_text("not a folder\n")
-    message = cli_message(vpeval("metrics", str(score_file(tmp_path, GOOD_SCORES)), "--json",
+    message = cli_message(vpeval("metrics", str(write_lines(tmp_path / "scores.txt", GOOD_SCORES)), "--json",
                                  str(blocker / "metrics.json"), tmp=tmp_path))
     record("cli-unwritable", "`vpeval metrics --json` into a folder that is a file", "CLI (exit 2)", message,
            tmp_path, "metrics.json", "cannot write")

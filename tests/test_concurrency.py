@@ -44,16 +44,23 @@ def spawn(target, *args):
     return process
 
 
-def test_two_processes_build_one_folder_once(tmp_path):
+def race(target, *args) -> list:
+    """Run `target(*args, start, results)` in two processes released at once; what they put in
+    `results`, in the order it arrived (each process exits cleanly)."""
     context = multiprocessing.get_context("spawn")
     start, results = context.Event(), context.Queue()
-    log = tmp_path / "builds.log"
-    workers = [spawn(build_in_process, str(tmp_path / "cache"), str(log), 0.2, start, results) for _ in range(2)]
+    workers = [spawn(target, *args, start, results) for _ in range(2)]
     start.set()
     found = [results.get(timeout=300) for _ in workers]
     for worker in workers:
         worker.join(timeout=60)
         assert worker.exitcode == 0
+    return found
+
+
+def test_two_processes_build_one_folder_once(tmp_path):
+    log = tmp_path / "builds.log"
+    found = race(build_in_process, str(tmp_path / "cache"), str(log), 0.2)
     assert len(log.read_text().split()) == 1  # built once
     (_, out_a, reused_a, files_a), (_, out_b, reused_b, files_b) = found
     assert out_a == out_b and sorted([reused_a, reused_b]) == [False, True]
@@ -108,14 +115,7 @@ def test_two_experiments_need_the_same_anonymised_set(tmp_path):
         path = write_audio(tmp_path / "audio" / f"{speaker}-{i}.flac", tone(0.5, 110 + 30 * i), 16000)
         utts.append(Utterance(f"{speaker}-{i}", speaker, gender, str(path), 0.5))
     manifest = write_manifest(tmp_path / "train.jsonl", utts)
-    context = multiprocessing.get_context("spawn")
-    start, results = context.Event(), context.Queue()
-    workers = [spawn(anonymize_in_process, str(tmp_path / "cache"), str(manifest), start, results) for _ in range(2)]
-    start.set()
-    found = [results.get(timeout=300) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=60)
-        assert worker.exitcode == 0
+    found = race(anonymize_in_process, str(tmp_path / "cache"), str(manifest))
     (out_a, reused_a, files_a), (out_b, reused_b, files_b) = found
     assert out_a == out_b and sorted([reused_a, reused_b]) == [False, True]
     assert files_a == files_b and sum(name.endswith(".flac") for name in files_a) == 4

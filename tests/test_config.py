@@ -23,8 +23,11 @@ NEEDS_TRAINING = {"xvector": "vc_model", "xvector_speaker": "vc_model", "ohnn": 
                   "xvector_b1": "vc_model"}
 
 
-def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+RECIPES_DIR = CONFIG_DIR.parent / "recipes"
+
+
+def options(group: str, folder: Path = CONFIG_DIR) -> list[str]:
+    return sorted(p.stem for p in (folder / group).glob("*.yaml"))
 
 
 GROUPS = [(g, o) for g in ("data", "anonymizer", "attacker", "backend", "attacks", "paths") for o in options(g)]
@@ -41,16 +44,16 @@ def test_group_option_composes_and_resolves(group, option):
     assert resolved[group] is not None
 
 
-@pytest.mark.parametrize("option", options("anonymizer"))
+@pytest.mark.parametrize("option", options("anonymizer") + options("anonymizer", RECIPES_DIR))  # conf/, recipes/
 def test_anonymizers_instantiate(option, tmp_path):
     extra = ["anonymizer.folder=" + str(tmp_path)] if option == "precomputed" else REQUIRED.get(("anonymizer", option), [])
     cfg = compose([f"anonymizer={option}", *extra])
+    assert cfg.anonymizer.name == option
     if option in NEEDS_TRAINING:
         with pytest.raises(VpevalError, match=rf"anonymizer\.{NEEDS_TRAINING[option]} is not set: .* python -m "):
             instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
         return
-    system = instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
-    assert callable(system)
+    assert callable(instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu"))
 
 
 @pytest.mark.parametrize("option", options("anonymizer"))
@@ -99,11 +102,10 @@ def test_unknown_key_override_is_refused():
 
 
 # Recipes (recipes/experiment/<name>.yaml, `+experiment=<name>`) and their mandatory values.
-RECIPES_DIR = CONFIG_DIR.parent / "recipes"
 RECIPE_REQUIRED = {"vpc2024": ["data.root=/corpora/vpc/data"], "mismatch_full": ["data.root=/corpora/LibriSpeech"],
                    "mismatch_partial": ["data.root=/corpora/LibriSpeech"],
                    "mismatch_hidden": ["data.root=/corpora/LibriSpeech"], "noe2022": ["data.root=/corpora/LibriSpeech"]}
-RECIPES = sorted(p.stem for p in (RECIPES_DIR / "experiment").glob("*.yaml"))
+RECIPES = options("experiment", RECIPES_DIR)
 
 
 def test_every_recipe_folder_has_a_readme_and_the_papers_recipes_exist():
@@ -129,17 +131,6 @@ def test_recipe_sweep_points_compose(recipe):
             cfg = compose([f"+experiment={recipe}", f"{key}={value}", *RECIPE_REQUIRED.get(recipe, [])])
             target = "attacker_anonymizer" if key.endswith("@attacker_anonymizer") else key
             assert OmegaConf.select(cfg, f"{target}.name") == value
-
-
-@pytest.mark.parametrize("option", sorted(p.stem for p in (RECIPES_DIR / "anonymizer").glob("*.yaml")))
-def test_recipe_anonymizers_instantiate(option):
-    cfg = compose([f"anonymizer={option}"])
-    assert cfg.anonymizer.name == option
-    if option in NEEDS_TRAINING:
-        with pytest.raises(VpevalError, match=rf"anonymizer\.{NEEDS_TRAINING[option]} is not set: .* python -m "):
-            instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
-        return
-    assert callable(instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu"))
 
 
 def test_noe2022_names_the_voice_converter_once_for_its_sweep():

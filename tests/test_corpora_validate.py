@@ -13,7 +13,7 @@ from pipeline.data.audio import write_audio
 from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
-from tests.helpers import librispeech_tree, tone
+from tests.helpers import edit_manifest, librispeech_tree, tone
 
 SPEAKERS = {
     "train-clean-360": {"11": "F", "12": "F", "13": "M", "14": "M"},
@@ -28,13 +28,6 @@ def prepared(tmp_path_factory):
     data = compose([f"data.root={root}", "data.protocol.enroll_fraction=0.5", "data.protocol.enroll_utterances=2"],
                    config_name="data/librispeech").data
     return prepare.run(data, Cache(tmp_path_factory.mktemp("cache")))
-
-
-def edit_manifest(folder, name, edit):
-    """Rewrite manifest `name` record by record: `edit(record) -> list of records`."""
-    path = manifest_path(folder, name)
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps(r) + "\n" for record in records for r in edit(record)))
 
 
 def audio_swap(utt_id, make):

@@ -6,66 +6,13 @@ import stat
 import pytest
 
 from pipeline.cache import Cache, summary_of
-from pipeline.config import compose
 from pipeline.data.kaldi import wav_scp_path
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.data.vpc import GivenProtocol, VoicePrivacyDirs
 from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
-from tests.helpers import kaldi_dir, librispeech_tree
-
-TRAIN = {"11": "F", "12": "F", "13": "M", "14": "M"}
-EVAL = {"dev": {"21": "F", "22": "F", "23": "M", "24": "M"}, "test": {"31": "F", "32": "F", "33": "M", "34": "M"}}
-ENROLLED = {"dev": ("21", "23"), "test": ("31", "33")}
-FORMS = ("{rel}", "{abs}", "flac -c -d -s {abs} |", "sox {abs} -t wav - |")
-
-
-def wav_value(recipe, utt, n):
-    """Cycle through the wav.scp forms the VPC dirs use (relative paths start at the recipe folder)."""
-    speaker, chapter, _ = utt.split("-")
-    rel = f"corpora/LibriSpeech/{'train-clean-360' if speaker in TRAIN else 'eval'}/{speaker}/{chapter}/{utt}.flac"
-    return FORMS[n % len(FORMS)].format(rel=rel, abs=recipe / rel)
-
-
-def vpc_recipe(recipe, vctk_common=False):
-    """A VPC recipe folder: audio under corpora/, Kaldi dirs under data/ (libri_* or vctk_* sets)."""
-    librispeech_tree(recipe / "corpora" / "LibriSpeech",
-                     {"train-clean-360": TRAIN, "eval": {**EVAL["dev"], **EVAL["test"]}})
-    data = recipe / "data"
-    rows = lambda speakers, utts=range(4): [  # noqa: E731
-        (f"{s}-100-{i:04d}", s, g.lower(), wav_value(recipe, f"{s}-100-{i:04d}", n))
-        for n, (s, g) in enumerate(speakers.items()) for i in utts]
-    kaldi_dir(data / "train-clean-360", rows(TRAIN))
-    prefix = "vctk" if vctk_common else "libri"
-    for split, speakers in EVAL.items():
-        enrolled = {s: speakers[s] for s in ENROLLED[split]}
-        enrolls = rows(enrolled, range(2))
-        kaldi_dir(data / f"{prefix}_{split}_enrolls", enrolls, enrolls=[r[0] for r in enrolls])
-        variants = {"": range(2, 4), "_common": range(4, 6)} if vctk_common else {"": range(2, 4)}
-        for suffix, utts in variants.items():
-            for g in ("f", "m"):
-                tried = rows({s: x for s, x in speakers.items() if x.lower() == g}, utts)
-                kaldi_dir(data / f"{prefix}_{split}_trials_{g}{suffix}", tried, trials=[
-                    f"{s} {utt} {'target' if spk == s else 'nontarget'}"
-                    for s in enrolled if speakers[s].lower() == g for utt, spk, _, _ in tried])
-    if vctk_common:
-        for speaker in {**EVAL["dev"], **EVAL["test"]}:
-            for i in range(4, 6):
-                src = recipe / f"corpora/LibriSpeech/eval/{speaker}/100/{speaker}-100-0000.flac"
-                shutil.copy(src, src.with_name(f"{speaker}-100-{i:04d}.flac"))
-    return data
-
-
-def vpc_cfg(root, *overrides, config="vpc"):
-    return compose([f"data.root={root}", "data.workers=2", *overrides], config_name=f"data/{config}").data
-
-
-@pytest.fixture(scope="module")
-def recipe(tmp_path_factory):
-    recipe = tmp_path_factory.mktemp("vpc")
-    vpc_recipe(recipe)
-    return recipe
+from tests.helpers import damaged, vpc_cfg, vpc_recipe, wav_value
 
 
 @pytest.fixture
@@ -82,8 +29,8 @@ def trap(tmp_path, monkeypatch):
     return marker
 
 
-def test_given_protocol_is_used_and_pipes_are_parsed_never_run(recipe, tmp_path, trap):
-    out = prepare.run(vpc_cfg(recipe / "data"), Cache(tmp_path / "cache"))
+def test_given_protocol_is_used_and_pipes_are_parsed_never_run(vpc_folder, tmp_path, trap):
+    out = prepare.run(vpc_cfg(vpc_folder / "data"), Cache(tmp_path / "cache"))
     assert validate.check(out, ("dev", "test"), workers=2).problems == []
     assert not trap.exists()
     summary = summary_of(out)
@@ -91,15 +38,15 @@ def test_given_protocol_is_used_and_pipes_are_parsed_never_run(recipe, tmp_path,
     train = read_manifest(manifest_path(out, "train"))
     assert len(train) == 16 and {u.gender for u in train} == {"f", "m"}
     for utt in train:
-        assert utt.path == str(recipe.resolve() / "corpora/LibriSpeech/train-clean-360" / utt.speaker / "100" /
+        assert utt.path == str(vpc_folder.resolve() / "corpora/LibriSpeech/train-clean-360" / utt.speaker / "100" /
                                f"{utt.id}.flac")
     enrolls = read_manifest(manifest_path(out, "dev_enrolls"))
     assert [u.id for u in enrolls] == ["21-100-0000", "21-100-0001", "23-100-0000", "23-100-0001"]
-    given = (recipe / "data/libri_dev_trials_f/trials").read_text().split("\n")[:-1]
+    given = (vpc_folder / "data/libri_dev_trials_f/trials").read_text().split("\n")[:-1]
     assert [t.line() for t in read_trials(trials_path(out, "dev_trials_f"))] == given
     assert len(read_manifest(manifest_path(out, "test_trials_m"))) == 4
     assert (out / "kaldi" / "libri_test_trials_m" / "trials").read_text().split("\n")[:-1] == \
-        (recipe / "data/libri_test_trials_m/trials").read_text().split("\n")[:-1]
+        (vpc_folder / "data/libri_test_trials_m/trials").read_text().split("\n")[:-1]
 
 
 def test_vctk_dirs_give_common_sets(tmp_path):
@@ -135,18 +82,6 @@ def test_unparseable_wav_scp_values(value):
         wav_scp_path(value)
 
 
-def damaged(recipe, tmp_path, edits):
-    """A copy of the recipe's data folder with files edited: {(dir, file): [edit(text) -> text]}."""
-    data = tmp_path / "recipe" / "data"
-    shutil.copytree(recipe / "data", data)
-    (tmp_path / "recipe" / "corpora").symlink_to(recipe / "corpora")
-    for (dir_name, file_name), functions in edits.items():
-        target = data / dir_name / file_name
-        for edit in functions:
-            target.write_text(edit(target.read_text()))
-    return data
-
-
 BAD_LISTS = [
     ("libri_dev_trials_f", "wav.scp", lambda t: t.replace("\n", "\n21-100-0009 touch x; flac -c -d -s y |\n", 1),
      r"libri_dev_trials_f/wav.scp:2: cannot use the audio of 21-100-0009: .* \(never run\)"),
@@ -174,18 +109,18 @@ BAD_LISTS = [
 
 
 @pytest.mark.parametrize("dir_name, file_name, edit, message", BAD_LISTS)
-def test_bad_list_lines_are_named(recipe, tmp_path, trap, dir_name, file_name, edit, message):
-    data = damaged(recipe, tmp_path, {(dir_name, file_name): [edit]})
+def test_bad_list_lines_are_named(vpc_folder, tmp_path, trap, dir_name, file_name, edit, message):
+    data = damaged(vpc_folder, tmp_path, {(dir_name, file_name): [edit]})
     with pytest.raises(VpevalError, match=message + ".*set data.skip_bad=true"):
         prepare.run(vpc_cfg(data), Cache(tmp_path / "cache"))
     assert not trap.exists()
 
 
-def test_bad_list_lines_are_all_skipped_and_listed(recipe, tmp_path, trap):
+def test_bad_list_lines_are_all_skipped_and_listed(vpc_folder, tmp_path, trap):
     edits = {}
     for dir_name, file_name, edit, _ in BAD_LISTS:
         edits.setdefault((dir_name, file_name), []).append(edit)
-    data = damaged(recipe, tmp_path, edits)
+    data = damaged(vpc_folder, tmp_path, edits)
     out = prepare.run(vpc_cfg(data, "data.skip_bad=true"), Cache(tmp_path / "cache"))
     skipped = (out / "skipped.txt").read_text()
     for *_, message in BAD_LISTS:
@@ -207,8 +142,8 @@ def test_bad_list_lines_are_all_skipped_and_listed(recipe, tmp_path, trap):
     ("libri_dev_trials_m", "wav.scp", "\n", r"wav.scp: no utterances listed"),
     ("libri_dev_trials_m", None, None, r"libri_dev_trials_m: data dir not found"),
 ])
-def test_bad_dirs_are_named(recipe, tmp_path, dir_name, file_name, content, message):
-    data = damaged(recipe, tmp_path, {})
+def test_bad_dirs_are_named(vpc_folder, tmp_path, dir_name, file_name, content, message):
+    data = damaged(vpc_folder, tmp_path, {})
     target = data / dir_name / file_name if file_name else data / dir_name
     if content is None:
         shutil.rmtree(target) if target.is_dir() else target.unlink()
@@ -218,19 +153,19 @@ def test_bad_dirs_are_named(recipe, tmp_path, dir_name, file_name, content, mess
         prepare.run(vpc_cfg(data, "data.skip_bad=true"), Cache(tmp_path / "cache"))
 
 
-def test_relative_paths_follow_path_root(recipe, tmp_path):
+def test_relative_paths_follow_path_root(vpc_folder, tmp_path):
     moved = tmp_path / "elsewhere"
-    shutil.copytree(recipe / "data", moved)
+    shutil.copytree(vpc_folder / "data", moved)
     reader = VoicePrivacyDirs(moved)
-    assert reader.entries("train-clean-360")[0].path == str(moved.parent / wav_value(recipe, "11-100-0000", 0))
-    reader = VoicePrivacyDirs(moved, path_root=recipe)
-    assert reader.entries("train-clean-360")[0].path == str(recipe / wav_value(recipe, "11-100-0000", 0))
+    assert reader.entries("train-clean-360")[0].path == str(moved.parent / wav_value(vpc_folder, "11-100-0000", 0))
+    reader = VoicePrivacyDirs(moved, path_root=vpc_folder)
+    assert reader.entries("train-clean-360")[0].path == str(vpc_folder / wav_value(vpc_folder, "11-100-0000", 0))
     with pytest.raises(VpevalError, match="VoicePrivacy data folder not found"):
         VoicePrivacyDirs(tmp_path / "nowhere")
 
 
-def test_enrolment_dir_without_enrolls_list_enrols_all(recipe, tmp_path):
-    data = damaged(recipe, tmp_path, {})
+def test_enrolment_dir_without_enrolls_list_enrols_all(vpc_folder, tmp_path):
+    data = damaged(vpc_folder, tmp_path, {})
     (data / "libri_dev_enrolls" / "enrolls").unlink()
     reader = VoicePrivacyDirs(data)
     utts = [e.utterance(1.0, 16000) for e in GivenProtocol().entries(reader, "libri_dev")]

@@ -12,7 +12,13 @@ from anonymizers.vc.content import SSLContentEncoder, VectorQuantizer, VQContent
 from anonymizers.vc.f0 import LogF0Stats, YinPitch, log_f0_stats, map_f0
 from anonymizers.vc.generator import HiFiGANNSF, SineExcitation
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
-from anonymizers.vc.losses import Discriminators, MelLoss, MultiResolutionSTFTLoss, discriminator_loss, generator_losses
+from anonymizers.vc.losses import (
+    Discriminators,
+    MelLoss,
+    MultiResolutionSTFTLoss,
+    discriminator_loss,
+    generator_losses,
+)
 from anonymizers.vc.model import VoiceConverter
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.errors import VpevalError
@@ -37,13 +43,17 @@ def tiny_converter(speaker_dim=6):
                           excitation=dict(harmonics=4))
 
 
-def tiny_ssl():
-    return torchaudio.models.wav2vec2_model(
-        extractor_mode="group_norm", extractor_conv_layer_config=[(16, 10, 5)] + [(16, 3, 2)] * 4 + [(16, 2, 2)] * 2,
-        extractor_conv_bias=False, encoder_embed_dim=24, encoder_projection_dropout=0.0, encoder_pos_conv_kernel=8,
-        encoder_pos_conv_groups=4, encoder_num_layers=2, encoder_num_heads=2, encoder_attention_dropout=0.0,
-        encoder_ff_interm_features=32, encoder_ff_interm_dropout=0.0, encoder_dropout=0.0,
-        encoder_layer_norm_first=False, encoder_layer_drop=0.0, aux_num_out=None)
+TINY_SSL = dict(
+    extractor_mode="group_norm", extractor_conv_layer_config=[(16, 10, 5)] + [(16, 3, 2)] * 4 + [(16, 2, 2)] * 2,
+    extractor_conv_bias=False, encoder_embed_dim=24, encoder_projection_dropout=0.0, encoder_pos_conv_kernel=8,
+    encoder_pos_conv_groups=4, encoder_num_layers=2, encoder_num_heads=2, encoder_attention_dropout=0.0,
+    encoder_ff_interm_features=32, encoder_ff_interm_dropout=0.0, encoder_dropout=0.0,
+    encoder_layer_norm_first=False, encoder_layer_drop=0.0, aux_num_out=None)
+
+
+def tiny_ssl(**changes):
+    """A tiny wav2vec2 model (`TINY_SSL` with `changes`)."""
+    return torchaudio.models.wav2vec2_model(**{**TINY_SSL, **changes})
 
 
 @pytest.mark.parametrize("f0", [70.0, 110.0, 180.0, 260.0, 420.0])
@@ -120,12 +130,7 @@ def test_ssl_content_encoder_loads_weights_from_a_path(tmp_path):
 
 
 def test_ssl_weights_of_another_architecture_or_pickled_code_are_refused(tmp_path):
-    other = torchaudio.models.wav2vec2_model(
-        extractor_mode="group_norm", extractor_conv_layer_config=[(8, 10, 5)], extractor_conv_bias=False,
-        encoder_embed_dim=24, encoder_projection_dropout=0.0, encoder_pos_conv_kernel=8, encoder_pos_conv_groups=4,
-        encoder_num_layers=1, encoder_num_heads=2, encoder_attention_dropout=0.0, encoder_ff_interm_features=32,
-        encoder_ff_interm_dropout=0.0, encoder_dropout=0.0, encoder_layer_norm_first=False, encoder_layer_drop=0.0,
-        aux_num_out=None)
+    other = tiny_ssl(extractor_conv_layer_config=[(8, 10, 5)], encoder_num_layers=1)
     wrong = save_checkpoint(tmp_path / "wrong.pt", other.state_dict())
     with pytest.raises(VpevalError, match=r"wrong\.pt: SSL model is from another architecture: .*missing keys.*"
                                           r"shape mismatches \[encoder.feature_projection.layer_norm.bias: expected \(16,\) found \(8,\)"):

@@ -22,8 +22,8 @@ from pipeline.config import compose, instantiate, without
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
 from pipeline.stages import anonymize
+from tests.helpers import encoder_folder
 
 ENCODER = {"channels": [16, 16, 48], "kernel_sizes": [5, 3, 1], "dilations": [1, 2, 1], "attention_channels": 8,
            "res2net_scale": 4, "se_channels": 8, "embedding_dim": 12}
@@ -32,34 +32,23 @@ ENCODER = {"channels": [16, 16, 48], "kernel_sizes": [5, 3, 1], "dilations": [1,
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-def write_encoder(folder: Path) -> Path:
-    """An (untrained) attacker folder in the format `pipeline.asv.train` writes."""
-    torch.manual_seed(0)
-    encoder = SpeakerEncoder(**ENCODER)
-    save_checkpoint(folder / "model.pt", encoder.state_dict())
-    write_json(folder / "model.json", {"model": {"_target_": "pipeline.asv.model.SpeakerEncoder",
-                                                 **encoder.architecture}})
-    return folder
-
-
 def recipe(name: str, data_root: Path, *overrides: str):
     return compose([f"paths.data={data_root}", "out=unused", *overrides], config_name=f"vc/{name}")
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny voice converter and OHNN trained by the recipes (untrained speaker encoder given)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the tests, so that a resumed run can match bit for bit
+def trained(single_thread, tmp_path_factory):
+    """A tiny voice converter and OHNN trained by the recipes (untrained speaker encoder given),
+    on one thread as in the tests, so that a resumed run can match bit for bit."""
     root = tmp_path_factory.mktemp("neural")
-    encoder = write_encoder(root / "encoder")
+    torch.manual_seed(0)
+    encoder = encoder_folder(root / "encoder", SpeakerEncoder(**ENCODER))
     vc_cfg = recipe("tiny", root / "data", f"speaker_encoder.model_dir={encoder}", "training.steps=2")
     torch.manual_seed(0)
     vc_model = train_vc(vc_cfg, root / "vc", device="cpu")
     ohnn_cfg = recipe("ohnn_tiny", root / "data", f"vc_model={vc_model}", "training.epochs=2")
     ohnn_model = train_ohnn(ohnn_cfg, root / "ohnn", device="cpu")
     prepared = next((root / "vc" / "stages" / "prepare").glob("*/manifests"))
-    torch.set_num_threads(threads)
     return {"root": root, "encoder": encoder, "vc_cfg": vc_cfg, "vc_model": vc_model, "ohnn_model": ohnn_model,
             "trials": read_manifest(prepared / "test_trials_f.jsonl") + read_manifest(prepared / "test_trials_m.jsonl"),
             "manifest": prepared / "test_trials_f.jsonl"}
@@ -145,11 +134,10 @@ def test_configs_build_systems_that_anonymise_batches_like_single_utterances(tra
 
 def pseudo(anonymizer, utts):
     """The pseudo-speaker embedding of each utterance, as `anonymize` computes it."""
-    anonymizer.prepare(utts)
     captured = []
     choose = anonymizer.pseudo_speakers
     anonymizer.pseudo_speakers = lambda sources: captured.append(choose(sources)) or captured[-1]
-    anonymizer([read_audio(u.path) for u in utts], [u.id for u in utts], [u.speaker for u in utts], 16000)
+    run(anonymizer, utts)
     return captured[0][0]
 
 

@@ -12,7 +12,6 @@ to their largest value (measured: 3e-6 to 2e-4) — except the bias of the atten
 rounding noise of that 0 into steps of size lr, so it drifts without changing any output.
 Two runs with the same number of ranks are bitwise equal on CPU, killed or not.
 """
-import json
 import os
 import signal
 import subprocess
@@ -35,7 +34,7 @@ from pipeline.asv.train import train_attacker
 from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages.extract import extract_on_rank
-from tests.test_asv_training import attacker_config, corpus, read_log, validation_eer  # noqa: F401 (fixture)
+from tests.helpers import attacker_config, encoder_folder, read_log, validation_eer
 
 TESTS = Path(__file__).resolve().parent
 DDP_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=2", "attacker.training.checkpoint_every=3"]
@@ -56,14 +55,15 @@ def workers_import_this_module():
         yield
 
 
-def cpu_spec(ranks: int = 2, nodes: int = 1, node_rank: int = 0, timeout_s: float = 120.0, port: int | None = None):
-    return TeamSpec(ranks, nodes, node_rank, "127.0.0.1", port or _free_port_pair(), "cpu", timeout_s)
+def local_spec(ranks: int = 2, nodes: int = 1, timeout_s: float = 120.0, device: str = "cpu") -> TeamSpec:
+    """A team led from this machine (node 0) on a free port."""
+    return TeamSpec(ranks, nodes, 0, "127.0.0.1", _free_port_pair(), device, timeout_s)
 
 
 @pytest.fixture(scope="module")
 def team(workers_import_this_module):
     """Two CPU ranks (gloo), shared by the tests of this module that leave it healthy."""
-    with Team(cpu_spec()) as shared:
+    with Team(local_spec()) as shared:
         yield shared
 
 
@@ -76,7 +76,6 @@ def manifests(corpus, tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def random_model(tmp_path_factory) -> Path:
     """A model folder (model.json + model.pt) holding an untrained tiny encoder with non-trivial BN statistics."""
-    folder = tmp_path_factory.mktemp("random_model")
     architecture = {k: v for k, v in OmegaConf.to_container(attacker_config().model).items() if k != "_target_"}
     torch.manual_seed(5)
     encoder = SpeakerEncoder(**architecture)
@@ -84,10 +83,7 @@ def random_model(tmp_path_factory) -> Path:
         if isinstance(layer, nn.BatchNorm1d):
             layer.running_mean.uniform_(-1, 1)
             layer.running_var.uniform_(0.5, 2)
-    torch.save(encoder.state_dict(), folder / "model.pt")
-    (folder / "model.json").write_text(json.dumps({"model": {"_target_": "pipeline.asv.model.SpeakerEncoder",
-                                                             **architecture}}))
-    return folder
+    return encoder_folder(tmp_path_factory.mktemp("random_model"), encoder)
 
 
 # --- tasks run by team workers ---------------------------------------------------------------
@@ -271,7 +267,7 @@ def test_ddp_run_killed_mid_epoch_resumes_to_the_same_model(ddp_trained, team, m
                                                              workers_import_this_module):
     kwargs = dict(train=str(manifests[0]), val=str(manifests[1]), out=str(tmp_path), overrides=DDP_OVERRIDES)
     started = time.monotonic()
-    with Team(cpu_spec()) as doomed:
+    with Team(local_spec()) as doomed:
         # rank 1 dies fetching epoch 2, step 4; rank 0's collective or torchrun notices first
         with pytest.raises(VpevalError, match=r"^distributed train_task: the workers of node 0 exited with status"
                                               r"|^distributed train_task failed on rank 0: .* by peer"):
@@ -292,7 +288,7 @@ def test_ddp_run_killed_mid_epoch_resumes_to_the_same_model(ddp_trained, team, m
 
 def test_a_failing_rank_stops_the_team_with_its_error(workers_import_this_module):
     started = time.monotonic()
-    with Team(cpu_spec()) as failing:
+    with Team(local_spec()) as failing:
         with pytest.raises(VpevalError, match=r"^distributed failing_task failed on rank 1: rank one cannot go on$"):
             failing.run(failing_task)
     assert time.monotonic() - started < 60
@@ -300,7 +296,7 @@ def test_a_failing_rank_stops_the_team_with_its_error(workers_import_this_module
 
 def test_a_missing_node_fails_after_the_timeout(workers_import_this_module):
     started = time.monotonic()
-    with Team(cpu_spec(ranks=1, nodes=2, timeout_s=4)) as lonely:
+    with Team(local_spec(ranks=1, nodes=2, timeout_s=4)) as lonely:
         with pytest.raises(VpevalError, match=r"node 1 sent no heartbeat for 4 s|ranks joined within 4 s"):
             lonely.run(failing_task)
     assert time.monotonic() - started < 40
@@ -309,7 +305,7 @@ def test_a_missing_node_fails_after_the_timeout(workers_import_this_module):
 @pytest.mark.slow  # two torchruns and a follower process: ~30 s on 2 cores
 def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_module, corpus, random_model,
                                                            tmp_path):
-    leader = cpu_spec(ranks=1, nodes=2)
+    leader = local_spec(ranks=1, nodes=2)
     follower = subprocess.Popen([sys.executable, "-c", (
         "from pipeline.asv.team import TeamSpec, serve_node; "
         f"serve_node(TeamSpec(1, 2, 1, '127.0.0.1', {leader.port}, 'cpu', 120.0))")],
@@ -354,10 +350,6 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
 
 # --- CUDA ------------------------------------------------------------------------------------
 
-def cuda_spec(ranks: int = 2) -> TeamSpec:
-    return TeamSpec(ranks, 1, 0, "127.0.0.1", _free_port_pair(), "cuda", 300.0)
-
-
 @pytest.mark.gpu
 def test_a_team_asking_for_more_gpus_than_visible_fails_before_any_work():
     with pytest.raises(VpevalError, match="fewer GPUs than requested"):
@@ -369,7 +361,7 @@ def test_a_team_asking_for_more_gpus_than_visible_fails_before_any_work():
 def test_ddp_on_two_gpus_with_nccl_matches_one_gpu(workers_import_this_module, corpus, manifests, random_model,
                                                    tmp_path):
     overrides = [*DDP_OVERRIDES, "attacker.training.precision=fp32"]
-    with Team(cuda_spec()) as gpus:
+    with Team(local_spec(timeout_s=300.0, device="cuda")) as gpus:
         gpus.run(train_task, train=str(manifests[0]), val=str(manifests[1]), out=str(tmp_path / "two"),
                  overrides=overrides)
         extraction = {"batch_seconds": 4.0, "precision": "fp32", "workers": 1}

@@ -41,10 +41,11 @@ def test_pair_counts_and_scores():
         similarity.trial_tables(ORIGINAL, ANONYMIZED[:-1])
 
 
-def fake_extraction(folder, embeddings):
+def fake_extraction(folder, embeddings, ids=IDS):
+    """An extract-stage folder: `embeddings` row i is utterance `ids[i]`."""
     folder.mkdir()
     np.save(folder / "embeddings.npy", embeddings.astype(np.float32))
-    write_lines(folder / "ids.txt", IDS)
+    write_lines(folder / "ids.txt", ids)
     return folder
 
 
@@ -54,11 +55,8 @@ def test_stage_writes_tables_readable_by_metrics(tmp_path):
     cache = Cache(tmp_path / "cache")
     original = fake_extraction(tmp_path / "o", ORIGINAL)
     # the anonymised extraction lists the same ids in another order: rows are matched by id
-    anonymized = tmp_path / "p"
-    anonymized.mkdir()
     order = [5, 3, 1, 0, 2, 4]
-    np.save(anonymized / "embeddings.npy", ANONYMIZED[order].astype(np.float32))
-    write_lines(anonymized / "ids.txt", [IDS[i] for i in order])
+    anonymized = fake_extraction(tmp_path / "p", ANONYMIZED[order], [IDS[i] for i in order])
 
     folder = similarity.run(original, anonymized, manifest, cache)
     files = {name: read_scores(folder / f"{name}.txt") for name in ("oo", "op", "pp")}
