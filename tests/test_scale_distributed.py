@@ -6,10 +6,15 @@ rank); the workers import this module, so the tests put its folder on PYTHONPATH
 Tolerance of "2 ranks = 1 process": the global batch is the same, but gradient sums and
 batch-norm statistics are added in another order, so float32 results differ by rounding
 that Adam steps amplify. After 8 steps of the tiny model every parameter agrees within
-PARAMETER_TOLERANCE (measured: 2e-6) and the embeddings within EMBEDDING_TOLERANCE relative
-to their largest value (measured: 3e-6 to 2e-4) — except the bias of the attention logits
+PARAMETER_TOLERANCE (measured: 2e-6) — except the bias of the attention logits
 (SHIFT_FREE): softmax over time ignores it, its exact gradient is 0, and Adam turns the
 rounding noise of that 0 into steps of size lr, so it drifts without changing any output.
+Embeddings are compared as the scores see them: by direction. EMBEDDING_TOLERANCE bounds the
+cosine distance 1 - cos(team, alone) of each utterance's two embeddings. Measured: up to 4e-6
+(Intel Xeon, AVX-512, 2026-11-25), against 2.5e-3 between the two closest utterances of one
+speaker. Element-wise, the same runs differ by up to 2.6e-3 of the largest element on AVX-512
+(3e-6 to 2e-4 on AMD EPYC): after 4 Adam steps a parameter whose gradient is rounding noise
+moves by about ±lr whatever the noise, so element-wise agreement depends on the CPU's kernels.
 Two runs with the same number of ranks are bitwise equal on CPU, killed or not.
 """
 import os
@@ -39,8 +44,14 @@ from tests.helpers import attacker_config, encoder_folder, read_log, validation_
 TESTS = Path(__file__).resolve().parent
 DDP_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=2", "attacker.training.checkpoint_every=3"]
 PARAMETER_TOLERANCE = 1e-4
-EMBEDDING_TOLERANCE = 1e-3
+EMBEDDING_TOLERANCE = 1e-4
 SHIFT_FREE = "ecapa.asp.conv.conv.bias"
+
+
+def cosine_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """1 - cos between matching rows of two embedding matrices."""
+    a, b = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (a, b))
+    return 1.0 - (a * b).sum(axis=1)
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -257,7 +268,7 @@ def test_ddp_on_two_ranks_matches_one_process(ddp_trained, corpus, manifests, tm
     assert max(differences.values()) < PARAMETER_TOLERANCE, max(differences.items(), key=lambda item: item[1])
     embeddings = [embed_utterances(final_encoder(folder), corpus[1], device="cpu", progress=False)[1]
                   for folder in (tmp_path, ddp_trained)]
-    assert np.abs(embeddings[0] - embeddings[1]).max() < EMBEDDING_TOLERANCE * np.abs(embeddings[0]).max()
+    assert cosine_distance(*embeddings).max() < EMBEDDING_TOLERANCE
     for a, b in zip(read_log(tmp_path / "training_log.jsonl"), read_log(ddp_trained / "training_log.jsonl")):
         assert (a["crops"], a["steps"]) == (b["crops"], b["steps"])
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4) and a["accuracy"] == pytest.approx(b["accuracy"], abs=0.02)
@@ -343,9 +354,8 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
         assert [record["epoch"] for record in read_log(model / "training_log.jsonl")] == [1, 2]
         results[name] = extract.load(embedded)
     assert results["team"].keys() == results["alone"].keys()
-    difference = max(np.abs(results["team"][utt] - results["alone"][utt]).max() for utt in results["alone"])
-    scale = max(np.abs(vector).max() for vector in results["alone"].values())
-    assert difference < EMBEDDING_TOLERANCE * scale
+    team_emb, alone_emb = (np.stack([results[name][utt] for utt in results["alone"]]) for name in ("team", "alone"))
+    assert cosine_distance(team_emb, alone_emb).max() < EMBEDDING_TOLERANCE
 
 
 # --- CUDA ------------------------------------------------------------------------------------
