@@ -49,7 +49,7 @@ class OHNN(SpeakerEmbeddingAnonymizer):
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), "ohnn_model": file_digest(self.ohnn_dir / WEIGHTS)}
 
-    def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:
+    def pseudo_speakers(self, sources: list[Source], drawn: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         embeddings = torch.as_tensor(np.stack([s.embedding for s in sources]), dtype=torch.float32, device=self.device)
         mapped = self.ohnn(embeddings).cpu().numpy()
         return mapped, np.array([self.pool.f0_near(e, self.f0_neighbours) for e in mapped])

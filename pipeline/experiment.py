@@ -76,7 +76,8 @@ class Experiment:
             return source
         key = (name, content_hash(plain(system)))  # the system is set up (weights loaded) once per list
         if key not in self._anonymized:
-            self._anonymized[key] = anonymize.run(system, source, self.cache, seed=self.cfg.seed, device=self.device,
+            self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name, seed=self.cfg.seed,
+                                                  device=self.device,
                                                   sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
         return self._anonymized[key]
 

@@ -100,8 +100,9 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
         ({speaker: gender}), e.g. too few pool speakers for N."""
 
     @abstractmethod
-    def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:
-        """(B, D) pseudo-speaker embeddings and (B, 2) log-F0 (mean, std), one per source."""
+    def pseudo_speakers(self, sources: list[Source], drawn: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """(B, D) pseudo-speaker embeddings and (B, 2) log-F0 (mean, std), one per source;
+        what was drawn for source i goes into `drawn[i]` (see `Batch.drawn`)."""
 
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:
         if self.genders is None:
@@ -121,10 +122,9 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
                                                     enabled=self.amp_dtype is not None):
             analysis = self.model.analyse(padded, lengths)
             embeddings, source_f0 = self.source_statistics(batch, padded, lengths, analysis)
-            keys = batch.utt_ids if self.level == "utterance" else batch.speaker_ids
             sources = [Source(key, spk, self.genders[spk], emb)
-                       for key, spk, emb in zip(keys, batch.speaker_ids, embeddings)]
-            target_embeddings, target_f0 = self.pseudo_speakers(sources)
+                       for key, spk, emb in zip(batch.keys, batch.speaker_ids, embeddings)]
+            target_embeddings, target_f0 = self.pseudo_speakers(sources, batch.drawn)
             target_f0 = torch.as_tensor(target_f0, dtype=torch.float32, device=self.device)
             f0 = map_f0(analysis.f0, analysis.voiced, source_f0, LogF0Stats(target_f0[:, 0], target_f0[:, 1]))
             speaker = torch.as_tensor(np.asarray(target_embeddings), dtype=torch.float32, device=self.device)
