@@ -42,6 +42,7 @@ from anonymizers.vc.pool import (
 )
 from pipeline.asv.model import autocast_dtype
 from pipeline.data.manifest import Utterance, file_digest
+from pipeline.devices import module_device
 from pipeline.errors import VpevalError
 
 RECIPE_POOL = "pool.pt"
@@ -62,6 +63,8 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
         super().__init__(**common)
         self.model_dir = require_folder(vc_model, "anonymizer.vc_model", VC_RECIPE)
         self.model, self.encoder, spec = load_voice_converter(self.model_dir, self.device)
+        for module, what in ((self.model, "the voice converter"), (self.encoder, "its speaker encoder")):
+            module_device(module, self.device, what=what)
         self.sample_rate = self.model.sample_rate
         self.encoder_digest = str(spec["speaker_encoder_sha256"])
         self.amp_dtype = autocast_dtype(precision, self.device, config_key="anonymizer.precision")

@@ -27,6 +27,7 @@ from pipeline.asv.distributed import World
 from pipeline.asv.model import SpeakerEncoder, autocast_dtype
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
+from pipeline.devices import module_device
 from pipeline.errors import VpevalError
 
 ENCODER_BUILDERS = ("pipeline.asv.",)  # what an attacker folder's model.json may name
@@ -100,11 +101,12 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
 
     Audio is read by `workers` threads ahead of the model; batches hold utterances of similar
     length, padded, with relative lengths, so results do not depend on `batch_seconds`.
-    Runs on `device`, or with `world` on the world's device: every rank calls this with the
-    same utterances, embeds its share of the buckets and returns all embeddings.
+    Runs on the encoder's device (a `device`, or a `world` on another device, is an error);
+    with `world` every rank calls this with the same utterances, embeds its share of the
+    buckets and returns all embeddings.
     """
+    device = module_device(encoder, world.device if world else device, what="the speaker encoder")
     world = world or World.single(device)
-    device = world.device
     dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
     encoder.eval()
     min_samples = encoder.fbank.window_size

@@ -56,6 +56,7 @@ from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
 from pipeline.data.manifest import Utterance
+from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_json, write_lines
 
@@ -128,6 +129,7 @@ class _Trainer:
         self.cfg, self.out_dir, self.world, self.device = cfg, out_dir, world, world.device
         device = world.device
         self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
+        self.compile_mode = compile_mode(training.get("compile"), device, config_key="attacker.training.compile")
         torch.manual_seed(seed)
         self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
         if not isinstance(self.model, SpeakerEncoder):
@@ -169,15 +171,29 @@ class _Trainer:
         self.state = {"epoch": 0, "step": 0, "best_eer": math.inf, "best_epoch": 0, "history": [],
                       "loss_sum": 0.0, "correct": 0, "seen": 0}
         self._resume()
-        self.step_module = self._step_module(self.amp_dtype, bool(training.compile))
+        self.step_module = self._step_module(self.amp_dtype)
 
-    def _step_module(self, amp_dtype: torch.dtype | None, compile_: bool) -> nn.Module:
+    def _step_module(self, amp_dtype: torch.dtype | None) -> nn.Module:
         """The training forward: DDP across ranks, torch.compile'd if asked (built after resuming)."""
         step: nn.Module = _TrainingStep(self.model, self.head, amp_dtype)
         if self.world.size > 1:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             step = DistributedDataParallel(step, device_ids=device_ids, gradient_as_bucket_view=True)
-        return torch.compile(step) if compile_ else step
+        return torch.compile(step, mode=self.compile_mode) if self.compile_mode else step
+
+    def _forward_backward(self, wavs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, cosines) of one batch, gradients accumulated; a torch.compile failure is one line."""
+        if self.compile_mode:
+            torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: this step's outputs are new
+        try:
+            loss, cosines = self.step_module(wavs, labels)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+        except torch._dynamo.exc.TorchDynamoException as exc:  # "backend='inductor' raised:\nTheError: ..."
+            reason = " ".join([line.strip() for line in str(exc).splitlines() if line.strip()][:2])
+            raise VpevalError(f"attacker.training.compile={self.compile_mode}: torch.compile failed "
+                              f"({reason}); set attacker.training.compile=false") from None
+        return loss, cosines
 
     def _resume(self) -> None:
         """Restore everything from checkpoint.pt when there is one (every rank reads the same file)."""
@@ -222,9 +238,7 @@ class _Trainer:
         for crops, labels in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)
-            loss, cosines = self.step_module(wavs, labels)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scaler.scale(loss).backward()
+            loss, cosines = self._forward_backward(wavs, labels)
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.scheduler.step()
