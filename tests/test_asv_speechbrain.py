@@ -175,3 +175,52 @@ def test_bad_folder_is_one_line_naming_the_file(tmp_path, edit, message):
     with pytest.raises(VpevalError) as error:
         load_speechbrain_encoder(folder)
     assert message in str(error.value) and str(folder) in str(error.value) and "\n" not in str(error.value)
+
+
+def tiny_speechbrain_folder(folder: Path, seed: int) -> Path:
+    """ecapa_tiny's architecture with VPC's front end, random weights, as a SpeechBrain folder."""
+    from hydra.utils import instantiate
+
+    from tests.helpers import attacker_config
+
+    torch.manual_seed(seed)
+    encoder = instantiate(attacker_config("ecapa_tiny").model, frontend=SPEECHBRAIN_FRONTEND)
+    return export_speechbrain_folder(encoder, folder)
+
+
+def test_start_from_copies_weights_of_the_same_architecture_only(tmp_path):
+    from hydra.utils import instantiate
+
+    from pipeline.asv.train import start_from
+    from tests.helpers import attacker_config
+
+    folder = tiny_speechbrain_folder(tmp_path / "sb", seed=5)
+    model = instantiate(attacker_config("ecapa_tiny").model, frontend=SPEECHBRAIN_FRONTEND)
+    start_from(model, str(folder))
+    reference = load_speechbrain_encoder(folder).state_dict()
+    assert all(torch.equal(tensor, reference[name]) for name, tensor in model.state_dict().items())
+    kaldi = instantiate(attacker_config("ecapa_tiny").model)
+    with pytest.raises(VpevalError, match=r"attacker.init=.*sb: its encoder differs from attacker.model \(frontend"):
+        start_from(kaldi, str(folder))
+
+
+def test_pretrained_attacker_serves_oo_and_lazy_informed_without_training(tmp_path):
+    import json
+
+    from pipeline.config import compose
+    from pipeline.experiment import run_experiment
+
+    folder = tiny_speechbrain_folder(tmp_path / "vpc_asv_orig", seed=7)
+    data = tmp_path / "data"
+    cfg = compose([f"paths.data={data}", "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu",
+                   "attacks=lazy_informed", "similarity=false", "eval_splits=[dev]", f"attacker.pretrained={folder}"])
+    report = run_experiment(cfg, data / "runs" / "pretrained")
+    found = json.loads((report / "results.json").read_text())
+    built = {event["stage"] for event in found["stages"] if not event["reused"]}
+    assert "import" in built and "train" not in built
+    assert {r["attack"] for r in found["records"]} == {"OO", "AA-lazy"}
+    imported = next(Path(e["path"]) for e in found["stages"] if e["stage"] == "import")
+    assert json.loads((imported / "model.json").read_text())["source"] == str(folder)
+    wavs = audio()
+    with torch.no_grad():
+        assert_close(load_encoder(imported, "cpu")(*padded(wavs)).numpy(), speechbrain_embeddings(folder, wavs))

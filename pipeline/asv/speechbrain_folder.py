@@ -24,6 +24,7 @@ import torch
 import yaml
 
 from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
+from pipeline.asv.embed import load_encoder
 from pipeline.asv.features import KaldiFbank
 from pipeline.asv.model import KALDI_FRONTEND, SPEECHBRAIN_FRONTEND, SpeakerEncoder
 from pipeline.errors import VpevalError
@@ -170,6 +171,19 @@ def load_speechbrain_encoder(folder: str | Path) -> SpeakerEncoder:
         raise VpevalError(f"{hyperparams}: embedding_model: {exc}") from None
     load_state_checked(encoder.ecapa, load_checkpoint(weights), weights, "embedding_model")
     return encoder.eval()
+
+
+def load_attacker_folder(folder: str | Path) -> SpeakerEncoder:
+    """The encoder (eval mode, CPU) of a vpeval attacker folder (model.json) or a SpeechBrain ECAPA folder."""
+    folder = Path(folder)
+    return load_encoder(folder, "cpu") if (folder / "model.json").is_file() else load_speechbrain_encoder(folder)
+
+
+def folder_files(folder: str | Path) -> list[Path]:
+    """The files that define the encoder of an attacker or SpeechBrain folder (for cache keys)."""
+    folder = Path(folder)
+    names = ("model.json", "model.pt") if (folder / "model.json").is_file() else (HYPERPARAMS, EMBEDDING_WEIGHTS)
+    return [folder / name for name in names if (folder / name).is_file()]
 
 
 def _yaml_list(values: list) -> str:
