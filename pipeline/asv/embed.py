@@ -22,13 +22,14 @@ from hydra.utils import instantiate
 from tqdm import tqdm
 
 from pipeline.asv.audio_cache import ordered_map
-from pipeline.asv.checkpoint import check_builders, load_checkpoint, load_state_checked
+from pipeline.asv.checkpoint import check_builders, load_checkpoint, load_state_checked, save_checkpoint
 from pipeline.asv.distributed import World
 from pipeline.asv.model import SpeakerEncoder, autocast_dtype
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
 from pipeline.devices import module_device
 from pipeline.errors import VpevalError
+from pipeline.fileio import write_json
 
 ENCODER_BUILDERS = ("pipeline.asv.",)  # what an attacker folder's model.json may name
 
@@ -50,6 +51,17 @@ def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEn
     weights_path = model_dir / "model.pt"
     load_state_checked(encoder, load_checkpoint(weights_path), weights_path, "model")
     return encoder.to(device).eval()
+
+
+def save_encoder(model_dir: str | Path, encoder: SpeakerEncoder, **info) -> Path:
+    """Write an attacker folder: `model.pt` (weights only), then `model.json` (how to rebuild it,
+    plus `info`), which `load_encoder` reads back."""
+    model_dir = Path(model_dir)
+    save_checkpoint(model_dir / "model.pt", {name: tensor.detach().to("cpu", copy=True)
+                                             for name, tensor in encoder.state_dict().items()})
+    target = f"{type(encoder).__module__}.{type(encoder).__qualname__}"
+    write_json(model_dir / "model.json", {**info, "model": {"_target_": target, **encoder.architecture}})
+    return model_dir
 
 
 def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device | None = None,

@@ -46,6 +46,7 @@ from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.checkpoint import (
     check_same_run,
+    differences,
     load_resumable,
     load_state_checked,
     restore_rng_state,
@@ -53,12 +54,14 @@ from pipeline.asv.checkpoint import (
     save_checkpoint,
 )
 from pipeline.asv.crops import CropBatches, CropPlan
+from pipeline.asv.embed import save_encoder
 from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
+from pipeline.asv.speechbrain_folder import load_attacker_folder
 from pipeline.data.manifest import Utterance
 from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_json, write_lines
+from pipeline.fileio import write_lines
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.
@@ -134,6 +137,8 @@ class _Trainer:
         self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
         if not isinstance(self.model, SpeakerEncoder):
             raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(self.model).__name__}")
+        if cfg.get("init"):  # start from a pretrained encoder (overridden by a checkpoint to resume)
+            start_from(self.model, cfg.init)
         crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
         if crop_samples < self.model.fbank.window_size:
             raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
@@ -289,6 +294,16 @@ class _Trainer:
         self.save()
 
 
+def start_from(model: SpeakerEncoder, folder: str) -> None:
+    """Copy the weights of the attacker or SpeechBrain ECAPA folder `folder` (`attacker.init`)
+    into `model`, whose architecture must be the folder's."""
+    start = load_attacker_folder(folder)
+    changed = differences(start.architecture, model.architecture)
+    if changed:
+        raise VpevalError(f"attacker.init={folder}: its encoder differs from attacker.model ({'; '.join(changed[:3])})")
+    model.load_state_dict(start.state_dict())
+
+
 def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, seed: int) -> dict:
     """Everything a checkpoint's numbers depend on, in checkpoint-safe types."""
     training = OmegaConf.to_container(cfg.training, resolve=True)
@@ -302,9 +317,5 @@ def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, see
 def _save_model(out_dir: Path, model: SpeakerEncoder, cfg: DictConfig, state: Mapping[str, Any], *,
                 n_speakers: int) -> None:
     """model.pt (weights only) then model.json (how to rebuild it, and where it came from)."""
-    save_checkpoint(out_dir / "model.pt", {name: tensor.detach().to("cpu", copy=True)
-                                               for name, tensor in model.state_dict().items()})
-    target = f"{type(model).__module__}.{type(model).__qualname__}"
-    write_json(out_dir / "model.json", {
-        "name": str(cfg.get("name", "")), "model": {"_target_": target, **model.architecture},
-        "epoch": state["best_epoch"], "val_eer": state["best_eer"], "n_speakers": n_speakers})
+    save_encoder(out_dir, model, name=str(cfg.get("name", "")), epoch=state["best_epoch"], val_eer=state["best_eer"],
+                 n_speakers=n_speakers)
