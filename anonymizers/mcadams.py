@@ -1,13 +1,15 @@
 """McAdams-coefficient anonymisation (VoicePrivacy B2), batched.
 
 Every 20 ms frame (10 ms shift) of every utterance in a batch is processed in chunks of
-frames: LPC of order 20 by autocorrelation and Levinson-Durbin, the poles of 1/A(z) by
-Aberth-Ehrlich iterations, each complex pole's angle φ moved to sign(φ)·min(|φ|^α, π) (real
+frames: LPC of order 20 by autocorrelation and Levinson-Durbin (or by Burg's method, as the
+VPC code's `librosa.lpc`), the poles of 1/A(z) by Aberth-Ehrlich iterations (companion-matrix
+eigenvalues for a frame they leave unconverged), each complex pole's angle φ moved to sign(φ)·min(|φ|^α, π) (real
 poles kept), the LPC residual re-synthesised through the new all-pole filter, and the frames
 overlap-added. On CUDA every step runs on a whole chunk at once in torch
 (`batched_mcadams_frames`); on CPU a chunk goes through the same steps frame by frame in a
 compiled kernel (`anonymizers.mcadams_kernel`), which is about 4x cheaper there than the
-batched torch steps, and chunks run on several threads.
+batched torch steps, and chunks run on several threads. In deterministic mode the compiled
+kernel runs whatever the device, so a frame's output depends on that frame alone.
 
 Numerics (see `anonymizers.mcadams_reference` for the per-frame numpy version and how both
 differ from the VPC code): float64 throughout; periodic Hann analysis/synthesis window
@@ -43,6 +45,7 @@ REAL_POLE_TOLERANCE = 1e-9
 ROOT_TOLERANCE = 1e-12
 ROOT_MAX_ITERATIONS = 80
 DEFAULT_CHUNK_FRAMES = {"cpu": 4096, "cuda": 131072}
+LPC_METHODS = ("levinson", "burg")
 
 
 def frame_geometry(sample_rate: int) -> tuple[int, int]:
@@ -79,12 +82,51 @@ def levinson_durbin(autocorrelation: torch.Tensor) -> torch.Tensor:
     return lpc
 
 
-def aberth_roots(coefficients: torch.Tensor) -> torch.Tensor:
-    """Roots by simultaneous Aberth-Ehrlich iterations on all rows at once (any device).
+def burg_lpc(windowed: torch.Tensor, order: int) -> torch.Tensor:
+    """LPC polynomials (rows) of windowed frames (rows) by Burg's method, step for step as
+    `librosa.lpc` computes it (see `anonymizers.mcadams_kernel.burg`), all rows at once."""
+    lpc = torch.zeros(windowed.shape[0], order + 1, dtype=windowed.dtype, device=windowed.device)
+    lpc[:, 0] = 1.0
+    forward, backward = windowed[:, 1:], windowed[:, :-1]
+    den = (forward * forward + backward * backward).sum(1)
+    tiny = torch.finfo(windowed.dtype).tiny
+    for i in range(order):
+        reflection = (-2.0 * (backward * forward).sum(1) / (den + tiny))[:, None]
+        lpc[:, 1:i + 2] = lpc[:, 1:i + 2] + reflection * lpc[:, :i + 1].flip(1)
+        forward, backward = forward + reflection * backward, backward + reflection * forward
+        den = (1.0 - reflection[:, 0] ** 2) * den - backward[:, -1] ** 2 - forward[:, 0] ** 2
+        forward, backward = forward[:, 1:], backward[:, :-1]
+    return lpc
+
+
+def polynomial_roots(coefficients: torch.Tensor) -> torch.Tensor:
+    """Roots of monic polynomials (rows, highest degree first) on any device: Aberth-Ehrlich
+    iterations on all rows at once, then, for the rows they leave unconverged, the
+    eigenvalues of the companion matrix (as the compiled kernel falls back to LAPACK)."""
+    roots, converged = aberth_roots(coefficients)
+    if not bool(converged.all()):
+        rows = torch.nonzero(~converged).squeeze(1)
+        roots[rows] = companion_eigenvalues(coefficients[rows])
+    return roots
+
+
+def companion_eigenvalues(coefficients: torch.Tensor) -> torch.Tensor:
+    """Roots (rows) as the eigenvalues of the companion matrices, like `np.roots`."""
+    count, degree = coefficients.shape[0], coefficients.shape[1] - 1
+    companion = torch.zeros(count, degree, degree, dtype=coefficients.dtype, device=coefficients.device)
+    companion[:, 0] = -coefficients[:, 1:]
+    companion[:, 1:, :-1] += torch.eye(degree - 1, dtype=coefficients.dtype, device=coefficients.device)
+    return torch.linalg.eigvals(companion)
+
+
+def aberth_roots(coefficients: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(roots, converged per row) by simultaneous Aberth-Ehrlich iterations on all rows at
+    once (any device).
 
     Starts on a circle of radius |a_n|^(1/n); a row stops once its largest correction is
-    below ROOT_TOLERANCE, so its roots depend on that row alone, not on the batch. Rows z^n
-    get exact zeros (Aberth converges only linearly to a multiple root).
+    below ROOT_TOLERANCE, so its roots depend on that row alone, not on the batch; a row still
+    moving (or not finite) after ROOT_MAX_ITERATIONS is not converged. Rows z^n get exact
+    zeros (Aberth converges only linearly to a multiple root).
     """
     degree = coefficients.shape[1] - 1
     complex_coefficients = coefficients.to(torch.complex128)
@@ -110,8 +152,10 @@ def aberth_roots(coefficients: torch.Tensor) -> torch.Tensor:
         repulsion = differences.reciprocal_().sum(2) - 1.0
         correction = newton / (1.0 - newton * repulsion)
         roots[active] = z - correction
-        active = active[correction.abs().amax(1) > ROOT_TOLERANCE]
-    return roots
+        active = active[~(correction.abs().amax(1) <= ROOT_TOLERANCE)]  # NaN: still active
+    converged = torch.ones(len(coefficients), dtype=torch.bool, device=coefficients.device)
+    converged[active] = False
+    return roots, converged
 
 
 def warp_pole_angles(poles: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -174,28 +218,29 @@ def all_pole_filter(signal: torch.Tensor, denominator: torch.Tensor) -> torch.Te
 
 
 def overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha: torch.Tensor,
-                         window: torch.Tensor, shift: int, lpc_order: int) -> torch.Tensor:
+                         window: torch.Tensor, shift: int, lpc_order: int, lpc: str) -> torch.Tensor:
     """The frames `frame_index` (ascending; frame m starts at sample m * shift) of `signal`
     (float64) anonymised with one α each, windowed and overlap-added in order into one segment
     that starts at sample frame_index[0] * shift. On CPU the compiled per-frame kernel
     (`anonymizers.mcadams_kernel`, about 4x less CPU than the batched steps there), on other
     devices the batched torch steps (`batched_overlap_added_frames`)."""
     if signal.device.type != "cpu":
-        return batched_overlap_added_frames(signal, frame_index, alpha, window, shift, lpc_order)
+        return batched_overlap_added_frames(signal, frame_index, alpha, window, shift, lpc_order, lpc)
     from anonymizers import mcadams_kernel  # numba: compiled on first use, then cached
 
     segment = np.zeros(int(frame_index[-1] - frame_index[0]) * shift + len(window))
     mcadams_kernel.overlap_added_frames(
         signal.numpy(), frame_index.numpy(), alpha.contiguous().numpy(), window.numpy(), shift, lpc_order,
-        WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS,
+        lpc == "burg", WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS,
         segment)
     return torch.from_numpy(segment)
 
 
 def batched_overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha: torch.Tensor,
-                                 window: torch.Tensor, shift: int, lpc_order: int) -> torch.Tensor:
+                                 window: torch.Tensor, shift: int, lpc_order: int, lpc: str) -> torch.Tensor:
     """`overlap_added_frames` with the batched torch steps (any device)."""
-    processed = batched_mcadams_frames(signal.unfold(0, len(window), shift)[frame_index], alpha, window, lpc_order)
+    frames = signal.unfold(0, len(window), shift)[frame_index]
+    processed = batched_mcadams_frames(frames, alpha, window, lpc_order, lpc)
     taps = torch.arange(len(window), device=signal.device)
     positions = (frame_index - frame_index[0])[:, None] * shift + taps
     segment = torch.zeros(int(positions[-1, -1]) + 1, dtype=signal.dtype, device=signal.device)
@@ -203,37 +248,53 @@ def batched_overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor
 
 
 def batched_mcadams_frames(frames: torch.Tensor, alpha: torch.Tensor, window: torch.Tensor,
-                           lpc_order: int) -> torch.Tensor:
+                           lpc_order: int, lpc: str = "levinson") -> torch.Tensor:
     """Raw frames (rows, float64) anonymised with one α per row by batched torch steps, every
     step on all rows at once (any device); returns windowed frames ready for overlap-add."""
     windowed = frames * window
-    autocorrelation = torch.stack(
-        [(windowed[:, : windowed.shape[1] - k] * windowed[:, k:]).sum(1) for k in range(lpc_order + 1)], 1)
-    autocorrelation[:, 0] = autocorrelation[:, 0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
-    lpc = levinson_durbin(autocorrelation)
-    new_lpc = polynomial_from_roots(warp_pole_angles(aberth_roots(lpc), alpha))
-    residual = fir_filter(windowed, lpc)
+    if lpc == "burg":
+        polynomial = burg_lpc(windowed, lpc_order)
+    else:
+        autocorrelation = torch.stack(
+            [(windowed[:, : windowed.shape[1] - k] * windowed[:, k:]).sum(1) for k in range(lpc_order + 1)], 1)
+        autocorrelation[:, 0] = autocorrelation[:, 0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
+        polynomial = levinson_durbin(autocorrelation)
+    new_lpc = polynomial_from_roots(warp_pole_angles(polynomial_roots(polynomial), alpha))
+    residual = fir_filter(windowed, polynomial)
     return all_pole_filter(residual, new_lpc) * window
 
 
 def mcadams_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample_rate: int,
-                  chunk_frames: int | None = None, lpc_order: int = LPC_ORDER) -> list[torch.Tensor]:
+                  chunk_frames: int | None = None, lpc_order: int = LPC_ORDER, lpc: str = "levinson",
+                  deterministic: bool = False) -> list[torch.Tensor]:
     """McAdams on a list of 1-D waveforms (one α each), all frames batched together in chunks
     of `chunk_frames` (default by device, see DEFAULT_CHUNK_FRAMES); returns float64
-    waveforms of the input lengths on the inputs' device.
+    waveforms of the input lengths on the inputs' device. `lpc`: "levinson" or "burg".
 
     On CPU with several torch threads, whole chunks go to that many Python threads (the
     compiled kernel releases the GIL) and torch's intra-op threads are off for the call (see
-    `single_intra_op_thread`)."""
+    `single_intra_op_thread`). `deterministic`: computed on CPU by the compiled kernel
+    whatever the inputs' device (see `compute_device`)."""
     if not waves:
         return []
-    workers = torch.get_num_threads() if waves[0].device.type == "cpu" else 1
+    device = waves[0].device
+    if compute_device(device, deterministic) != device:
+        outputs = mcadams_waves([w.cpu() for w in waves], alphas, sample_rate, chunk_frames, lpc_order, lpc)
+        return [output.to(device) for output in outputs]
+    workers = torch.get_num_threads() if device.type == "cpu" else 1
     with single_intra_op_thread() if workers > 1 else contextlib.nullcontext():
-        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, lpc_order, workers)
+        return overlap_added_waves(waves, alphas, sample_rate, chunk_frames, lpc_order, lpc, workers)
+
+
+def compute_device(device: torch.device, deterministic: bool) -> torch.device:
+    """Where McAdams runs for inputs on `device`: there, except in deterministic mode, which
+    runs on CPU (the compiled kernel, whose output for a frame depends on that frame alone,
+    bit for bit; the batched torch steps can round the last bit by a row's position)."""
+    return torch.device("cpu") if deterministic else device
 
 
 def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], sample_rate: int,
-                        chunk_frames: int | None, lpc_order: int, workers: int) -> list[torch.Tensor]:
+                        chunk_frames: int | None, lpc_order: int, lpc: str, workers: int) -> list[torch.Tensor]:
     """`mcadams_waves` with chunks spread over `workers` Python threads (1: in this thread)."""
     win_length, shift = frame_geometry(sample_rate)
     if win_length % shift:
@@ -259,7 +320,7 @@ def overlap_added_waves(waves: Sequence[torch.Tensor], alphas: Sequence[float], 
     def process(begin: int) -> tuple[int, torch.Tensor]:
         index = frame_index[begin:begin + chunk_frames]
         alpha = frame_alpha[begin:begin + chunk_frames]
-        return int(index[0]) * shift, overlap_added_frames(signal, index, alpha, window, shift, lpc_order)
+        return int(index[0]) * shift, overlap_added_frames(signal, index, alpha, window, shift, lpc_order, lpc)
 
     begins = range(0, len(frame_index), chunk_frames)
     with contextlib.ExitStack() as stack:
@@ -325,11 +386,17 @@ class McAdams(Anonymizer):
             the ones warped.
         chunk_frames: frames processed together; None: 4096 on CPU, 131072 on CUDA (about 5
             GB of GPU memory; larger amortises kernel launches further).
+        lpc: "levinson" (autocorrelation method, the default) or "burg" (as `librosa.lpc`,
+            the VPC B2 code's estimator).
+        deterministic: run the compiled CPU kernel whatever the device, so that the output
+            is the same bit for bit whatever the batching (on CUDA the batched torch steps
+            can differ in the last bit).
         **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`).
     """
 
     def __init__(self, alpha: float | Sequence[float] = 0.8, lpc_order: int = LPC_ORDER,
-                 chunk_frames: int | None = None, **common):
+                 chunk_frames: int | None = None, lpc: str = "levinson", deterministic: bool = False,
+                 **common):
         super().__init__(**common)
         self.alpha_range = parse_alpha(alpha)
         if isinstance(lpc_order, bool) or not isinstance(lpc_order, int) or not 1 <= lpc_order <= 100:
@@ -338,6 +405,12 @@ class McAdams(Anonymizer):
         if chunk_frames is not None and int(chunk_frames) < 1:
             raise VpevalError(f"anonymizer.chunk_frames must be a positive integer or null, got {chunk_frames!r}")
         self.chunk_frames = None if chunk_frames is None else int(chunk_frames)
+        if lpc not in LPC_METHODS:
+            raise VpevalError(f"anonymizer.lpc must be one of {', '.join(LPC_METHODS)}, got {lpc!r}")
+        self.lpc = lpc
+        if not isinstance(deterministic, bool):
+            raise VpevalError(f"anonymizer.deterministic must be true or false, got {deterministic!r}")
+        self.deterministic = deterministic
 
     def alpha_for(self, seed: int) -> float:
         """The coefficient of the utterance (or speaker) whose random key is `seed`."""
@@ -350,7 +423,8 @@ class McAdams(Anonymizer):
         alphas = [self.alpha_for(seed) for seed in batch.seeds]
         for drawn, alpha in zip(batch.drawn, alphas):
             drawn["alpha"] = alpha
-        return mcadams_waves(batch.waves, alphas, batch.sample_rate, self.chunk_frames, self.lpc_order)
+        return mcadams_waves(batch.waves, alphas, batch.sample_rate, self.chunk_frames, self.lpc_order, self.lpc,
+                             self.deterministic)
 
 
 def parse_alpha(alpha) -> tuple[float, float]:

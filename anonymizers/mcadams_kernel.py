@@ -27,13 +27,14 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def overlap_added_frames(signal, frame_index, alphas, window, shift, order, white_noise_correction,
+def overlap_added_frames(signal, frame_index, alphas, window, shift, order, use_burg, white_noise_correction,
                          autocorrelation_floor, real_pole_tolerance, root_tolerance, max_iterations, segment):
     """Anonymise the frames `frame_index` (ascending) of `signal` (frame m: samples from
     m * shift, float64) with one α each, window them and overlap-add them, in order, into
-    `segment` (zeros in; sample 0 is sample frame_index[0] * shift of the signal). The
-    constants are arguments (those of `anonymizers.mcadams`), so that numba's cache never
-    keeps stale ones."""
+    `segment` (zeros in; sample 0 is sample frame_index[0] * shift of the signal). LPC by
+    Burg's method when `use_burg`, else by autocorrelation (regularised r[0]) and
+    Levinson-Durbin. The constants are arguments (those of `anonymizers.mcadams`), so that
+    numba's cache never keeps stale ones."""
     length = len(window)
     first = frame_index[0] * shift
     windowed = np.zeros(length + order)  # zero tail: lags and filter states read past the end
@@ -42,14 +43,18 @@ def overlap_added_frames(signal, frame_index, alphas, window, shift, order, whit
     new_lpc = np.empty(order + 1)
     poles = np.empty(order, np.complex128)
     filtered = np.empty(length + order)
+    forward, backward = np.empty(length - 1), np.empty(length - 1)
     for row in range(len(frame_index)):
         start = frame_index[row] * shift
         frame, out = signal[start:start + length], segment[start - first:start - first + length]
         for n in range(length):
             windowed[n] = frame[n] * window[n]
-        autocorrelate(windowed, length, autocorrelation)
-        autocorrelation[0] = autocorrelation[0] * (1.0 + white_noise_correction) + autocorrelation_floor
-        levinson_durbin(autocorrelation, lpc)
+        if use_burg:
+            burg(windowed, length, lpc, forward, backward)
+        else:
+            autocorrelate(windowed, length, autocorrelation)
+            autocorrelation[0] = autocorrelation[0] * (1.0 + white_noise_correction) + autocorrelation_floor
+            levinson_durbin(autocorrelation, lpc)
         if not polynomial_roots(lpc, poles, root_tolerance, max_iterations):
             poles[:] = companion_eigenvalues(lpc)
         warp_pole_angles(poles, alphas[row], real_pole_tolerance)
@@ -92,6 +97,42 @@ def levinson_durbin(autocorrelation, lpc):
         for m in range(1, i + 1):
             lpc[m] += reflection * previous[i - m]
         error *= 1.0 - reflection * reflection
+
+
+@njit(cache=True, nogil=True)
+def burg(windowed, length, lpc, forward, backward):
+    """LPC polynomial A(z) of `windowed[:length]` by Burg's method, step for step as
+    `librosa.lpc` computes it (the VPC B2 code's call): reflection coefficient
+    k = -2 sum(b f) / (den + tiny) from the forward and backward prediction errors, the
+    Levinson update of A, the error update, den by Marple's recursion. `forward` and
+    `backward` are scratch arrays of `length - 1` entries."""
+    order = len(lpc) - 1
+    tiny = np.finfo(np.float64).tiny
+    lpc[:] = 0.0
+    lpc[0] = 1.0
+    previous = np.empty(order + 1)
+    count = length - 1
+    den = 0.0
+    for n in range(count):
+        forward[n] = windowed[n + 1]
+        backward[n] = windowed[n]
+        den += forward[n] * forward[n] + backward[n] * backward[n]
+    head = 0  # forward errors live in forward[head:head + count], backward in backward[:count]
+    for i in range(order):
+        acc = 0.0
+        for n in range(count):
+            acc += backward[n] * forward[head + n]
+        reflection = -2.0 * acc / (den + tiny)
+        previous[:] = lpc
+        for j in range(1, i + 2):
+            lpc[j] = previous[j] + reflection * previous[i - j + 1]
+        for n in range(count):
+            f = forward[head + n]
+            forward[head + n] = f + reflection * backward[n]
+            backward[n] += reflection * f
+        den = (1.0 - reflection * reflection) * den - backward[count - 1] ** 2 - forward[head] ** 2
+        head += 1
+        count -= 1
 
 
 @njit(cache=True, nogil=True)

@@ -3,7 +3,8 @@
 Same algorithm and constants as the batched torch version, written the obvious way, one frame
 at a time: autocorrelation with `np.correlate`, Levinson-Durbin through
 `scipy.linalg.solve_toeplitz`, poles with `np.roots` (eigenvalues of the companion matrix),
-`np.poly` for the new LPC and `scipy.signal.lfilter` for residual and resynthesis. Used by the
+`np.poly` for the new LPC and `scipy.signal.lfilter` for residual and resynthesis; with
+`lpc="burg"`, `librosa.lpc` itself (a test dependency, imported only then). Used by the
 tests and by `benchmarks/bench_mcadams.py`; not by the pipeline.
 
 Known differences of both implementations from the VPC code (`anonymise_dir_mcadams.py` of
@@ -42,12 +43,18 @@ from anonymizers.mcadams import (
 )
 
 
-def mcadams_frame(frame: np.ndarray, alpha: float, window: np.ndarray, lpc_order: int = LPC_ORDER) -> np.ndarray:
+def mcadams_frame(frame: np.ndarray, alpha: float, window: np.ndarray, lpc_order: int = LPC_ORDER,
+                  lpc_method: str = "levinson") -> np.ndarray:
     """One raw frame in, one windowed anonymised frame out."""
     windowed = frame * window
-    autocorrelation = np.correlate(windowed, windowed, "full")[len(windowed) - 1:len(windowed) + lpc_order].copy()
-    autocorrelation[0] = autocorrelation[0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
-    lpc = np.concatenate([[1.0], scipy.linalg.solve_toeplitz(autocorrelation[:-1], -autocorrelation[1:])])
+    if lpc_method == "burg":
+        import librosa
+
+        lpc = librosa.lpc(windowed, order=lpc_order)
+    else:
+        autocorrelation = np.correlate(windowed, windowed, "full")[len(windowed) - 1:len(windowed) + lpc_order].copy()
+        autocorrelation[0] = autocorrelation[0] * (1.0 + WHITE_NOISE_CORRECTION) + AUTOCORRELATION_FLOOR
+        lpc = np.concatenate([[1.0], scipy.linalg.solve_toeplitz(autocorrelation[:-1], -autocorrelation[1:])])
     poles = np.roots(lpc)
     poles = np.concatenate([poles, np.zeros(lpc_order - len(poles))])  # np.roots drops zero roots
     angle = np.angle(poles)
@@ -59,7 +66,7 @@ def mcadams_frame(frame: np.ndarray, alpha: float, window: np.ndarray, lpc_order
 
 
 def mcadams_reference(wave: np.ndarray, alpha: float, sample_rate: int = 16000,
-                      lpc_order: int = LPC_ORDER) -> np.ndarray:
+                      lpc_order: int = LPC_ORDER, lpc_method: str = "levinson") -> np.ndarray:
     """McAdams of one 1-D waveform with coefficient `alpha`; float64 output of the same length.
 
     >>> mcadams_reference(np.zeros(100), 0.8).shape
@@ -75,7 +82,7 @@ def mcadams_reference(wave: np.ndarray, alpha: float, sample_rate: int = 16000,
     output = np.zeros(length)
     for m in range(num_frames):
         span = slice(m * shift, m * shift + win_length)
-        output[span] += mcadams_frame(padded[span], alpha, window, lpc_order)
+        output[span] += mcadams_frame(padded[span], alpha, window, lpc_order, lpc_method)
     output = output[offset:offset + len(wave)]
     peak = np.abs(output).max(initial=0.0)
     return output * (np.abs(wave).max() / peak) if peak > 0 else output

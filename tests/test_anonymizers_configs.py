@@ -42,6 +42,8 @@ def test_mcadams_configs(name, level, alpha_range):
     anonymizer = build(name)
     assert isinstance(anonymizer, McAdams) and isinstance(anonymizer, Anonymizer)
     assert (anonymizer.level, anonymizer.alpha_range, anonymizer.seed) == (level, alpha_range, 11)
+    assert (anonymizer.lpc, anonymizer.deterministic) == ("levinson", False)
+    assert build(name, lpc="burg", deterministic=True).lpc == "burg"
     (output,) = anonymizer([np.zeros(400, np.float32)], ["u"], ["s"], 16000)
     assert output.shape == (400,)
 

@@ -1,6 +1,7 @@
 """McAdams: the compiled CPU kernel and the batched torch steps (what runs on CUDA) against
 the per-frame numpy reference, and the properties every anonymiser run relies on (length,
 seeding, batching, levels)."""
+import librosa
 import numpy as np
 import pytest
 import scipy.linalg
@@ -13,10 +14,13 @@ from anonymizers.mcadams import (
     aberth_roots,
     all_pole_filter,
     batched_overlap_added_frames,
+    burg_lpc,
+    compute_device,
     fir_filter,
     levinson_durbin,
     mcadams_waves,
     polynomial_from_roots,
+    polynomial_roots,
     warp_pole_angles,
 )
 from anonymizers.mcadams_reference import mcadams_reference
@@ -31,10 +35,15 @@ def waves(*specs):
     return [speech_like(seconds, seed) for seconds, seed in specs]
 
 
+def windowed_speech_frames(count=300, seed=0):
+    """Hann-windowed 20 ms frames (rows) of a speech-like signal, float64."""
+    signal = speech_like(count * 0.01 + 0.02, seed).astype(np.float64)
+    return torch.from_numpy(signal).unfold(0, 320, 160)[:count] * torch.hann_window(320, dtype=torch.float64)
+
+
 def lpc_of_speech_frames(count=300, seed=0):
     """LPC polynomials (order 20) of Hann-windowed 20 ms frames of a speech-like signal."""
-    signal = speech_like(count * 0.01 + 0.02, seed).astype(np.float64)
-    frames = torch.from_numpy(signal).unfold(0, 320, 160)[:count] * torch.hann_window(320, dtype=torch.float64)
+    frames = windowed_speech_frames(count, seed)
     autocorrelation = torch.stack([(frames[:, : 320 - k] * frames[:, k:]).sum(1) for k in range(21)], 1)
     autocorrelation[:, 0] += 1e-12
     return levinson_durbin(autocorrelation)
@@ -73,6 +82,29 @@ def compiled_roots(lpc, max_iterations=80):
     return torch.from_numpy(roots), converged
 
 
+def compiled_burg(frames):
+    """The compiled kernel's Burg LPC of each row."""
+    lpc = np.empty((len(frames), 21))
+    scratch = np.empty(frames.shape[1] - 1), np.empty(frames.shape[1] - 1)
+    for row, out in zip(frames.numpy(), lpc):
+        mcadams_kernel.burg(np.concatenate([row, np.zeros(20)]), len(row), out, *scratch)
+    return lpc
+
+
+@pytest.mark.parametrize("estimator", ["torch", "compiled"])
+def test_burg_matches_librosa(estimator):
+    """`lpc: burg` against `librosa.lpc` (the VPC B2 code's call) on the same frames, silent
+    frames included. The compiled kernel sums in librosa's order (measured: equal bit for
+    bit); torch's vectorised sums round differently, measured 2.3e-10 of the largest
+    coefficient (|a| reaches 31 here). Tolerance 1e-8 of each row's largest coefficient."""
+    frames = windowed_speech_frames(300)
+    expected = librosa.lpc(frames.numpy(), order=20, axis=1)
+    lpc = burg_lpc(frames, 20).numpy() if estimator == "torch" else compiled_burg(frames)
+    scale = np.abs(expected).max(1, keepdims=True)
+    assert (np.abs(lpc - expected) / scale).max() < 1e-8
+    assert (frames == 0).all(1).any()  # digital silence: A(z) = 1, as librosa gives
+
+
 @pytest.mark.parametrize("finder", ["torch", "compiled"])
 def test_aberth_roots_match_lapack(finder):
     """Both Aberth root finders (batched torch: CUDA; compiled: CPU) against LAPACK on the
@@ -80,7 +112,7 @@ def test_aberth_roots_match_lapack(finder):
     coefficient)."""
     lpc = lpc_of_speech_frames(300)
     alpha = torch.full((len(lpc),), 0.7, dtype=torch.float64)
-    roots = aberth_roots(lpc) if finder == "torch" else compiled_roots(lpc)[0]
+    roots = aberth_roots(lpc)[0] if finder == "torch" else compiled_roots(lpc)[0]
     from_aberth = polynomial_from_roots(warp_pole_angles(roots, alpha))
     from_lapack = polynomial_from_roots(warp_pole_angles(lapack_roots(lpc), alpha))
     scale = from_lapack.abs().amax(1, keepdim=True)
@@ -90,7 +122,8 @@ def test_aberth_roots_match_lapack(finder):
 def test_monomial_has_zero_roots():
     coefficients = torch.zeros(2, 21, dtype=torch.float64)
     coefficients[:, 0] = 1.0
-    assert torch.equal(aberth_roots(coefficients), torch.zeros(2, 20, dtype=torch.complex128))
+    roots, converged = aberth_roots(coefficients)
+    assert torch.equal(roots, torch.zeros(2, 20, dtype=torch.complex128)) and converged.all()
     roots, converged = compiled_roots(coefficients)
     assert torch.equal(roots, torch.zeros(2, 20, dtype=torch.complex128)) and all(converged)
 
@@ -117,6 +150,19 @@ def test_matches_per_frame_reference(implementation, alpha):
         assert np.abs(output.numpy() - reference).max() <= 1e-6 * np.abs(wave).max()
 
 
+@pytest.mark.parametrize("alpha", [0.5, 0.9])
+def test_burg_matches_per_frame_reference(implementation, alpha):
+    """`lpc="burg"` in both implementations against the reference, whose Burg is
+    `librosa.lpc` itself. Measured 3e-8 of the peak at α = 0.5; tolerance 1e-6 of the peak."""
+    inputs = waves((0.6, 1), (0.011, 3))
+    outputs = mcadams_waves([torch.from_numpy(x) for x in inputs], [alpha] * 2, RATE, lpc="burg")
+    for wave, output in zip(inputs, outputs):
+        reference = mcadams_reference(wave, alpha, lpc_method="burg")
+        assert np.abs(output.numpy() - reference).max() <= 1e-6 * np.abs(wave).max()
+    levinson = mcadams_reference(inputs[0], alpha)
+    assert np.abs(outputs[0].numpy() - levinson).max() > 1e-2 * np.abs(inputs[0]).max()  # measured 0.1-0.3
+
+
 @pytest.mark.parametrize("lpc_order", [8, 12])
 def test_other_lpc_order_matches_reference(implementation, lpc_order):
     """`lpc_order` reaches every step of both implementations (tolerance as above)."""
@@ -127,14 +173,36 @@ def test_other_lpc_order_matches_reference(implementation, lpc_order):
     assert np.abs(reference - mcadams_reference(wave, 0.7)).max() > 1e-3 * np.abs(wave).max()
 
 
-def test_compiled_kernel_falls_back_to_lapack_for_unconverged_roots(monkeypatch):
-    """One Aberth sweep converges no speech frame (digital silence needs none); every other
-    frame then takes LAPACK's roots and the output still matches the reference (tolerance
-    1e-6 of the peak, as above)."""
+def test_compiled_kernel_falls_back_to_lapack_for_unconverged_roots():
+    """One Aberth sweep converges no speech frame (digital silence needs none)."""
     lpc = lpc_of_speech_frames(50)
     silent = (lpc[:, 1:] == 0).all(1).tolist()
     assert compiled_roots(lpc, max_iterations=1)[1] == silent
-    monkeypatch.setattr("anonymizers.mcadams.ROOT_MAX_ITERATIONS", 1)
+
+
+def test_batched_roots_fall_back_to_eigenvalues_for_unconverged_rows_only(monkeypatch):
+    """Regression (the torch path, used on CUDA, kept unconverged Aberth roots): with 10
+    sweeps 214 of 300 rows converge; those keep their Aberth roots and only the others take
+    the companion matrix's eigenvalues. Every row then agrees with LAPACK as in
+    `test_aberth_roots_match_lapack` (1e-9 of the largest coefficient)."""
+    monkeypatch.setattr("anonymizers.mcadams.ROOT_MAX_ITERATIONS", 10)
+    lpc = lpc_of_speech_frames(300)
+    aberth, converged = aberth_roots(lpc)
+    assert 0 < int(converged.sum()) < len(lpc)
+    roots = polynomial_roots(lpc)
+    assert torch.equal(roots[converged], aberth[converged])
+    assert not torch.equal(roots[~converged], aberth[~converged])
+    alpha = torch.full((len(lpc),), 0.7, dtype=torch.float64)
+    warped = polynomial_from_roots(warp_pole_angles(roots, alpha))
+    expected = polynomial_from_roots(warp_pole_angles(lapack_roots(lpc), alpha))
+    assert ((warped - expected).abs() / expected.abs().amax(1, keepdim=True)).max() < 1e-9
+
+
+@pytest.mark.parametrize("sweeps", [1, 10])
+def test_output_with_fallback_frames_matches_reference(implementation, monkeypatch, sweeps):
+    """With 1 sweep every speech frame falls back, with 10 some do (a third in torch): both
+    implementations still match the reference (tolerance 1e-6 of the peak, as above)."""
+    monkeypatch.setattr("anonymizers.mcadams.ROOT_MAX_ITERATIONS", sweeps)
     wave = speech_like(0.4, 18)
     (output,) = mcadams_waves([torch.from_numpy(wave)], [0.7], RATE)
     assert np.abs(output.numpy() - mcadams_reference(wave, 0.7)).max() <= 1e-6 * np.abs(wave).max()
@@ -233,6 +301,21 @@ def test_bad_lpc_order_is_a_config_error(lpc_order):
         McAdams(lpc_order=lpc_order, device="cpu")
 
 
+@pytest.mark.parametrize(("key", "value"), [("lpc", "Burg"), ("lpc", None), ("deterministic", "yes"),
+                                            ("deterministic", 1)])
+def test_bad_lpc_or_deterministic_is_a_config_error(key, value):
+    with pytest.raises(VpevalError, match=f"anonymizer.{key} must be .*, got {value!r}"):
+        McAdams(**{key: value}, device="cpu")
+
+
+def test_deterministic_mode_runs_on_cpu_whatever_the_device():
+    """Deterministic mode runs the compiled CPU kernel (its output bitwise independent of
+    batching, tested above); otherwise McAdams runs on the inputs' device."""
+    for device in ("cpu", "cuda:1", "meta"):
+        assert compute_device(torch.device(device), True) == torch.device("cpu")
+        assert compute_device(torch.device(device), False) == torch.device(device)
+
+
 def test_non_finite_input_is_refused_by_name():
     """Regression: a NaN sample reached the compiled kernel's LAPACK fallback and surfaced as
     a bare numpy LinAlgError; every anonymiser now refuses it, naming the utterance."""
@@ -248,12 +331,24 @@ def test_wrong_sample_rate_is_refused():
 
 
 @pytest.mark.gpu
-def test_cuda_matches_cpu():
+@pytest.mark.parametrize("lpc", ["levinson", "burg"])
+def test_cuda_deterministic_mode_equals_cpu_bit_for_bit(lpc):
+    inputs = waves((1.0, 14), (0.5, 15))
+    ids = ["u1", "u2"]
+    on_gpu = McAdams(lpc=lpc, deterministic=True, device="cuda")(inputs, ids, ids, RATE)
+    on_cpu = McAdams(lpc=lpc, device="cpu")(inputs, ids, ids, RATE)
+    for gpu, cpu in zip(on_gpu, on_cpu):
+        assert gpu.device.type == "cuda" and torch.equal(gpu.cpu(), cpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lpc", ["levinson", "burg"])
+def test_cuda_matches_cpu(lpc):
     """CUDA runs the batched torch steps, CPU the compiled kernel: the same float64 algorithm.
     Tolerance 1e-6."""
     inputs = waves((1.0, 14), (0.5, 15))
-    on_gpu = McAdams(alpha=[0.5, 0.9], device="cuda")(inputs, ["u1", "u2"], ["s1", "s2"], RATE)
-    on_cpu = McAdams(alpha=[0.5, 0.9], device="cpu")(inputs, ["u1", "u2"], ["s1", "s2"], RATE)
+    on_gpu = McAdams(alpha=[0.5, 0.9], lpc=lpc, device="cuda")(inputs, ["u1", "u2"], ["s1", "s2"], RATE)
+    on_cpu = McAdams(alpha=[0.5, 0.9], lpc=lpc, device="cpu")(inputs, ["u1", "u2"], ["s1", "s2"], RATE)
     for gpu, cpu in zip(on_gpu, on_cpu):
         assert (gpu - cpu).abs().max() < 1e-6
 
