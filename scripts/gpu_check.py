@@ -139,8 +139,8 @@ def table(outcomes: list[Outcome], when: datetime.datetime, machine: str) -> str
             "| what | command | status | result |", "|---|---|---|---|"]
     for outcome in outcomes:
         command = " ".join("python" if arg == sys.executable else arg for arg in outcome.step.argv)
-        rows.append(f"| {outcome.step.what} | `{command}` | {outcome.status}, {outcome.seconds:.0f} s | "
-                    f"{outcome.result.replace('|', '/')} |")
+        cells = [outcome.step.what, f"`{command}`", f"{outcome.status}, {outcome.seconds:.0f} s", outcome.result]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(rows)
 
 
