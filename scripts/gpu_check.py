@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BUDGET = 570.0  # seconds: with start-up and the table, the check ends within 10 minutes
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Step:
     what: str
     argv: list[str]
     keep: str
-    seconds: float  # its share of the budget (the last step gets whatever is left)
+    seconds: float  # its share of the default budget (scaled with --budget; the last step gets what is left)
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
 
@@ -112,7 +113,7 @@ def run_step(step: Step, timeout: float, out: Path) -> Outcome:
             process.wait()
             status = f"timed out after {timeout:.0f} s"
     text = log.read_text(errors="replace")
-    kept = [m.group(0).strip() for m in re.finditer(step.keep, text, flags=re.MULTILINE)]
+    kept = [m.group(0).strip().rstrip(";") for m in re.finditer(step.keep, text, flags=re.MULTILINE)]
     lines = [line for line in text.splitlines() if line.strip()]
     if status != "ok" and lines:
         kept.append(f"last line: {lines[-1].strip()[:200]}")
@@ -147,12 +148,14 @@ def table(outcomes: list[Outcome], when: datetime.datetime, machine: str) -> str
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--budget", type=float, default=570.0, help="seconds for every step together")
-    parser.add_argument("--semi-size", default="train-clean-360", help="bench_semi_informed --size")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
+                        help="seconds for every step together; each step's share scales with it")
+    parser.add_argument("--semi-size", help="bench_semi_informed --size (default: train-clean-360; tiny on CPU)")
     parser.add_argument("--only", nargs="+", metavar="STEP", help="run these steps alone")
     parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check", help="folder for logs and the table")
     parser.add_argument("--dry-run", action="store_true", help="print the commands and the table layout only")
     args = parser.parse_args(argv)
+    args.semi_size = args.semi_size or ("train-clean-360" if args.device == "cuda" else "tiny")
     if args.budget <= 0:
         parser.error(f"--budget must be positive, got {args.budget:g}")
     names = [step.name for step in steps_for(args.device, args.semi_size)]
@@ -179,9 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             outcomes.append(Outcome(step, "dry run", "-", 0.0))
             continue
-        later = sum(s.seconds for s in steps[index + 1:])
+        scale = args.budget / DEFAULT_BUDGET
+        later = scale * sum(s.seconds for s in steps[index + 1:])
         left = deadline - time.monotonic()
-        timeout = left if index == len(steps) - 1 or not step.seconds else min(step.seconds, left - later)
+        timeout = left if index == len(steps) - 1 or not step.seconds else min(scale * step.seconds, left - later)
         print(f"[{datetime.datetime.now():%H:%M:%S}] {step.name}: up to {timeout:.0f} s", flush=True)
         outcomes.append(run_step(step, timeout, out))
         print(f"  {outcomes[-1].status}: {outcomes[-1].result}", flush=True)

@@ -6,6 +6,7 @@ import torch._inductor.config as inductor_config
 from pipeline.asv import train as train_module
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder
 from pipeline.asv.train import _TrainingStep, train_attacker
+from pipeline.config import compose
 from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
 from tests.helpers import attacker_config
@@ -68,3 +69,12 @@ def test_compile_failure_in_the_first_step_is_one_line(corpus, tmp_path, monkeyp
     with pytest.raises(VpevalError, match=rf"^{KEY}=default: torch.compile failed \(.*no kernels today.*\); "
                                           rf"set {KEY}=false$"):
         train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=lambda encoder: 0.5)
+
+
+@pytest.mark.parametrize("name", ["ecapa", "ecapa_small", "ecapa_tiny"])
+def test_compile_mode_override_passes_the_config_checks(name):
+    """Regression: a boolean default made the override type check refuse 'reduce-overhead'."""
+    cfg = compose([f"attacker={name}", f"{KEY}=reduce-overhead"])
+    assert compile_mode(cfg.attacker.training.compile, torch.device("cpu"), config_key=KEY) == "reduce-overhead"
+    assert compile_mode(compose([f"attacker={name}"]).attacker.training.compile, torch.device("cpu"),
+                        config_key=KEY) is None
