@@ -1,4 +1,7 @@
 """The compiled training step: one graph with no breaks, the compile setting and its failures."""
+import json
+import math
+
 import pytest
 import torch
 import torch._inductor.config as inductor_config
@@ -78,3 +81,12 @@ def test_compile_mode_override_passes_the_config_checks(name):
     assert compile_mode(cfg.attacker.training.compile, torch.device("cpu"), config_key=KEY) == "reduce-overhead"
     assert compile_mode(compose([f"attacker={name}"]).attacker.training.compile, torch.device("cpu"),
                         config_key=KEY) is None
+
+
+@pytest.mark.gpu
+def test_training_with_cuda_graphs_learns(corpus, tmp_path):
+    cfg = attacker_config(overrides=(f"{KEY}=reduce-overhead", "attacker.training.precision=bf16",
+                                      "attacker.training.batch_size=8", "attacker.training.epochs=3"))
+    out = train_attacker(cfg, corpus[0], tmp_path, device="cuda", seed=1, validate=lambda encoder: 0.5)
+    log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert all(math.isfinite(record["loss"]) for record in log) and log[-1]["loss"] < log[0]["loss"]

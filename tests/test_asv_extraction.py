@@ -60,3 +60,18 @@ def test_no_host_sync_per_batch(corpus):
     batches = length_buckets([utt.duration for utt in val], 3.0)
     embeddings = _embed_batches(encoder, val, batches, torch.device("meta"), None, 1, None, False)
     assert embeddings.device.type == "meta" and embeddings.shape == (len(val), 12)
+
+
+@pytest.mark.gpu
+def test_extraction_batches_do_not_sync_on_cuda(corpus):
+    encoder = SpeakerEncoder(**TINY).cuda().eval()
+    val = corpus[1]
+    batches = length_buckets([utt.duration for utt in val], 3.0)
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
+    try:
+        embeddings = _embed_batches(encoder, val, batches, torch.device("cuda"), torch.bfloat16, 2, None, False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    _, reference = embed_utterances(encoder.cpu(), val, progress=False)
+    cosine = torch.nn.functional.cosine_similarity(embeddings.cpu(), torch.from_numpy(reference))
+    assert bool((cosine > 0.99).all())
