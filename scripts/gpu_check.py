@@ -114,7 +114,8 @@ def run_step(step: Step, timeout: float, out: Path) -> Outcome:
             process.wait()
             status = f"timed out after {timeout:.0f} s"
     text = log.read_text(errors="replace")
-    kept = [m.group(0).strip().rstrip(";") for m in re.finditer(step.keep, text, flags=re.MULTILINE)]
+    kept = [re.sub(r"\s+", " ", m.group(0)).strip().rstrip(";")
+            for m in re.finditer(step.keep, text, flags=re.MULTILINE)]
     lines = [line for line in text.splitlines() if line.strip()]
     if status != "ok" and lines:
         kept.append(f"last line: {lines[-1].strip()[:200]}")
