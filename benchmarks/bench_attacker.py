@@ -180,8 +180,8 @@ def main() -> None:
         extraction = extraction_speed(cfg, device, workdir, count, tuple(args.extract_seconds), args.extract_precision,
                                       args.batch_seconds or float(cfg.extraction.batch_seconds),
                                       int(cfg.extraction.workers), args.extract_from == "cache")
-        print(f"extraction: {extraction['utterances_per_s']:.1f} utterances/s, {extraction['audio_seconds_per_s']:.0f} s "
-              f"of audio per s ({count} utterances, {extraction['audio_hours']:.2f} h, precision "
+        print(f"extraction: {extraction['utterances_per_s']:.1f} utterances/s, "
+              f"{extraction['audio_seconds_per_s']:.0f} s of audio per s ({count} utterances, {extraction['audio_hours']:.2f} h, precision "
               f"{args.extract_precision}, audio from {args.extract_from})")
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -42,8 +42,8 @@ def test_unknown_compile_mode_names_the_setting():
 
 
 def test_missing_cpu_compiler_is_one_line_naming_the_setting():
-    with inductor_config.patch({"cpp.cxx": ("no-such-c++-compiler",)}), pytest.raises(VpevalError, match=rf"^{KEY}=True: torch.compile cannot build code here \(no C\+\+ "
-                                          rf"compiler.*set {KEY}=false$") as error:
+    message = rf"^{KEY}=True: torch.compile cannot build code here \(no C\+\+ compiler.*set {KEY}=false$"
+    with inductor_config.patch({"cpp.cxx": ("no-such-c++-compiler",)}), pytest.raises(VpevalError, match=message) as error:
         compile_mode(True, torch.device("cpu"), config_key=KEY)
     assert "\n" not in str(error.value)
 
