@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-all bench clean-cache
+.PHONY: setup run test test-all bench clean-cache gpu-check
 
 setup: $(STAMP)
 
@@ -24,6 +24,10 @@ test: setup
 
 test-all: setup
 	$(PY) -m pytest -q -m '' $(ARGS)
+
+# On a CUDA machine (offline wheels, no venv): README "GPU check". Not for this CPU venv.
+gpu-check:
+	bash scripts/gpu_check.sh $(ARGS)
 
 clean-cache:
 	rm -rf data/cache data/runs

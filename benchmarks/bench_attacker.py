@@ -7,7 +7,8 @@ timed, the first warms up (cuDNN autotuning, torch.compile). FLOPs per crop are 
 torch.utils.flop_counter.FlopCounterMode on one forward + backward of encoder and head
 (convolutions and matrix products; the fbank FFT is not counted). Extraction embeds
 `--extract-utterances` WAV files of random length with `embed_utterances` (reading threads,
-length buckets), timed after a warm-up batch.
+bucketed padded lengths), from their decoded int16 cache (built first, not timed) unless
+`--extract-from files`, timed after a warm-up batch; `--extract-utterances 0` skips it.
 
     python benchmarks/bench_attacker.py                                   # CPU: small sizes
     python benchmarks/bench_attacker.py --device cuda --batch-size 256 --steps 100 \\
@@ -34,7 +35,7 @@ import torch
 from hydra.utils import instantiate
 from torch.utils.flop_counter import FlopCounterMode
 
-from pipeline.asv.audio_cache import cache_key, write_audio_cache
+from pipeline.asv.audio_cache import build_audio_cache, cache_key, write_audio_cache
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import AAMSoftmaxHead
 from pipeline.asv.train import train_attacker
@@ -84,7 +85,7 @@ def flops_per_crop(cfg, speakers: int) -> float:
 
 
 def extraction_speed(cfg, device: torch.device, workdir: Path, count: int, seconds: tuple[float, float],
-                     precision: str, batch_seconds: float, workers: int) -> dict:
+                     precision: str, batch_seconds: float, workers: int, from_cache: bool) -> dict:
     """Utterances/s of embed_utterances on `count` WAV files (after a warm-up on the first few)."""
     rng = np.random.default_rng(1)
     folder = workdir / "wavs"
@@ -97,8 +98,12 @@ def extraction_speed(cfg, device: torch.device, workdir: Path, count: int, secon
         path = write_audio(folder / f"u{i:06d}.wav", buffer[start:start + length], RATE)
         utts.append(Utterance(f"u{i:06d}", f"s{i % 40}", "f", str(path), length / RATE))
     encoder = instantiate(cfg.model).to(device).eval()
-    options = dict(device=device, precision=precision, batch_seconds=batch_seconds, workers=workers, progress=False)
-    embed_utterances(encoder, utts[:min(count, 16)], **options)
+    options = dict(device=device, precision=precision, batch_seconds=batch_seconds, workers=workers, progress=False,
+                   audio_cache=workdir / "extraction_cache" if from_cache else None)
+    embed_utterances(encoder, utts[:min(count, 16)], **{**options, "audio_cache": None})
+    if from_cache:
+        build_audio_cache(utts, workdir / "extraction_cache" / cache_key(utts, RATE)[:24], sample_rate=RATE,
+                          workers=workers, progress=False)
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
@@ -125,6 +130,8 @@ def main() -> None:
     parser.add_argument("--extract-utterances", type=int, help="utterances to embed (default: 3000 CUDA, 48 CPU)")
     parser.add_argument("--extract-seconds", type=float, nargs=2, default=(2.0, 14.0), help="length range, uniform")
     parser.add_argument("--extract-precision", default="fp32")
+    parser.add_argument("--extract-from", choices=["cache", "files"], default="cache",
+                        help="extraction reads the decoded int16 cache (default) or decodes the files")
     parser.add_argument("--batch-seconds", type=float, help="extraction batch budget (default: the config's)")
     parser.add_argument("--workdir", help="folder for the cache and audio (default: a temporary folder)")
     args = parser.parse_args()
@@ -168,11 +175,14 @@ def main() -> None:
     train_clean_360 = 363.6 * 3600 / crop  # crops per epoch of train-clean-360, one crop per `crop` s of audio
     print(f"  10 epochs of train-clean-360 ({train_clean_360:,.0f} crops each) would take "
           f"{10 * train_clean_360 / training['crops_per_s'] / 60:,.1f} min")
-    count = args.extract_utterances or (3000 if on_gpu else 48)
-    extraction = extraction_speed(cfg, device, workdir, count, tuple(args.extract_seconds), args.extract_precision,
-                                  args.batch_seconds or float(cfg.extraction.batch_seconds), int(cfg.extraction.workers))
-    print(f"extraction: {extraction['utterances_per_s']:.1f} utterances/s, {extraction['audio_seconds_per_s']:.0f} s "
-          f"of audio per s ({count} utterances, {extraction['audio_hours']:.2f} h, precision {args.extract_precision})")
+    count = (3000 if on_gpu else 48) if args.extract_utterances is None else args.extract_utterances
+    if count:
+        extraction = extraction_speed(cfg, device, workdir, count, tuple(args.extract_seconds), args.extract_precision,
+                                      args.batch_seconds or float(cfg.extraction.batch_seconds),
+                                      int(cfg.extraction.workers), args.extract_from == "cache")
+        print(f"extraction: {extraction['utterances_per_s']:.1f} utterances/s, "
+              f"{extraction['audio_seconds_per_s']:.0f} s of audio per s ({count} utterances, {extraction['audio_hours']:.2f} h, precision "
+              f"{args.extract_precision}, audio from {args.extract_from})")
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
 

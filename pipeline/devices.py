@@ -1,6 +1,8 @@
 """Device placement shared by every torch component."""
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from pipeline.errors import VpevalError
@@ -80,3 +82,11 @@ def _missing_compiler(device: torch.device) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any failure to find one is the same answer
         return f"no C++ compiler: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     return None
+
+
+def autocast(device_type: str, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """`torch.autocast` to `dtype` (None: autocast off inside), or nothing on a device type
+    without autocast (`meta`, which tests use to catch host syncs)."""
+    if not torch.amp.is_autocast_available(device_type):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=dtype, enabled=dtype is not None)

@@ -21,7 +21,7 @@ from pipeline import faults
 from pipeline.asv.team import Team, serve_node, team_spec
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.data.manifest import GENDERS
-from pipeline.devices import resolve_device
+from pipeline.devices import compile_mode, resolve_device
 from pipeline.stages import (
     anonymize,
     confidence,
@@ -59,7 +59,10 @@ class Experiment:
         self.cfg = cfg
         self.team = team  # the ranks that train and extract, when distributed
         self.cache = Cache(Path(cfg.paths.cache))
-        self.device = str(resolve_device(cfg.device))
+        device = resolve_device(cfg.device)
+        self.device = str(device)
+        compile_mode(OmegaConf.select(cfg, "attacker.training.compile"), device,
+                     config_key="attacker.training.compile")  # a bad value or no compiler: now, not after hours
         self.evaluated = cfg.anonymizer
         self.attacker_system = attacker_system(cfg)
         self.labels = system_labels(cfg)

@@ -1,4 +1,7 @@
 """The compiled training step: one graph with no breaks, the compile setting and its failures."""
+import json
+import math
+
 import pytest
 import torch
 import torch._inductor.config as inductor_config
@@ -6,6 +9,7 @@ import torch._inductor.config as inductor_config
 from pipeline.asv import train as train_module
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder
 from pipeline.asv.train import _TrainingStep, train_attacker
+from pipeline.config import compose
 from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
 from tests.helpers import attacker_config
@@ -38,8 +42,8 @@ def test_unknown_compile_mode_names_the_setting():
 
 
 def test_missing_cpu_compiler_is_one_line_naming_the_setting():
-    with inductor_config.patch({"cpp.cxx": ("no-such-c++-compiler",)}), pytest.raises(VpevalError, match=rf"^{KEY}=True: torch.compile cannot build code here \(no C\+\+ "
-                                          rf"compiler.*set {KEY}=false$") as error:
+    message = rf"^{KEY}=True: torch.compile cannot build code here \(no C\+\+ compiler.*set {KEY}=false$"
+    with inductor_config.patch({"cpp.cxx": ("no-such-c++-compiler",)}), pytest.raises(VpevalError, match=message) as error:
         compile_mode(True, torch.device("cpu"), config_key=KEY)
     assert "\n" not in str(error.value)
 
@@ -68,3 +72,21 @@ def test_compile_failure_in_the_first_step_is_one_line(corpus, tmp_path, monkeyp
     with pytest.raises(VpevalError, match=rf"^{KEY}=default: torch.compile failed \(.*no kernels today.*\); "
                                           rf"set {KEY}=false$"):
         train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=lambda encoder: 0.5)
+
+
+@pytest.mark.parametrize("name", ["ecapa", "ecapa_small", "ecapa_tiny"])
+def test_compile_mode_override_passes_the_config_checks(name):
+    """Regression: a boolean default made the override type check refuse 'reduce-overhead'."""
+    cfg = compose([f"attacker={name}", f"{KEY}=reduce-overhead"])
+    assert compile_mode(cfg.attacker.training.compile, torch.device("cpu"), config_key=KEY) == "reduce-overhead"
+    assert compile_mode(compose([f"attacker={name}"]).attacker.training.compile, torch.device("cpu"),
+                        config_key=KEY) is None
+
+
+@pytest.mark.gpu
+def test_training_with_cuda_graphs_learns(corpus, tmp_path):
+    cfg = attacker_config(overrides=(f"{KEY}=reduce-overhead", "attacker.training.precision=bf16",
+                                      "attacker.training.batch_size=8", "attacker.training.epochs=3"))
+    out = train_attacker(cfg, corpus[0], tmp_path, device="cuda", seed=1, validate=lambda encoder: 0.5)
+    log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert all(math.isfinite(record["loss"]) for record in log) and log[-1]["loss"] < log[0]["loss"]

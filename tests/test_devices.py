@@ -10,7 +10,9 @@ from anonymizers.vc.f0 import YinPitch
 from anonymizers.vc.pool import speaker_statistics
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import SpeakerEncoder
+from pipeline.config import compose
 from pipeline.devices import module_device, resolve_device
+from pipeline.experiment import run_experiment
 from pipeline.errors import VpevalError
 from tests.helpers import utterances
 
@@ -53,3 +55,15 @@ def test_cuda_without_cuda_names_the_setting(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(VpevalError, match=r"^device='cuda' requested but CUDA is not available"):
         resolve_device("cuda")
+
+
+@pytest.mark.parametrize("override, message", [
+    ("device=cuda", r"^device='cuda' requested but CUDA is not available; use device=auto or device=cpu$"),
+    ("attacker.training.compile=fast", r"^attacker.training.compile must be false, true or one of"),
+])
+def test_device_and_compile_settings_fail_before_any_data_work(override, message, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = compose(["data=synthetic_tiny", f"paths.data={tmp_path}", override])
+    with pytest.raises(VpevalError, match=message):
+        run_experiment(cfg, tmp_path / "runs" / "x")
+    assert not (tmp_path / "corpora").exists() and not list((tmp_path / "cache").glob("prepare*"))

@@ -12,6 +12,7 @@ the same numbers as one process.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -21,13 +22,13 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from tqdm import tqdm
 
-from pipeline.asv.audio_cache import ordered_map
+from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache, cache_key, ordered_map
 from pipeline.asv.checkpoint import check_builders, load_checkpoint, load_state_checked, save_checkpoint
 from pipeline.asv.distributed import World
 from pipeline.asv.model import SpeakerEncoder, autocast_dtype
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
-from pipeline.devices import module_device
+from pipeline.devices import autocast, module_device
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_json
 
@@ -66,25 +67,48 @@ def save_encoder(model_dir: str | Path, encoder: SpeakerEncoder, **info) -> Path
 
 def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
                        batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
-                       progress: bool | None = None, world: World | None = None) -> tuple[list[str], np.ndarray]:
+                       progress: bool | None = None, world: World | None = None,
+                       audio_cache: str | Path | None = None) -> tuple[list[str], np.ndarray]:
     """Embeddings (N x D float32, in the order of `utts`) with the encoder saved in `model_dir`,
     on `device`, or shared by the ranks of `world` on its device (see the module doc)."""
     world = world or World.single(device)
     encoder = load_encoder(model_dir, world.device)
     return embed_utterances(encoder, utts, batch_seconds=batch_seconds, precision=precision, workers=workers,
-                            progress=progress, world=world)
+                            progress=progress, world=world, audio_cache=audio_cache)
 
 
-def padded_batch(utts: Sequence[Utterance], sample_rate: int, min_samples: int) -> tuple[np.ndarray, np.ndarray]:
-    """(zero-padded float32 audio (B, longest), int64 lengths) of `utts` read at `sample_rate`;
-    an utterance shorter than `min_samples` (one fbank window) is an error naming it."""
-    wavs = [read_audio(utt.path, sample_rate) for utt in utts]
+BUCKETS_PER_OCTAVE = 8  # padded lengths: at most 10 % (about 4.5 % on average) of padding
+SHORTEST_BUCKET = 64  # hops (0.64 s at 16 kHz): shorter batches are padded to it
+
+
+def bucket_length(samples: int, hop: int) -> int:
+    """The padded length of a batch whose longest utterance has `samples`: the next of the
+    fixed lengths hop * ceil(64 * 2 ** (k / 8)), k = 0, 1, ... (eight per doubling from
+    0.64 s at a 10 ms hop), so a corpus of 0-35 s utterances gives the GPU under 50 shapes.
+
+    >>> [bucket_length(n, 160) for n in (400, 10240, 10241, 16000, 48000)]
+    [10240, 10240, 11200, 17280, 48800]
+    """
+    k = max(0, math.floor(BUCKETS_PER_OCTAVE * math.log2(max(samples / hop, 1) / SHORTEST_BUCKET)))
+    while (length := hop * math.ceil(SHORTEST_BUCKET * 2 ** (k / BUCKETS_PER_OCTAVE))) < samples:
+        k += 1
+    return length
+
+
+def padded_batch(utts: Sequence[Utterance], sample_rate: int, min_samples: int, *,
+                 bucket_hop: int | None = None,
+                 waveforms: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(zero-padded audio (B, longest, or its `bucket_length` with `bucket_hop`), int64
+    lengths) of `utts` read at `sample_rate` as float32, or of the given `waveforms` (their
+    dtype kept); an utterance shorter than `min_samples` (one fbank window) is an error naming it."""
+    wavs = waveforms if waveforms is not None else [read_audio(utt.path, sample_rate) for utt in utts]
     for utt, wav in zip(utts, wavs):
         if len(wav) < min_samples:
             raise VpevalError(f"{utt.path}: utterance {utt.id!r} has {len(wav)} samples, "
                               f"fewer than one {min_samples}-sample fbank window")
     lengths = np.array([len(wav) for wav in wavs], dtype=np.int64)
-    padded = np.zeros((len(wavs), lengths.max()), dtype=np.float32)
+    longest = int(lengths.max())
+    padded = np.zeros((len(wavs), bucket_length(longest, bucket_hop) if bucket_hop else longest), dtype=wavs[0].dtype)
     for row, wav in enumerate(wavs):
         padded[row, :len(wav)] = wav
     return padded, lengths
@@ -108,11 +132,16 @@ def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[lis
 
 def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
                      batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
-                     progress: bool | None = None, world: World | None = None) -> tuple[list[str], np.ndarray]:
+                     progress: bool | None = None, world: World | None = None,
+                     audio_cache: str | Path | None = None) -> tuple[list[str], np.ndarray]:
     """Embed whole utterances with `encoder` (eval mode, no grad; autocast on CUDA for bf16/fp16).
 
-    Audio is read by `workers` threads ahead of the model; batches hold utterances of similar
-    length, padded, with relative lengths, so results do not depend on `batch_seconds`.
+    Audio is read by `workers` threads ahead of the model: decoded from the files, or, with
+    `audio_cache` (a folder), from an int16 `audio_cache` of these utterances built there on
+    first use (one subfolder per utterance list), so repeated extractions (validation every
+    epoch) decode once. Batches hold utterances of similar length padded to one of a fixed
+    set of lengths (`bucket_length`), with their sample counts, so results do not depend on
+    `batch_seconds`. The embeddings stay on the device until the end: no host sync per batch.
     Runs on the encoder's device (a `device`, or a `world` on another device, is an error);
     with `world` every rank calls this with the same utterances, embeds its share of the
     buckets and returns all embeddings.
@@ -121,24 +150,45 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
     world = world or World.single(device)
     dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
     encoder.eval()
-    min_samples = encoder.fbank.window_size
-    embeddings = np.zeros((len(utts), encoder.embedding_dim), dtype=np.float32)
+    cache = None
+    if audio_cache is not None:
+        folder = Path(audio_cache) / cache_key(utts, encoder.sample_rate)[:24]
+        with world.main_first():
+            cache = build_audio_cache(utts, folder, sample_rate=encoder.sample_rate, workers=workers,
+                                      progress=False if not world.is_main else progress)
     batches = length_buckets([utt.duration for utt in utts], batch_seconds)[world.rank::world.size]
-
-    def load(batch: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        return padded_batch([utts[i] for i in batch], encoder.sample_rate, min_samples)
-
-    show = progress if world.is_main else False
-    bar = tqdm(total=sum(map(len, batches)), desc="embedding", unit="utt", disable=None if show is None else not show)
-    with torch.inference_mode():
-        for batch, (padded, lengths) in zip(batches, ordered_map(load, batches, workers=workers)):
-            wavs = torch.from_numpy(padded).to(device, non_blocking=True)
-            wav_lens = torch.from_numpy(lengths / padded.shape[1]).to(device)
-            with torch.autocast(device_type=device.type, dtype=dtype, enabled=dtype is not None):
-                output = encoder(wavs, wav_lens)
-            embeddings[batch] = output.float().cpu().numpy()
-            bar.update(len(batch))
-    bar.close()
+    embeddings = _embed_batches(encoder, utts, batches, device, dtype, workers, cache,
+                                progress if world.is_main else False)
     if world.size > 1:
-        embeddings = world.sum(torch.from_numpy(embeddings).to(device)).cpu().numpy()
-    return [utt.id for utt in utts], embeddings
+        embeddings = world.sum(embeddings)
+    return [utt.id for utt in utts], embeddings.float().cpu().numpy()
+
+
+def _embed_batches(encoder: SpeakerEncoder, utts: Sequence[Utterance], batches: list[list[int]], device: torch.device,
+                   dtype: torch.dtype | None, workers: int, cache: AudioCache | None,
+                   progress: bool | None) -> torch.Tensor:
+    """(len(utts), D) embeddings on `device`, zero outside `batches`; never waits for the device."""
+    hop, min_samples = encoder.fbank.window_shift, encoder.fbank.window_size
+    pin = device.type == "cuda"
+
+    def load(batch: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        chosen = [utts[i] for i in batch]
+        waveforms = None if cache is None else [cache.audio[cache.offsets[i]:cache.offsets[i + 1]] for i in batch]
+        padded, lengths = padded_batch(chosen, encoder.sample_rate, min_samples, bucket_hop=hop, waveforms=waveforms)
+        tensors = torch.from_numpy(padded), torch.from_numpy(lengths), torch.tensor(batch)
+        return tuple(t.pin_memory() for t in tensors) if pin else tensors
+
+    embeddings = torch.zeros(len(utts), encoder.embedding_dim, device=device)
+    bar = tqdm(total=sum(map(len, batches)), desc="embedding", unit="utt",
+               disable=None if progress is None else not progress)
+    with torch.inference_mode():
+        for padded, lengths, rows in ordered_map(load, batches, workers=workers):
+            wavs = padded.to(device, non_blocking=True)
+            if wavs.dtype == torch.int16:
+                wavs = wavs.float() / INT16_SCALE
+            with autocast(device.type, dtype):
+                output = encoder.embed_samples(wavs, lengths.to(device, non_blocking=True))
+            embeddings.index_copy_(0, rows.to(device, non_blocking=True), output.float())
+            bar.update(len(rows))
+    bar.close()
+    return embeddings

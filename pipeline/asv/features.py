@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from torchaudio.compliance.kaldi import get_mel_banks
 
+from pipeline.devices import autocast
+
 INT16_SCALE = 32768.0
 
 
@@ -52,7 +54,7 @@ class KaldiFbank(nn.Module):
         return frames.clamp(min=0)
 
     def forward(self, wavs: torch.Tensor, num_samples: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.autocast(device_type=wavs.device.type, enabled=False):
+        with autocast(wavs.device.type, None):
             frames = (wavs.float() * INT16_SCALE).unfold(1, self.window_size, self.window_shift)
             frames = frames - frames.mean(dim=-1, keepdim=True)
             previous = torch.cat([frames[..., :1], frames[..., :-1]], dim=-1)

@@ -106,6 +106,12 @@ class SpeakerEncoder(nn.Module):
             return self.ecapa(feats).squeeze(1)
         return self.embed_features(feats, num_frames)
 
+    def embed_samples(self, wavs: torch.Tensor, num_samples: torch.Tensor) -> torch.Tensor:
+        """(B, N) waveforms + (B,) sample counts, each at least one fbank window (not checked
+        here: no host sync, for extraction, whose lengths are checked on the host) -> embeddings."""
+        feats, num_frames = self.fbank(wavs, num_samples)
+        return self._ragged_forward(normalise_mean(feats, num_frames), num_frames)
+
     def embed_features(self, feats: torch.Tensor, num_frames: torch.Tensor) -> torch.Tensor:
         """(B, F, n_mels) normalised features + (B,) frame counts -> (B, embedding_dim)."""
         if bool((num_frames == feats.shape[1]).all()) and feats.shape[1] > self.max_conv_padding:

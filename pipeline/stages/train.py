@@ -31,16 +31,17 @@ from pipeline.stages.prepare import manifest_path, trials_path
 VERSION = 1
 
 
-def validation_eer(held_out: Path, world: World, batch_seconds: float):
+def validation_eer(held_out: Path, world: World, batch_seconds: float, audio_cache: Path | None = None):
     """A function encoder -> EER on the split's validation protocol (cosine scoring); on
-    several ranks each embeds its share of the utterances and every rank gets the EER."""
+    several ranks each embeds its share of the utterances and every rank gets the EER. With
+    `audio_cache` the validation audio is decoded once, not every epoch."""
     enrolls = read_manifest(manifest_path(held_out, "val_enrolls"))
     trial_utts = read_manifest(manifest_path(held_out, "val_trials"))
     trials = read_trials(trials_path(held_out, "val_trials"))
     labels = [t.target for t in trials]
 
     def validate(encoder) -> float:
-        kwargs = dict(batch_seconds=batch_seconds, progress=False, world=world)
+        kwargs = dict(batch_seconds=batch_seconds, progress=False, world=world, audio_cache=audio_cache)
         _, enroll_emb = embed_utterances(encoder, enrolls, **kwargs)
         ids, trial_emb = embed_utterances(encoder, trial_utts, **kwargs)
         scores = score_trials(CosineBackend(), enrolls, enroll_emb, dict(zip(ids, trial_emb)), trials)
@@ -52,7 +53,8 @@ def validation_eer(held_out: Path, world: World, batch_seconds: float):
 def train_on_rank(world: World, attacker: dict, held_out: str, out: str, seed: int) -> None:
     """This rank's part of training (all of it on a single process)."""
     attacker_cfg = OmegaConf.create(attacker)
-    validate = validation_eer(Path(held_out), world, float(attacker_cfg.extraction.batch_seconds))
+    validate = validation_eer(Path(held_out), world, float(attacker_cfg.extraction.batch_seconds),
+                              audio_cache=Path(out) / "validation_audio")
     train_attacker(attacker_cfg, read_manifest(manifest_path(Path(held_out), "train")), out, seed=seed,
                    validate=validate, world=world)
 

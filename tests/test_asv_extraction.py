@@ -1,0 +1,77 @@
+"""Extraction keeps the GPU fed: fixed padded-length buckets, decoded-cache audio, no host sync."""
+import numpy as np
+import pytest
+import torch
+
+from pipeline.asv import audio_cache as audio_cache_module
+from pipeline.asv import embed as embed_module
+from pipeline.asv.embed import _embed_batches, bucket_length, embed_utterances, length_buckets
+from pipeline.asv.model import SpeakerEncoder
+
+TINY = dict(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1], attention_channels=8,
+            se_channels=8, embedding_dim=12, res2net_scale=4)
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def test_bucket_lengths_are_a_small_fixed_set_with_little_padding():
+    samples = np.arange(1, 35 * 16000, 37)
+    lengths = np.array([bucket_length(int(n), 160) for n in samples])
+    assert (lengths >= samples).all() and (lengths % 160 == 0).all()
+    assert len(set(lengths.tolist())) < 50
+    speech = samples >= 64 * 160
+    assert (lengths[speech] / samples[speech]).max() <= 1.1
+
+
+def test_batches_are_padded_to_bucket_lengths(corpus, monkeypatch):
+    encoder = SpeakerEncoder(**TINY)
+    shapes = []
+    real = SpeakerEncoder.embed_samples
+    monkeypatch.setattr(SpeakerEncoder, "embed_samples",
+                        lambda self, wavs, n: shapes.append(wavs.shape[1]) or real(self, wavs, n))
+    embed_utterances(encoder, corpus[1], batch_seconds=3, progress=False)
+    assert len(shapes) > 3
+    assert all(bucket_length(length, 160) == length for length in shapes)
+
+
+def test_decoded_cache_gives_the_same_embeddings_and_is_reused(corpus, tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    encoder = SpeakerEncoder(**TINY)
+    val = corpus[1]
+    _, decoded = embed_utterances(encoder, val, batch_seconds=5, progress=False)
+    _, cached = embed_utterances(encoder, val, batch_seconds=5, progress=False, audio_cache=tmp_path)
+    np.testing.assert_allclose(cached, decoded, rtol=0, atol=1e-5 * np.abs(decoded).max())
+    assert len(list(tmp_path.iterdir())) == 1
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("audio decoded again")
+
+    monkeypatch.setattr(embed_module, "read_audio", no_decoding)
+    monkeypatch.setattr(audio_cache_module, "read_audio", no_decoding)
+    _, again = embed_utterances(encoder, val, batch_seconds=5, progress=False, audio_cache=tmp_path)
+    np.testing.assert_array_equal(again, cached)
+
+
+def test_no_host_sync_per_batch(corpus):
+    """On the meta device any host sync (`.item()`, `bool(tensor)`, `.cpu()`) raises: the whole
+    batch loop runs there, so it never waits for the device."""
+    encoder = SpeakerEncoder(**TINY).to("meta").eval()
+    val = corpus[1]
+    batches = length_buckets([utt.duration for utt in val], 3.0)
+    embeddings = _embed_batches(encoder, val, batches, torch.device("meta"), None, 1, None, False)
+    assert embeddings.device.type == "meta" and embeddings.shape == (len(val), 12)
+
+
+@pytest.mark.gpu
+def test_extraction_batches_do_not_sync_on_cuda(corpus):
+    encoder = SpeakerEncoder(**TINY).cuda().eval()
+    val = corpus[1]
+    batches = length_buckets([utt.duration for utt in val], 3.0)
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
+    try:
+        embeddings = _embed_batches(encoder, val, batches, torch.device("cuda"), torch.bfloat16, 2, None, False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    _, reference = embed_utterances(encoder.cpu(), val, progress=False)
+    cosine = torch.nn.functional.cosine_similarity(embeddings.cpu(), torch.from_numpy(reference))
+    assert bool((cosine > 0.99).all())

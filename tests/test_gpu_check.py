@@ -1,0 +1,70 @@
+"""scripts/gpu_check.py on CPU: arguments, the dry run's table, how steps are run and read."""
+import datetime
+import re
+import sys
+
+import pytest
+import torch
+
+from scripts.gpu_check import Step, Target, main, parse_args, run_step, steps_for, table
+
+
+def python_step(code: str, keep: str = r"^training: .*", targets=()) -> Step:
+    return Step("probe", "a probe", [sys.executable, "-c", code], keep, 10, tuple(targets))
+
+
+def test_dry_run_prints_a_dated_table_of_every_step(tmp_path, capsys):
+    assert main(["--dry-run", "--out", str(tmp_path)]) == 0
+    written = (tmp_path / "gpu_check.md").read_text()
+    assert capsys.readouterr().out.endswith(written)
+    header = written.splitlines()[0]
+    datetime.datetime.strptime(header.split(" of ")[1][:16], "%Y-%m-%d %H:%M")
+    assert "torch" in header
+    for step in steps_for("cuda", "train-clean-360"):
+        assert f"`{' '.join('python' if a == sys.executable else a for a in step.argv)}`" in written
+    assert "--size train-clean-360" in written and "--compile reduce-overhead" in written
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budget", "0"], "--budget must be positive"),
+    (["--only", "warp-drive"], r"unknown step\(s\) \['warp-drive'\]; the steps are \['pytest_gpu'"),
+])
+def test_bad_arguments_are_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(argv)
+    assert len(re.findall(message, capsys.readouterr().err)) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
+def test_cuda_without_cuda_stops_before_any_step(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path)])
+    assert "--device cuda but CUDA is not available here" in capsys.readouterr().err
+    assert not (tmp_path / "gpu_check.md").exists()
+
+
+def test_figures_and_targets_are_read_from_the_output(tmp_path):
+    step = python_step("print('noise'); print('training: 9123.4 crops/s (25600 crops); 9 GFLOP')",
+                       r"^training: .*?(?=;|\(|$)",
+                       [Target("training >= 8,000 crops/s", r"training: ([\d.]+) crops/s", 8000),
+                        Target("attack < 20 min", r"attack: ([\d.]+) s", 1200, at_least=False)])
+    outcome = run_step(step, 30, tmp_path)
+    assert outcome.status == "ok"
+    assert outcome.result == "training: 9123.4 crops/s; training >= 8,000 crops/s: met; attack < 20 min: no figure"
+    assert "noise" in (tmp_path / "probe.log").read_text()
+
+
+def test_failed_and_timed_out_steps_say_so_with_their_last_line(tmp_path):
+    failed = run_step(python_step("import sys; print('training: 12 crops/s'); sys.exit('CUDA error: boom')"),
+                      30, tmp_path)
+    assert failed.status == "failed (rc 1)"
+    assert failed.result == "training: 12 crops/s; last line: CUDA error: boom"
+    slow = run_step(python_step("import time; print('started', flush=True); time.sleep(60)"), 1, tmp_path)
+    assert slow.status == "timed out after 1 s" and slow.result == "last line: started" and slow.seconds < 30
+
+
+def test_table_rows_keep_their_columns(tmp_path):
+    outcome = run_step(python_step("print('training: 1 | 2')", r"^training: .*"), 30, tmp_path)
+    rows = table([outcome], datetime.datetime(2026, 11, 24, 12, 0), "1 x H100").splitlines()
+    assert rows[0].startswith("GPU check of 2026-11-24 12:00 UTC on 1 x H100")
+    assert rows[-1].replace("\\|", "").count("|") == 5 and "training: 1 \\| 2" in rows[-1]
