@@ -94,9 +94,9 @@ def compiled_burg(frames):
 @pytest.mark.parametrize("estimator", ["torch", "compiled"])
 def test_burg_matches_librosa(estimator):
     """`lpc: burg` against `librosa.lpc` (the VPC B2 code's call) on the same frames, silent
-    frames included. The compiled kernel sums in librosa's order (measured: equal bit for
-    bit); torch's vectorised sums round differently, measured 2.3e-10 of the largest
-    coefficient (|a| reaches 31 here). Tolerance 1e-8 of each row's largest coefficient."""
+    frames included. Both sum in another order than librosa (partial sums), and the Burg
+    recursion amplifies rounding on voiced frames: measured 0.8-2.3e-10 of the largest
+    coefficient (|a| reaches 31-43) for both. Tolerance 1e-8 of each row's largest."""
     frames = windowed_speech_frames(300)
     expected = librosa.lpc(frames.numpy(), order=20, axis=1)
     lpc = burg_lpc(frames, 20).numpy() if estimator == "torch" else compiled_burg(frames)
