@@ -15,7 +15,7 @@ Numerics (see `anonymizers.mcadams_reference` for the per-frame numpy version an
 differ from the VPC code): float64 throughout; periodic Hann analysis/synthesis window
 sqrt(hann / K) with K = sum(hann) / shift, which overlap-adds to exactly 1, and the signal is
 padded so that every sample lies under two frames, hence α = 1 returns the input; the output
-is scaled to the input's peak level, like the VPC code, so it never exceeds it.
+is scaled to the input's peak level (VPC 2024 scales to full scale), so it never exceeds it.
 
 >>> anonymizer = McAdams(alpha=[0.5, 0.9], level="utterance", seed=0, device="cpu")
 >>> out = anonymizer([torch.randn(16000) * 0.1], ["utt1"], ["spk1"], 16000)  # doctest: +SKIP
