@@ -231,8 +231,8 @@ def overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha:
     segment = np.zeros(int(frame_index[-1] - frame_index[0]) * shift + len(window))
     mcadams_kernel.overlap_added_frames(
         signal.numpy(), frame_index.numpy(), alpha.contiguous().numpy(), window.numpy(), shift, lpc_order,
-        lpc == "burg", WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS,
-        segment)
+        lpc == "burg", WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE,
+        ROOT_MAX_ITERATIONS, segment)
     return torch.from_numpy(segment)
 
 
