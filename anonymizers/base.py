@@ -3,7 +3,13 @@
 A system receives a batch of waveforms with their utterance ids, speaker ids and sample
 rate, and returns one anonymised waveform per input. What every system shares is handled
 here, once: the anonymisation level, per-utterance random keys derived from the seed,
-device placement and batching size. A system is a subclass plus a YAML file in
+device placement and batching size.
+
+Pseudo-speakers follow the VoicePrivacy attack model (tomashenko2020 §2): at speaker level a
+speaker gets one pseudo-speaker per list (enrolment, trials, the attacker's training data),
+a different one in each list; its key is `<list>/<speaker>`. At utterance level the key is
+the utterance id. A system notes what it drew for an utterance (e.g. McAdams' alpha) in
+`batch.drawn[i]`; the anonymize stage writes the key and those values into the manifest. A system is a subclass plus a YAML file in
 `conf/anonymizer/` whose `_target_` names it; nothing else registers it.
 
 Example (a system that only scales the signal)::
@@ -21,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -44,22 +50,28 @@ def stable_seed(seed: int, key: str) -> int:
 
 @dataclass
 class Batch:
-    """Inputs of one `anonymize` call. `seeds[i]` is the random key of utterance i: derived
-    from its utterance id at utterance level, from its speaker id at speaker level, so that
-    all of a speaker's utterances share one key at speaker level."""
+    """Inputs of one `anonymize` call. `keys[i]` is the pseudo-speaker key of utterance i
+    (its utterance id at utterance level, `<list>/<speaker>` at speaker level, so that a
+    speaker's utterances share one key within a list) and `seeds[i]` the random seed derived
+    from it and the experiment seed. `drawn[i]` is where the system records the parameters it
+    drew for utterance i (JSON values)."""
 
     waves: list[torch.Tensor]
     utt_ids: list[str]
     speaker_ids: list[str]
     seeds: list[int]
     sample_rate: int
+    list_name: str = ""
+    keys: list[str] = field(default_factory=list)
+    drawn: list[dict] = field(default_factory=list)
 
 
 class Anonymizer(ABC):
     """Base class. Subclasses implement `anonymize(batch) -> list[Tensor]`.
 
     Args:
-        level: "utterance" (a new pseudo-speaker per utterance) or "speaker" (one per speaker).
+        level: "utterance" (a new pseudo-speaker per utterance) or "speaker" (one per speaker
+            and list).
         seed: experiment seed; results depend only on it and the ids, not on batching.
         device: "auto", "cpu" or "cuda[:n]".
         batch_seconds: audio seconds per batch handed to `anonymize`.
@@ -91,11 +103,23 @@ class Anonymizer(ABC):
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:
         """Return one anonymised 1-D waveform per `batch.waves[i]`, at `batch.sample_rate`."""
 
-    def __call__(self, waves, utt_ids: list[str], speaker_ids: list[str], sample_rate: int) -> list[torch.Tensor]:
-        """Anonymise a batch; returns 1-D float32 CPU tensors, one per input."""
+    def pseudo_speaker_key(self, list_name: str, utt_id: str, speaker: str) -> str:
+        """The key an utterance's pseudo-speaker is drawn from: `u1` at utterance level,
+        `dev_enrolls/s1` at speaker level for speaker s1 in list dev_enrolls."""
+        return utt_id if self.level == "utterance" else f"{list_name}/{speaker}"
+
+    def __call__(self, waves, utt_ids: list[str], speaker_ids: list[str], sample_rate: int,
+                 list_name: str = "") -> list[torch.Tensor]:
+        """Anonymise a batch of list `list_name`; returns 1-D float32 CPU tensors, one per input."""
+        return self.run_batch(waves, utt_ids, speaker_ids, sample_rate, list_name)[0]
+
+    def run_batch(self, waves, utt_ids: list[str], speaker_ids: list[str], sample_rate: int,
+                  list_name: str = "") -> tuple[list[torch.Tensor], list[dict]]:
+        """`__call__` that also returns, per utterance, its pseudo-speaker record: the key, the
+        seed drawn from it and what the system drew (`{"key": ..., "seed": ..., "alpha": ...}`)."""
         if sample_rate != self.sample_rate:
             raise VpevalError(f"{type(self).__name__} expects {self.sample_rate} Hz audio, got {sample_rate} Hz")
-        keys = utt_ids if self.level == "utterance" else speaker_ids
+        keys = [self.pseudo_speaker_key(list_name, u, s) for u, s in zip(utt_ids, speaker_ids)]
         waves = [torch.as_tensor(w, dtype=torch.float32) for w in waves]
         for utterance, wave in zip(utt_ids, waves):  # checked where they are (host), before the copy
             if not torch.isfinite(wave).all():
@@ -106,8 +130,12 @@ class Anonymizer(ABC):
             speaker_ids=list(speaker_ids),
             seeds=[stable_seed(self.seed, key) for key in keys],
             sample_rate=sample_rate,
+            list_name=list_name,
+            keys=keys,
+            drawn=[{} for _ in keys],
         )
         outputs = self.anonymize(batch)
         if len(outputs) != len(batch.waves):
             raise VpevalError(f"{type(self).__name__} returned {len(outputs)} waveforms for {len(batch.waves)} inputs")
-        return [out.detach().float().cpu() for out in outputs]
+        records = [{"key": key, "seed": seed, **drawn} for key, seed, drawn in zip(keys, batch.seeds, batch.drawn)]
+        return [out.detach().float().cpu() for out in outputs], records

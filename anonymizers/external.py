@@ -8,8 +8,10 @@ Contract of the command (placeholders are replaced in every argv item):
 - `{output_dir}`: empty folder where the command writes `<utt_id>.wav` (or `.flac`) for
   every utterance: mono, at `{sample_rate}`, length within `length_tolerance` (+ 0.05 s)
   of the input's;
-- `{sample_rate}`, `{seed}` (the experiment seed, for reproducible stochastic systems) and
-  `{level}` (`utterance` or `speaker`).
+- `{sample_rate}`, `{seed}` (the experiment seed, for reproducible stochastic systems),
+  `{level}` (`utterance` or `speaker`) and `{list_name}` (the list being anonymised, e.g.
+  `dev_enrolls`, `dev_trials_f`, `train`: at speaker level a speaker must get a different
+  pseudo-speaker in each list, as in the VoicePrivacy attack model).
 
 The command is an argv list, run without a shell, in the current directory, with a timeout;
 exit status 0 means success. Anything it prints goes to a log whose last line is quoted if
@@ -41,7 +43,7 @@ from anonymizers.checked_audio import (
 from pipeline.data.audio import write_audio
 from pipeline.errors import VpevalError
 
-PLACEHOLDERS = ("input_dir", "list_file", "output_dir", "sample_rate", "seed", "level")
+PLACEHOLDERS = ("input_dir", "list_file", "output_dir", "sample_rate", "seed", "level", "list_name")
 PLACEHOLDER_PATTERN = re.compile(r"\{([A-Za-z_]+)\}")
 
 
@@ -89,7 +91,8 @@ class External(Anonymizer):
             list_file = scratch / "list.txt"
             list_file.write_text("".join(lines))
             values = {"input_dir": str(input_dir), "list_file": str(list_file), "output_dir": str(output_dir),
-                      "sample_rate": str(batch.sample_rate), "seed": str(self.seed), "level": self.level}
+                      "sample_rate": str(batch.sample_rate), "seed": str(self.seed), "level": self.level,
+                      "list_name": batch.list_name}
             self.run(self.argv(values), scratch / "command.log")
             paths = {utt: find_output(output_dir, utt) for utt in batch.utt_ids}
             return load_checked(paths, batch, f"external command {self.command[0]!r} output", self.length_tolerance)

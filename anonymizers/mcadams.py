@@ -421,6 +421,8 @@ class McAdams(Anonymizer):
 
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:
         alphas = [self.alpha_for(seed) for seed in batch.seeds]
+        for drawn, alpha in zip(batch.drawn, alphas):
+            drawn["alpha"] = alpha
         return mcadams_waves(batch.waves, alphas, batch.sample_rate, self.chunk_frames, self.lpc_order, self.lpc,
                              self.deterministic)
 

@@ -20,6 +20,7 @@ from anonymizers.vc.checkpoints import OHNN_RECIPE, WEIGHTS, load_module, requir
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
 from anonymizers.vc.system import SpeakerEmbeddingAnonymizer
 from pipeline.data.manifest import file_digest
+from pipeline.devices import module_device
 from pipeline.errors import VpevalError
 
 
@@ -37,6 +38,7 @@ class OHNN(SpeakerEmbeddingAnonymizer):
         super().__init__(**common)
         self.ohnn_dir = require_folder(ohnn_model, "anonymizer.ohnn_model", OHNN_RECIPE)
         self.ohnn, spec = load_module(self.ohnn_dir, OHNN_FORMAT, HouseholderMap, "OHNN", self.device)
+        module_device(self.ohnn, self.device, what="the OHNN")
         if spec.get("speaker_encoder_sha256") != self.encoder_digest:
             raise VpevalError(f"{self.ohnn_dir}: trained on another speaker encoder's embeddings than "
                               f"{self.model_dir}'s (speaker_encoder_sha256 differs); retrain it with {OHNN_RECIPE}")
@@ -49,7 +51,7 @@ class OHNN(SpeakerEmbeddingAnonymizer):
     def fingerprint(self) -> dict[str, str]:
         return {**super().fingerprint(), "ohnn_model": file_digest(self.ohnn_dir / WEIGHTS)}
 
-    def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:
+    def pseudo_speakers(self, sources: list[Source], drawn: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         embeddings = torch.as_tensor(np.stack([s.embedding for s in sources]), dtype=torch.float32, device=self.device)
         mapped = self.ohnn(embeddings).cpu().numpy()
         return mapped, np.array([self.pool.f0_near(e, self.f0_neighbours) for e in mapped])

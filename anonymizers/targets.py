@@ -75,8 +75,9 @@ class TargetPool:
 
 @dataclass(frozen=True)
 class Source:
-    """What a strategy knows of a source: its key (utterance id at utterance level, speaker id
-    at speaker level), speaker, gender and, for distance-based strategies, its embedding."""
+    """What a strategy knows of a source: its key (utterance id at utterance level,
+    `<list>/<speaker>` at speaker level), speaker, gender and, for distance-based strategies,
+    its embedding."""
 
     key: str
     speaker: str

@@ -45,7 +45,9 @@ class XVector(SpeakerEmbeddingAnonymizer):
         self.strategy.select(self.target_pool, [Source(f"check-{g}", s, g, probe_embedding)
                                                 for g, s in one_per_gender.items()], seed=self.seed)
 
-    def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:
+    def pseudo_speakers(self, sources: list[Source], drawn: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         targets = self.strategy.select(self.target_pool, sources, seed=self.seed)
+        for record, target in zip(drawn, targets):
+            record["target_speakers"] = list(target.speakers)
         embeddings = np.stack([t.embedding for t in targets])
         return embeddings, np.array([self.pool.f0_of(t.speakers) for t in targets])

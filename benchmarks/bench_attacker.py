@@ -13,6 +13,7 @@ length buckets), timed after a warm-up batch.
     python benchmarks/bench_attacker.py --device cuda --batch-size 256 --steps 100 \\
         --precision bf16 --peak-tflops 989 --extract-utterances 6000 --extract-precision bf16  # H200
     python benchmarks/bench_attacker.py --device cuda ... --compile       # with torch.compile
+    python benchmarks/bench_attacker.py --device cuda ... --compile reduce-overhead  # + CUDA graphs
 """
 from __future__ import annotations
 
@@ -115,7 +116,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, help="crops per step (default: the config's on CUDA, 8 on CPU)")
     parser.add_argument("--steps", type=int, help="steps per epoch (default: 100 on CUDA, 4 on CPU)")
     parser.add_argument("--precision", help="training autocast (default: the config's)")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the training forward")
+    parser.add_argument("--compile", nargs="?", const="default", default="false", metavar="MODE",
+                        help="torch.compile the training forward (MODE: default, reduce-overhead = CUDA graphs, ...)")
     parser.add_argument("--workers", type=int, help="crop loader processes (default: the config's)")
     parser.add_argument("--speakers", type=int, default=921, help="training speakers (train-clean-360: 921)")
     parser.add_argument("--utterance-seconds", type=float, default=12.0, help="length of the training utterances")
@@ -134,7 +136,7 @@ def main() -> None:
     steps = args.steps or (100 if on_gpu else 4)
     overrides = [f"attacker.training.batch_size={batch_size}", "attacker.training.epochs=2",
                  "attacker.training.checkpoint_every=null", "attacker.training.examples_per_epoch=chunks",
-                 f"attacker.training.compile={str(args.compile).lower()}"]
+                 f"attacker.training.compile={args.compile}"]
     if args.precision:
         overrides.append(f"attacker.training.precision={args.precision}")
     if args.workers is not None:

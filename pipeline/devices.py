@@ -20,3 +20,63 @@ def resolve_device(name: str = "auto") -> torch.device:
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
         raise VpevalError(f"device={name!r} requested but only {torch.cuda.device_count()} GPU(s) are visible")
     return device
+
+
+def _canonical(device: torch.device) -> torch.device:
+    """'cuda' -> 'cuda:<current>' so that the two spellings of one GPU compare equal."""
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def module_device(module: torch.nn.Module, requested: str | torch.device | None = None, *,
+                  what: str = "the model") -> torch.device:
+    """The device `module`'s parameters and buffers live on (CPU for a module without any);
+    a `requested` device that is another one is an error naming both, never a silent copy.
+
+    >>> module_device(torch.nn.Linear(2, 2), "cpu")
+    device(type='cpu')
+    """
+    devices = {_canonical(t.device) for t in (*module.parameters(), *module.buffers())}
+    if len(devices) > 1:
+        raise VpevalError(f"{what} has tensors on several devices ({', '.join(sorted(map(str, devices)))}); "
+                          f"move all of it with .to(device)")
+    if not devices:
+        return torch.device("cpu") if requested is None else torch.device(requested)
+    device = devices.pop()
+    if requested is not None and _canonical(torch.device(requested)) != device:
+        raise VpevalError(f"{what} is on {device} but device {str(requested)!r} was asked for; "
+                          f"pass its device (or none) or move it with .to({str(requested)!r})")
+    return device
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile_mode(value: bool | str | None, device: torch.device, *, config_key: str) -> str | None:
+    """torch.compile's mode for a config value (false/null: no compile; true: 'default';
+    'reduce-overhead': CUDA graphs), after checking that Inductor can build code for `device`
+    (triton on CUDA, a C++ compiler on CPU), so a missing compiler fails at once in one line."""
+    if value is None or value is False:
+        return None
+    mode = "default" if value is True else str(value)
+    if mode not in COMPILE_MODES:
+        raise VpevalError(f"{config_key} must be false, true or one of {list(COMPILE_MODES)}, got {value!r}")
+    missing = _missing_compiler(device)
+    if missing:
+        raise VpevalError(f"{config_key}={value}: torch.compile cannot build code here ({missing}); "
+                          f"set {config_key}=false")
+    return mode
+
+
+def _missing_compiler(device: torch.device) -> str | None:
+    """What Inductor lacks to generate kernels for `device`, or None."""
+    if device.type == "cuda":
+        from torch.utils._triton import has_triton
+        return None if has_triton() else "triton is not installed"
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    try:
+        get_cpp_compiler()
+    except Exception as exc:  # noqa: BLE001 - any failure to find one is the same answer
+        return f"no C++ compiler: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return None

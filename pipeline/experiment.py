@@ -76,17 +76,20 @@ class Experiment:
             return source
         key = (name, content_hash(plain(system)))  # the system is set up (weights loaded) once per list
         if key not in self._anonymized:
-            self._anonymized[key] = anonymize.run(system, source, self.cache, seed=self.cfg.seed, device=self.device,
+            self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name, seed=self.cfg.seed,
+                                                  device=self.device,
                                                   sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
         return self._anonymized[key]
 
     def attacker(self, kind: str) -> tuple[Path, Path]:
-        """(model folder, split folder) of the attacker trained on `kind` data."""
+        """(model folder, split folder) of the attacker trained on `kind` data; on original data
+        that is `attacker.pretrained` when set (imported, not trained)."""
         if kind not in self._attackers:
             training = self.data(kind, "train", self.attacker_system)
             held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
-            model = train.run(self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device,
-                              team=self.team)
+            pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
+            model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
+                self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team)
             self._attackers[kind] = (model, held_out)
         return self._attackers[kind]
 

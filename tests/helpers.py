@@ -213,8 +213,9 @@ def equal_error_rate(scores: np.ndarray, target: np.ndarray) -> float:
 
 
 def validation_eer(encoder, val: list[Utterance], world=None) -> float:
-    """EER of cosine scores over every pair of validation utterances (embedded by `world`'s ranks if given)."""
-    _, embeddings = embed_utterances(encoder, val, device="cpu", batch_seconds=20, progress=False, world=world)
+    """EER of cosine scores over every pair of validation utterances, embedded on the encoder's
+    device (by `world`'s ranks if given)."""
+    _, embeddings = embed_utterances(encoder, val, batch_seconds=20, progress=False, world=world)
     normalised = length_normalise(embeddings)
     pairs = np.triu_indices(len(val), 1)
     speakers = np.array([utt.speaker for utt in val])

@@ -177,3 +177,14 @@ def test_precomputed_bad_wav_scp_line_is_named(tmp_path):
 def test_precomputed_folder_must_exist(tmp_path):
     with pytest.raises(VpevalError, match="anonymizer.folder"):
         Precomputed(folder=str(tmp_path / "nope"), device="cpu")
+
+
+def test_the_command_is_told_which_list_it_anonymises(tmp_path):
+    """At speaker level a speaker needs a different pseudo-speaker in each list: the command
+    gets the list's name."""
+    told = tmp_path / "list_name.txt"
+    command = [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2]); sys.exit(1)",
+               str(told), "{list_name}"]
+    with pytest.raises(VpevalError, match="exit status 1"):
+        External(command=command, level="speaker", device="cpu")(inputs(), IDS, SPEAKERS, RATE, "dev_enrolls")
+    assert told.read_text() == "dev_enrolls"

@@ -98,7 +98,7 @@ def anonymize_in_process(root: str, manifest: str, start, results) -> None:
     start.wait()
     cache = Cache(Path(root))
     system = compose(["anonymizer=mcadams"]).anonymizer
-    out = anonymize.run(system, Path(manifest), cache, seed=7, device="cpu")
+    out = anonymize.run(system, Path(manifest), cache, list_name="train", seed=7, device="cpu")
     results.put((str(out), cache.events[-1].reused,
                  {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
                   if p.is_file() and p.name != DONE}))

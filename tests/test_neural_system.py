@@ -136,7 +136,7 @@ def pseudo(anonymizer, utts):
     """The pseudo-speaker embedding of each utterance, as `anonymize` computes it."""
     captured = []
     choose = anonymizer.pseudo_speakers
-    anonymizer.pseudo_speakers = lambda sources: captured.append(choose(sources)) or captured[-1]
+    anonymizer.pseudo_speakers = lambda sources, drawn: captured.append(choose(sources, drawn)) or captured[-1]
     run(anonymizer, utts)
     return captured[0][0]
 
@@ -176,10 +176,12 @@ def test_ohnn_maps_every_utterance_deterministically(trained):
 def test_the_anonymize_stage_prepares_the_system_and_keys_its_cache_on_the_weights(trained, tmp_path):
     cfg = compose(["anonymizer=xvector", f"anonymizer.vc_model={trained['vc_model']}", *SMALL_POOL])
     cache = Cache(tmp_path / "cache")
-    first = anonymize.run(cfg.anonymizer, trained["manifest"], cache, seed=1, device="cpu")
+    first = anonymize.run(cfg.anonymizer, trained["manifest"], cache, list_name="train", seed=1, device="cpu")
     written = read_manifest(first / "manifest.jsonl")
     assert len(written) == len(read_manifest(trained["manifest"]))
-    assert anonymize.run(cfg.anonymizer, trained["manifest"], cache, seed=1, device="cpu") == first
+    pool = set(system("xvector", trained, *SMALL_POOL).pool.speaker_ids)
+    assert all(u.pseudo_speaker["key"] == u.id and set(u.pseudo_speaker["target_speakers"]) <= pool for u in written)
+    assert anonymize.run(cfg.anonymizer, trained["manifest"], cache, list_name="train", seed=1, device="cpu") == first
     retrained = tmp_path / "retrained"
     model, _, spec = load_voice_converter(trained["vc_model"], "cpu")
     with torch.no_grad():
@@ -187,7 +189,7 @@ def test_the_anonymize_stage_prepares_the_system_and_keys_its_cache_on_the_weigh
     save_voice_converter(retrained, model, spec["model"], trained["vc_model"] / "speaker_encoder")
     (retrained / "pool.pt").write_bytes((trained["vc_model"] / "pool.pt").read_bytes())
     OmegaConf.update(cfg, "anonymizer.vc_model", str(retrained))
-    assert anonymize.run(cfg.anonymizer, trained["manifest"], cache, seed=1, device="cpu") != first
+    assert anonymize.run(cfg.anonymizer, trained["manifest"], cache, list_name="train", seed=1, device="cpu") != first
 
 
 def test_pool_from_a_manifest_is_extracted_once_and_cached(trained, tmp_path):

@@ -31,6 +31,7 @@ from pipeline.asv.embed import length_buckets, padded_batch
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.data.librispeech import LibriSpeech
 from pipeline.data.manifest import Utterance, read_manifest
+from pipeline.devices import module_device
 from pipeline.errors import VpevalError
 
 POOL_FORMAT = "vpeval-vc-pool-1"
@@ -110,10 +111,13 @@ def speaker_genders(utterances: Sequence[Utterance]) -> dict[str, str]:
 
 
 def speaker_statistics(utterances: Sequence[Utterance], encoder: SpeakerEncoder, pitch: YinPitch, *,
-                       device: torch.device, batch_seconds: float = 120.0, workers: int = 2) -> SpeakerStatistics:
-    """Embeddings and log-F0 statistics of every speaker of `utterances` (one pass over the audio)."""
+                       device: torch.device | None = None, batch_seconds: float = 120.0,
+                       workers: int = 2) -> SpeakerStatistics:
+    """Embeddings and log-F0 statistics of every speaker of `utterances` (one pass over the audio),
+    on the encoder's device (another `device` is an error)."""
     if not utterances:
         raise VpevalError("speaker statistics: no utterances")
+    device = module_device(encoder, device, what="the speaker encoder")
     genders = speaker_genders(utterances)
     speakers = sorted(genders)
     row = {s: i for i, s in enumerate(speakers)}
@@ -163,7 +167,7 @@ def load_pool(path: str | Path) -> SpeakerPool:
 
 
 def build_pool(utterances: Sequence[Utterance], encoder: SpeakerEncoder, pitch: YinPitch, key: str, *,
-               device: torch.device, batch_seconds: float = 120.0) -> SpeakerPool:
+               device: torch.device | None = None, batch_seconds: float = 120.0) -> SpeakerPool:
     stats = speaker_statistics(utterances, encoder, pitch, device=device, batch_seconds=batch_seconds)
     return SpeakerPool(stats.speaker_ids, stats.genders, stats.embeddings, stats.f0_mean, stats.f0_std, key=key)
 
@@ -174,7 +178,7 @@ def pool_key(utterances: Sequence[Utterance], encoder_digest: str, pitch: YinPit
 
 
 def load_or_build_pool(utterances: Sequence[Utterance], encoder: SpeakerEncoder, encoder_digest: str,
-                       pitch: YinPitch, cache_dir: str | Path, *, device: torch.device,
+                       pitch: YinPitch, cache_dir: str | Path, *, device: torch.device | None = None,
                        batch_seconds: float = 120.0) -> SpeakerPool:
     """The pool of `utterances`, from `cache_dir` when extracted before with the same inputs."""
     key = pool_key(utterances, encoder_digest, pitch)

@@ -42,6 +42,7 @@ from anonymizers.vc.pool import (
 )
 from pipeline.asv.model import autocast_dtype
 from pipeline.data.manifest import Utterance, file_digest
+from pipeline.devices import module_device
 from pipeline.errors import VpevalError
 
 RECIPE_POOL = "pool.pt"
@@ -62,6 +63,8 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
         super().__init__(**common)
         self.model_dir = require_folder(vc_model, "anonymizer.vc_model", VC_RECIPE)
         self.model, self.encoder, spec = load_voice_converter(self.model_dir, self.device)
+        for module, what in ((self.model, "the voice converter"), (self.encoder, "its speaker encoder")):
+            module_device(module, self.device, what=what)
         self.sample_rate = self.model.sample_rate
         self.encoder_digest = str(spec["speaker_encoder_sha256"])
         self.amp_dtype = autocast_dtype(precision, self.device, config_key="anonymizer.precision")
@@ -100,8 +103,9 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
         ({speaker: gender}), e.g. too few pool speakers for N."""
 
     @abstractmethod
-    def pseudo_speakers(self, sources: list[Source]) -> tuple[np.ndarray, np.ndarray]:
-        """(B, D) pseudo-speaker embeddings and (B, 2) log-F0 (mean, std), one per source."""
+    def pseudo_speakers(self, sources: list[Source], drawn: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """(B, D) pseudo-speaker embeddings and (B, 2) log-F0 (mean, std), one per source;
+        what was drawn for source i goes into `drawn[i]` (see `Batch.drawn`)."""
 
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:
         if self.genders is None:
@@ -121,10 +125,9 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
                                                     enabled=self.amp_dtype is not None):
             analysis = self.model.analyse(padded, lengths)
             embeddings, source_f0 = self.source_statistics(batch, padded, lengths, analysis)
-            keys = batch.utt_ids if self.level == "utterance" else batch.speaker_ids
             sources = [Source(key, spk, self.genders[spk], emb)
-                       for key, spk, emb in zip(keys, batch.speaker_ids, embeddings)]
-            target_embeddings, target_f0 = self.pseudo_speakers(sources)
+                       for key, spk, emb in zip(batch.keys, batch.speaker_ids, embeddings)]
+            target_embeddings, target_f0 = self.pseudo_speakers(sources, batch.drawn)
             target_f0 = torch.as_tensor(target_f0, dtype=torch.float32, device=self.device)
             f0 = map_f0(analysis.f0, analysis.voiced, source_f0, LogF0Stats(target_f0[:, 0], target_f0[:, 1]))
             speaker = torch.as_tensor(np.asarray(target_embeddings), dtype=torch.float32, device=self.device)

@@ -22,12 +22,14 @@ from hydra.utils import instantiate
 from tqdm import tqdm
 
 from pipeline.asv.audio_cache import ordered_map
-from pipeline.asv.checkpoint import check_builders, load_checkpoint, load_state_checked
+from pipeline.asv.checkpoint import check_builders, load_checkpoint, load_state_checked, save_checkpoint
 from pipeline.asv.distributed import World
 from pipeline.asv.model import SpeakerEncoder, autocast_dtype
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
+from pipeline.devices import module_device
 from pipeline.errors import VpevalError
+from pipeline.fileio import write_json
 
 ENCODER_BUILDERS = ("pipeline.asv.",)  # what an attacker folder's model.json may name
 
@@ -49,6 +51,17 @@ def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEn
     weights_path = model_dir / "model.pt"
     load_state_checked(encoder, load_checkpoint(weights_path), weights_path, "model")
     return encoder.to(device).eval()
+
+
+def save_encoder(model_dir: str | Path, encoder: SpeakerEncoder, **info) -> Path:
+    """Write an attacker folder: `model.pt` (weights only), then `model.json` (how to rebuild it,
+    plus `info`), which `load_encoder` reads back."""
+    model_dir = Path(model_dir)
+    save_checkpoint(model_dir / "model.pt", {name: tensor.detach().to("cpu", copy=True)
+                                             for name, tensor in encoder.state_dict().items()})
+    target = f"{type(encoder).__module__}.{type(encoder).__qualname__}"
+    write_json(model_dir / "model.json", {**info, "model": {"_target_": target, **encoder.architecture}})
+    return model_dir
 
 
 def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
@@ -100,11 +113,12 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
 
     Audio is read by `workers` threads ahead of the model; batches hold utterances of similar
     length, padded, with relative lengths, so results do not depend on `batch_seconds`.
-    Runs on `device`, or with `world` on the world's device: every rank calls this with the
-    same utterances, embeds its share of the buckets and returns all embeddings.
+    Runs on the encoder's device (a `device`, or a `world` on another device, is an error);
+    with `world` every rank calls this with the same utterances, embeds its share of the
+    buckets and returns all embeddings.
     """
+    device = module_device(encoder, world.device if world else device, what="the speaker encoder")
     world = world or World.single(device)
-    device = world.device
     dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
     encoder.eval()
     min_samples = encoder.fbank.window_size

@@ -29,10 +29,14 @@ from speechbrain.lobes.models.ECAPA_TDNN import (
     TDNNBlock,
 )
 from speechbrain.nnet.losses import AdditiveAngularMargin, LogSoftmaxWrapper
+from hydra.utils import get_class
 from torch import nn
 
-from pipeline.asv.features import KaldiFbank
 from pipeline.errors import VpevalError
+
+KALDI_FRONTEND = "pipeline.asv.features.KaldiFbank"
+SPEECHBRAIN_FRONTEND = "pipeline.asv.speechbrain_fbank.SpeechBrainFbank"
+FRONTEND_MODULES = ("pipeline.asv.",)  # where attacker.model.frontend may point
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -45,9 +49,13 @@ def autocast_dtype(precision: str, device: torch.device, *, config_key: str) -> 
 
 
 class SpeakerEncoder(nn.Module):
-    """Waveforms -> speaker embeddings: 80-d Kaldi fbank, mean normalisation, ECAPA-TDNN."""
+    """Waveforms -> speaker embeddings: fbank front end, mean normalisation, ECAPA-TDNN.
 
-    def __init__(self, *, sample_rate: int = 16000, n_mels: int = 80,
+    `frontend` names the fbank class, called as `cls(sample_rate, n_mels)`: the Kaldi one
+    (`KALDI_FRONTEND`) or SpeechBrain's `Fbank` as VPC 2024 uses it (`SPEECHBRAIN_FRONTEND`).
+    """
+
+    def __init__(self, *, sample_rate: int = 16000, n_mels: int = 80, frontend: str = KALDI_FRONTEND,
                  channels: Sequence[int] = (512, 512, 512, 512, 1536),
                  kernel_sizes: Sequence[int] = (5, 3, 3, 3, 1), dilations: Sequence[int] = (1, 2, 3, 4, 1),
                  attention_channels: int = 128, res2net_scale: int = 8, se_channels: int = 128,
@@ -62,13 +70,20 @@ class SpeakerEncoder(nn.Module):
         if any(c % res2net_scale for c in channels[1:-1]):
             raise VpevalError(f"attacker.model.channels {channels[1:-1]} must be multiples of "
                               f"res2net_scale={res2net_scale}")
+        if not str(frontend).startswith(FRONTEND_MODULES):
+            raise VpevalError(f"attacker.model.frontend must name a class under {', '.join(FRONTEND_MODULES)}, "
+                              f"got {frontend!r}")
         self.architecture = dict(
-            sample_rate=int(sample_rate), n_mels=int(n_mels), channels=channels, kernel_sizes=kernel_sizes,
-            dilations=dilations, attention_channels=int(attention_channels), res2net_scale=int(res2net_scale),
+            sample_rate=int(sample_rate), n_mels=int(n_mels), frontend=str(frontend), channels=channels,
+            kernel_sizes=kernel_sizes, dilations=dilations, attention_channels=int(attention_channels), res2net_scale=int(res2net_scale),
             se_channels=int(se_channels), global_context=bool(global_context), embedding_dim=int(embedding_dim))
         self.sample_rate = int(sample_rate)
         self.embedding_dim = int(embedding_dim)
-        self.fbank = KaldiFbank(sample_rate, n_mels)
+        try:
+            fbank_class = get_class(str(frontend))
+        except (ImportError, ValueError) as exc:
+            raise VpevalError(f"attacker.model.frontend={frontend!r}: {str(exc).splitlines()[0]}") from None
+        self.fbank = fbank_class(self.sample_rate, int(n_mels))
         self.ecapa = ECAPA_TDNN(
             n_mels, lin_neurons=embedding_dim, channels=channels, kernel_sizes=kernel_sizes, dilations=dilations,
             attention_channels=attention_channels, res2net_scale=res2net_scale, se_channels=se_channels,

@@ -46,6 +46,7 @@ from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.checkpoint import (
     check_same_run,
+    differences,
     load_resumable,
     load_state_checked,
     restore_rng_state,
@@ -53,11 +54,14 @@ from pipeline.asv.checkpoint import (
     save_checkpoint,
 )
 from pipeline.asv.crops import CropBatches, CropPlan
+from pipeline.asv.embed import save_encoder
 from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
+from pipeline.asv.speechbrain_folder import load_attacker_folder
 from pipeline.data.manifest import Utterance
+from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_json, write_lines
+from pipeline.fileio import write_lines
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.
@@ -128,10 +132,13 @@ class _Trainer:
         self.cfg, self.out_dir, self.world, self.device = cfg, out_dir, world, world.device
         device = world.device
         self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
+        self.compile_mode = compile_mode(training.get("compile"), device, config_key="attacker.training.compile")
         torch.manual_seed(seed)
         self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
         if not isinstance(self.model, SpeakerEncoder):
             raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(self.model).__name__}")
+        if cfg.get("init"):  # start from a pretrained encoder (overridden by a checkpoint to resume)
+            start_from(self.model, cfg.init)
         crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
         if crop_samples < self.model.fbank.window_size:
             raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
@@ -169,15 +176,29 @@ class _Trainer:
         self.state = {"epoch": 0, "step": 0, "best_eer": math.inf, "best_epoch": 0, "history": [],
                       "loss_sum": 0.0, "correct": 0, "seen": 0}
         self._resume()
-        self.step_module = self._step_module(self.amp_dtype, bool(training.compile))
+        self.step_module = self._step_module(self.amp_dtype)
 
-    def _step_module(self, amp_dtype: torch.dtype | None, compile_: bool) -> nn.Module:
+    def _step_module(self, amp_dtype: torch.dtype | None) -> nn.Module:
         """The training forward: DDP across ranks, torch.compile'd if asked (built after resuming)."""
         step: nn.Module = _TrainingStep(self.model, self.head, amp_dtype)
         if self.world.size > 1:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             step = DistributedDataParallel(step, device_ids=device_ids, gradient_as_bucket_view=True)
-        return torch.compile(step) if compile_ else step
+        return torch.compile(step, mode=self.compile_mode) if self.compile_mode else step
+
+    def _forward_backward(self, wavs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, cosines) of one batch, gradients accumulated; a torch.compile failure is one line."""
+        if self.compile_mode:
+            torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: this step's outputs are new
+        try:
+            loss, cosines = self.step_module(wavs, labels)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+        except torch._dynamo.exc.TorchDynamoException as exc:  # "backend='inductor' raised:\nTheError: ..."
+            reason = " ".join([line.strip() for line in str(exc).splitlines() if line.strip()][:2])
+            raise VpevalError(f"attacker.training.compile={self.compile_mode}: torch.compile failed "
+                              f"({reason}); set attacker.training.compile=false") from None
+        return loss, cosines
 
     def _resume(self) -> None:
         """Restore everything from checkpoint.pt when there is one (every rank reads the same file)."""
@@ -222,9 +243,7 @@ class _Trainer:
         for crops, labels in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)
-            loss, cosines = self.step_module(wavs, labels)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scaler.scale(loss).backward()
+            loss, cosines = self._forward_backward(wavs, labels)
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.scheduler.step()
@@ -275,6 +294,16 @@ class _Trainer:
         self.save()
 
 
+def start_from(model: SpeakerEncoder, folder: str) -> None:
+    """Copy the weights of the attacker or SpeechBrain ECAPA folder `folder` (`attacker.init`)
+    into `model`, whose architecture must be the folder's."""
+    start = load_attacker_folder(folder)
+    changed = differences(start.architecture, model.architecture)
+    if changed:
+        raise VpevalError(f"attacker.init={folder}: its encoder differs from attacker.model ({'; '.join(changed[:3])})")
+    model.load_state_dict(start.state_dict())
+
+
 def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, seed: int) -> dict:
     """Everything a checkpoint's numbers depend on, in checkpoint-safe types."""
     training = OmegaConf.to_container(cfg.training, resolve=True)
@@ -288,9 +317,5 @@ def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, see
 def _save_model(out_dir: Path, model: SpeakerEncoder, cfg: DictConfig, state: Mapping[str, Any], *,
                 n_speakers: int) -> None:
     """model.pt (weights only) then model.json (how to rebuild it, and where it came from)."""
-    save_checkpoint(out_dir / "model.pt", {name: tensor.detach().to("cpu", copy=True)
-                                               for name, tensor in model.state_dict().items()})
-    target = f"{type(model).__module__}.{type(model).__qualname__}"
-    write_json(out_dir / "model.json", {
-        "name": str(cfg.get("name", "")), "model": {"_target_": target, **model.architecture},
-        "epoch": state["best_epoch"], "val_eer": state["best_eer"], "n_speakers": n_speakers})
+    save_encoder(out_dir, model, name=str(cfg.get("name", "")), epoch=state["best_epoch"], val_eer=state["best_eer"],
+                 n_speakers=n_speakers)

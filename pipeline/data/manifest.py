@@ -5,6 +5,10 @@ An utterance manifest holds one JSON object per line (lhotse-style)::
     {"id": "19-198-0001", "speaker": "19", "gender": "f", "path": "/abs/19-198-0001.flac",
      "duration": 3.2, "sample_rate": 16000, "text": "..."}
 
+An anonymised manifest adds `pseudo_speaker`, what the utterance received: its key, the seed
+drawn from it and the system's drawn parameters, e.g.
+`{"key": "dev_enrolls/19", "seed": 123..., "alpha": 0.74}`.
+
 A trial list holds `enroll_speaker test_utterance target|nontarget` lines, as the
 VoicePrivacy toolkits write them.
 """
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -33,6 +37,7 @@ class Utterance:
     duration: float
     sample_rate: int = 16000
     text: str = ""
+    pseudo_speaker: dict | None = field(default=None, compare=False)
 
     def with_path(self, path: str | Path) -> "Utterance":
         return replace(self, path=str(path))
@@ -86,7 +91,15 @@ def read_manifest(path: str | Path) -> list[Utterance]:
 
 def write_manifest(path: str | Path, utterances: Iterable[Utterance]) -> Path:
     """Write an utterance manifest atomically, one JSON object per line."""
-    return write_lines(path, (json.dumps(asdict(u), ensure_ascii=False) for u in utterances))
+    return write_lines(path, (json.dumps(_record(u), ensure_ascii=False) for u in utterances))
+
+
+def _record(utt: Utterance) -> dict:
+    """The JSON object of an utterance; `pseudo_speaker` only where there is one."""
+    record = asdict(utt)
+    if record["pseudo_speaker"] is None:
+        del record["pseudo_speaker"]
+    return record
 
 
 def read_trials(path: str | Path) -> list[Trial]:

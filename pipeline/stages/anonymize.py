@@ -1,6 +1,9 @@
 """Stage 2 — anonymize: run an anonymisation system over one utterance manifest.
 
-Output folder: `audio/<speaker>/<utt>.flac` and `manifest.jsonl` (same ids, new paths).
+Output folder: `audio/<speaker>/<utt>.flac`, `pseudo_speakers.jsonl` (one record per
+utterance, see `anonymizers.base`) and `manifest.jsonl` (same ids, new paths, each entry's
+`pseudo_speaker` the utterance's record). `list_name` names the list (e.g. `dev_enrolls`):
+at speaker level a speaker gets a different pseudo-speaker in each list.
 The folder is keyed by the system's config, the seed and the input manifest's content, so
 another experiment needing the same anonymised set reuses it, and a changed parameter
 never reuses stale audio. An interrupted run resumes: finished files are kept (each is
@@ -8,6 +11,7 @@ written atomically) and only the missing ones are processed.
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -20,10 +24,11 @@ from pipeline.asv.audio_cache import ordered_map
 from pipeline.cache import Cache
 from pipeline.config import instantiate, without
 from pipeline.data.audio import audio_info, read_audio, write_audio
+from pipeline.fileio import write_lines
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
-VERSION = 1
+VERSION = 2
 LABEL_KEYS = ("name", "batch_seconds")  # change nothing in the output
 
 
@@ -31,14 +36,16 @@ def output_path(out: Path, utt: Utterance) -> Path:
     return out / "audio" / utt.speaker / f"{utt.id}.flac"
 
 
-def run(system: DictConfig, manifest: Path, cache: Cache, *, seed: int, device: str,
+def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, seed: int, device: str,
         sample_rate: int = 16000) -> Path:
-    """Anonymise the utterances of `manifest` with `system` (a conf/anonymizer node)."""
+    """Anonymise the utterances of list `list_name` (`manifest`) with `system` (a
+    conf/anonymizer node)."""
     anonymizer = instantiate(without(system, "name"), seed=seed, device=device)
-    params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate}
+    params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate, "list": list_name}
     inputs = {"manifest": file_digest(manifest), **anonymizer.fingerprint()}
     return cache.build("anonymize", params, inputs,
-                       lambda out: _build(out, system.name, anonymizer, Path(manifest), sample_rate), VERSION)
+                       lambda out: _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate),
+                       VERSION)
 
 
 def _batches(utts: list[Utterance], seconds: float) -> list[list[Utterance]]:
@@ -53,15 +60,20 @@ def _batches(utts: list[Utterance], seconds: float) -> list[list[Utterance]]:
     return batches + [current] if current else batches
 
 
-def _written(out: Path, utt: Utterance) -> Utterance:
-    """The manifest entry of an anonymised file: new path, its own rate and duration."""
+def _written(out: Path, utt: Utterance, pseudo_speaker: dict) -> Utterance:
+    """The manifest entry of an anonymised file: new path, its own rate and duration, the
+    pseudo-speaker it received."""
     rate, frames, _ = audio_info(output_path(out, utt))
-    return replace(utt, path=str(output_path(out, utt)), sample_rate=rate, duration=round(frames / rate, 4))
+    return replace(utt, path=str(output_path(out, utt)), sample_rate=rate, duration=round(frames / rate, 4),
+                   pseudo_speaker=pseudo_speaker)
 
 
-def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, sample_rate: int) -> dict:
+def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, list_name: str, sample_rate: int) -> dict:
     utts = read_manifest(manifest)
-    todo = [u for u in utts if not output_path(out, u).is_file()]
+    records_path = out / "pseudo_speakers.jsonl"
+    # appended per finished batch (after its audio), so a resumed run keeps what it drew
+    records = {r["id"]: r["pseudo_speaker"] for r in map(json.loads, _complete_lines(records_path))}
+    todo = [u for u in utts if not (output_path(out, u).is_file() and u.id in records)]
     if todo:
         anonymizer.prepare(utts)
         log.info("anonymize: %s on %d/%d utterances of %s", name, len(todo), len(utts), manifest)
@@ -70,10 +82,26 @@ def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, sample_
         with tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
             # the next batch is read while this one is anonymised
             for batch, waves in zip(batches, ordered_map(load, batches, workers=1, lookahead=2)):
-                outputs = anonymizer(waves, [u.id for u in batch], [u.speaker for u in batch], sample_rate)
+                outputs, drawn = anonymizer.run_batch(waves, [u.id for u in batch], [u.speaker for u in batch],
+                                                      sample_rate, list_name)
                 for utt, wav in zip(batch, outputs):
                     write_audio(output_path(out, utt), wav.numpy(), sample_rate)
+                with open(records_path, "a") as handle:
+                    handle.writelines(json.dumps({"id": u.id, "pseudo_speaker": r}) + "\n" for u, r in zip(batch, drawn))
+                records.update((u.id, r) for u, r in zip(batch, drawn))
                 bar.update(len(batch))
-    anonymized = [_written(out, u) for u in utts]
+    anonymized = [_written(out, u, records[u.id]) for u in utts]
     write_manifest(out / "manifest.jsonl", anonymized)
     return {"utterances": len(utts), "system": name}
+
+
+def _complete_lines(path: Path) -> list[str]:
+    """The newline-terminated lines of a file that an interrupted run may have left ending in
+    a half-written line; that line is dropped from the file too, so appends stay whole."""
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    lines = text[:text.rfind("\n") + 1].splitlines()
+    if not text.endswith("\n") and text:
+        write_lines(path, lines)
+    return lines

@@ -7,6 +7,8 @@ With a team (`distributed.gpus_per_node` / `nodes` > 1) every rank trains (DDP) 
 validates its share of the validation utterances; see `pipeline.asv.team`.
 
 Output folder: `model.pt` (weights only), `model.json` (architecture), `training_log.jsonl`.
+`imported` instead copies a pretrained encoder (`attacker.pretrained`: a SpeechBrain ECAPA
+folder, e.g. a VPC 2024 ASV model, or an attacker folder) into an attacker folder.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.asv.distributed import World
-from pipeline.asv.embed import embed_utterances
+from pipeline.asv.embed import embed_utterances, save_encoder
+from pipeline.asv.speechbrain_folder import folder_files, load_attacker_folder
 from pipeline.asv.scoring import CosineBackend, score_trials
 from pipeline.asv.team import Team, run_on_ranks
 from pipeline.asv.train import OPERATIONAL_KEYS, train_attacker
@@ -57,9 +60,14 @@ def train_on_rank(world: World, attacker: dict, held_out: str, out: str, seed: i
 def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None) -> Path:
     """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
     ranks when given, else in this process on `device`."""
-    params = {**without(attacker, "name"), "training": without(attacker.training, *OPERATIONAL_KEYS), "seed": seed}
+    # pretrained (never trained here) and an unset init are left out, so that they do not change the folder
+    params = {**without(attacker, "name", "pretrained", "init"),
+              "training": without(attacker.training, *OPERATIONAL_KEYS), "seed": seed}
     inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "val_enrolls", "val_trials")}
     inputs["val_trial_list"] = file_digest(trials_path(held_out, "val_trials"))
+    if attacker.get("init"):
+        params["init"] = str(attacker.init)
+        inputs["init"] = {path.name: file_digest(path) for path in folder_files(attacker.init)}
 
     def build(out: Path) -> dict:
         run_on_ranks(team, device, train_on_rank, attacker=plain(attacker), held_out=str(held_out), out=str(out),
@@ -67,3 +75,16 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
         return {"attacker": attacker.name}
 
     return cache.build("train", params, inputs, build, VERSION)
+
+
+def imported(folder: str, cache: Cache) -> Path:
+    """An attacker folder holding the encoder of `folder` (SpeechBrain ECAPA or attacker folder),
+    checked and converted once (cached by the folder's file contents)."""
+    encoder = load_attacker_folder(folder)  # every check (and its one-line error) before the cache
+
+    def build(out: Path) -> dict:
+        save_encoder(out, encoder, name=f"imported:{Path(folder).name}", source=str(folder))
+        return {"source": str(folder)}
+
+    inputs = {path.name: file_digest(path) for path in folder_files(folder)}
+    return cache.build("import", {"frontend": encoder.architecture["frontend"]}, inputs, build, VERSION)

@@ -197,7 +197,8 @@ def main() -> None:
         cfg = compose([*args.overrides, f"anonymizer={name}", *overrides])
         anonymised = []
         for set_name in EVAL_SETS:
-            folder = anonymize.run(cfg.anonymizer, manifest_path(prepared, set_name), cache, seed=int(cfg.seed),
+            folder = anonymize.run(cfg.anonymizer, manifest_path(prepared, set_name), cache, list_name=set_name,
+                                   seed=int(cfg.seed),
                                    device=str(device), sample_rate=int(cfg.data.sample_rate))
             anonymised += read_manifest(folder / "manifest.jsonl")
         rows[spec if name in rows else name] = accuracy(model, anonymised, originals, classes, device)
