@@ -153,10 +153,11 @@ def main() -> None:
         loads.append(os.getloadavg()[0])
         print(f"{line} load {loads[-1]:.1f}", flush=True)
     for lpc in args.lpc:
-        print(f"lpc {lpc}: reference (numpy/scipy, one frame at a time): {span(reference_rates[lpc])} s of audio per s")
+        prefix = f"lpc {lpc}: " if len(args.lpc) > 1 else ""  # one estimator: the summary lines as before
+        print(f"{prefix}reference (numpy/scipy, one frame at a time): {span(reference_rates[lpc])} s of audio per s")
         for label in steps_by_label:
             key = (lpc, label)
-            print(f"lpc {lpc}: {label}: {span(rates[key])} s/s = {span([r / 60 for r in rates[key]], 2)} h of audio "
+            print(f"{prefix}{label}: {span(rates[key])} s/s = {span([r / 60 for r in rates[key]], 2)} h of audio "
                   f"per minute; {span(ratios[key])}x the reference in wall time, {span(cpu_ratios[key])}x in CPU "
                   f"time; {span(cpu_rates[key])} s of audio per CPU second")
     print(f"load average: {span(loads)} (1-minute, after each repeat)")
