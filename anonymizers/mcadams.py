@@ -15,7 +15,7 @@ Numerics (see `anonymizers.mcadams_reference` for the per-frame numpy version an
 differ from the VPC code): float64 throughout; periodic Hann analysis/synthesis window
 sqrt(hann / K) with K = sum(hann) / shift, which overlap-adds to exactly 1, and the signal is
 padded so that every sample lies under two frames, hence α = 1 returns the input; the output
-is scaled to the input's peak level, like the VPC code, so it never exceeds it.
+is scaled to the input's peak level (VPC 2024 scales to full scale), so it never exceeds it.
 
 >>> anonymizer = McAdams(alpha=[0.5, 0.9], level="utterance", seed=0, device="cpu")
 >>> out = anonymizer([torch.randn(16000) * 0.1], ["utt1"], ["spk1"], 16000)  # doctest: +SKIP
@@ -231,8 +231,8 @@ def overlap_added_frames(signal: torch.Tensor, frame_index: torch.Tensor, alpha:
     segment = np.zeros(int(frame_index[-1] - frame_index[0]) * shift + len(window))
     mcadams_kernel.overlap_added_frames(
         signal.numpy(), frame_index.numpy(), alpha.contiguous().numpy(), window.numpy(), shift, lpc_order,
-        lpc == "burg", WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS,
-        segment)
+        lpc == "burg", WHITE_NOISE_CORRECTION, AUTOCORRELATION_FLOOR, REAL_POLE_TOLERANCE, ROOT_TOLERANCE,
+        ROOT_MAX_ITERATIONS, segment)
     return torch.from_numpy(segment)
 
 

@@ -7,24 +7,24 @@ at a time: autocorrelation with `np.correlate`, Levinson-Durbin through
 `lpc="burg"`, `librosa.lpc` itself (a test dependency, imported only then). Used by the
 tests and by `benchmarks/bench_mcadams.py`; not by the pipeline.
 
-Known differences of both implementations from the VPC code (`anonymise_dir_mcadams.py` of
-the VoicePrivacy 2020/2024 baselines), all deliberate:
+Known differences of both implementations from the VPC 2024 B2 code (`anonym_v2` in
+`anonymise_dir_mcadams_rand_seed.py`), all deliberate, measured in README.md ("McAdams
+against the VPC 2024 B2 code", `benchmarks/compare_vpc_mcadams.py`):
 
-- VPC estimates LPC with `librosa.lpc` (Burg's method); here it is the autocorrelation
-  method with Levinson-Durbin (plus -90 dB white-noise correction), as the issue asks. Burg
-  gives slightly sharper poles; the angle mapping is the same.
-- VPC's frame loop starts at frame 1 (frame 0 is skipped) and stops at the last complete
-  frame, so the first 10 ms fade in and the tail after the last full frame is silent. Here
-  the signal is padded (10 ms in front, up to a full frame at the end) so that every sample
-  lies under two frames; the output has the input's length and no faded edges.
+- LPC: VPC uses `librosa.lpc` (Burg's method); here `lpc="levinson"` (the default) is the
+  autocorrelation method with -90 dB white-noise correction, `lpc="burg"` is librosa's Burg.
+- VPC frames only complete frames from sample 0, so its first 10 ms lie under one frame and
+  the tail after the last complete frame is silent. Here the signal is padded (10 ms in
+  front, up to a full frame at the end) so that every sample lies under two frames.
 - VPC uses the symmetric `np.hanning(320)`, whose window pair overlap-adds to 1 only
   approximately (between 0.998 and 1.003, a ripple at 100 Hz); here the periodic Hann
   overlap-adds exactly, so α = 1 reproduces the input.
-- VPC adds float32 eps to the samples to avoid all-zero frames; here r[0] is regularised.
-- VPC maps the angle of the upper-half-plane pole of each conjugate pair, relying on
-  `np.roots` listing pairs next to each other, and clips to [0, π]; here every complex pole
-  maps as sign(φ)·min(|φ|^α, π), which is the same map without relying on the order.
-- Both scale the output to the input's peak level.
+- VPC adds float32 eps to the samples and to the windowed frames; here r[0] is regularised
+  (Levinson) or nothing is (Burg).
+- VPC counts a pole as real only when its imaginary part is exactly 0 and does not clip the
+  new angle; here |Im| <= REAL_POLE_TOLERANCE is real and the angle is clipped at π (which
+  only α > 1 can reach).
+- VPC scales the output to full scale; here it keeps the input's peak.
 """
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ in the same run, on speech-like audio (`anonymizers.signals`).
 
     python benchmarks/bench_mcadams.py                       # CPU: compiled, batched torch, reference
     python benchmarks/bench_mcadams.py --device cuda --seconds 36000 --batch-seconds 3600
+    python benchmarks/bench_mcadams.py --lpc levinson burg   # both LPC estimators, in turns
 
 Prints seconds of audio per second for each and the ratios to the reference; also hours of
 audio anonymised per minute. On CPU, vpeval runs the compiled per-frame kernel
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 
 import anonymizers.mcadams as mcadams_module
-from anonymizers.mcadams import DEFAULT_CHUNK_FRAMES, McAdams
+from anonymizers.mcadams import DEFAULT_CHUNK_FRAMES, LPC_METHODS, McAdams
 from anonymizers.mcadams_reference import mcadams_reference
 from anonymizers.signals import speech_like
 
@@ -71,11 +72,12 @@ def batched_torch_steps_on_cpu() -> Iterator[None]:
         mcadams_module.overlap_added_frames = compiled
 
 
-def time_reference(waves: list[np.ndarray]) -> tuple[float, float]:
-    """(wall, process CPU) seconds for the per-frame reference on `waves`."""
+def time_reference(waves: list[np.ndarray], lpc: str) -> tuple[float, float]:
+    """(wall, process CPU) seconds for the per-frame reference on `waves` (with `lpc="burg"`,
+    its LPC is `librosa.lpc`)."""
     start, start_cpu = time.perf_counter(), time.process_time()
     for wave in waves:
-        mcadams_reference(wave, 0.7)
+        mcadams_reference(wave, 0.7, lpc_method=lpc)
     return time.perf_counter() - start, time.process_time() - start_cpu
 
 
@@ -98,53 +100,67 @@ def main() -> None:
     parser.add_argument("--batch-seconds", type=float, default=300.0, help="audio per anonymize call")
     parser.add_argument("--chunk-frames", type=int, default=None, help="frames processed together (default by device)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--lpc", nargs="+", default=["levinson"], choices=LPC_METHODS,
+                        help="LPC estimators, timed in turns in each repeat")
     parser.add_argument("--repeats", type=int, default=3, help="alternating batched/reference runs")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    anonymizer = McAdams(alpha=[0.5, 0.9], device=args.device, chunk_frames=args.chunk_frames)
+    anonymizers = {lpc: McAdams(alpha=[0.5, 0.9], device=args.device, chunk_frames=args.chunk_frames, lpc=lpc)
+                   for lpc in args.lpc}
     waves = corpus(args.seconds, args.utterance_seconds, args.distinct)
     audio_seconds = sum(len(w) for w in waves) / RATE
     reference_waves = corpus(args.reference_seconds, args.utterance_seconds, args.distinct)
     reference_audio = sum(len(w) for w in reference_waves) / RATE
-    device = anonymizer.device
-    implementations = {"vpeval": contextlib.nullcontext}
+    device = anonymizers[args.lpc[0]].device
+    steps_by_label = {"vpeval": contextlib.nullcontext}
     if device.type == "cpu":
-        implementations = {"compiled kernel (vpeval on CPU)": contextlib.nullcontext,
-                           "batched torch steps": batched_torch_steps_on_cpu}
-    for steps in implementations.values():  # warm-up: compilation, allocations, CUDA context
+        steps_by_label = {"compiled kernel (vpeval on CPU)": contextlib.nullcontext,
+                          "batched torch steps": batched_torch_steps_on_cpu}
+    implementations = {(lpc, label): steps for lpc in args.lpc for label, steps in steps_by_label.items()}
+    for (lpc, _), steps in implementations.items():  # warm-up: compilation, allocations, CUDA context
         with steps():
-            time_batched(anonymizer, waves[:1], args.batch_seconds)
+            time_batched(anonymizers[lpc], waves[:1], args.batch_seconds)
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     chunk = args.chunk_frames or DEFAULT_CHUNK_FRAMES[device.type]
     print(f"date: {datetime.date.today()}  torch {torch.__version__}  device: {device} ({name})  "
           f"cpu threads: {torch.get_num_threads()}  chunk_frames: {chunk}  cores: {os.cpu_count()}")
     print(f"{audio_seconds:.1f} s of audio per repeat and implementation; reference: {reference_audio:.1f} s")
-    rates = {label: [] for label in implementations}
-    ratios = {label: [] for label in implementations}
-    cpu_ratios = {label: [] for label in implementations}
-    reference_rates, loads = [], []
+    rates = {key: [] for key in implementations}
+    ratios = {key: [] for key in implementations}
+    cpu_ratios = {key: [] for key in implementations}
+    cpu_rates = {key: [] for key in implementations}
+    reference_rates = {lpc: [] for lpc in args.lpc}
+    loads = []
     for repeat in range(args.repeats):
-        reference, reference_cpu = time_reference(reference_waves)
-        reference_rates.append(reference_audio / reference)
-        line = f"repeat {repeat + 1}: reference {reference_rates[-1]:5.1f} s/s"
-        for label, steps in implementations.items():
-            with steps():
-                wall, cpu = time_batched(anonymizer, waves, args.batch_seconds)
-            rates[label].append(audio_seconds / wall)
-            ratios[label].append(rates[label][-1] / reference_rates[-1])
-            cpu_ratios[label].append((reference_cpu / reference_audio) / (cpu / audio_seconds))
-            line += f" | {label.split(' (')[0]} {rates[label][-1]:7.1f} s/s, {ratios[label][-1]:.1f}x"
+        line = f"repeat {repeat + 1}:"
+        for lpc in args.lpc:
+            reference, reference_cpu = time_reference(reference_waves, lpc)
+            reference_rates[lpc].append(reference_audio / reference)
+            line += f" {lpc}: reference {reference_rates[lpc][-1]:5.1f} s/s"
+            for label, steps in steps_by_label.items():
+                key = (lpc, label)
+                with steps():
+                    wall, cpu = time_batched(anonymizers[lpc], waves, args.batch_seconds)
+                rates[key].append(audio_seconds / wall)
+                ratios[key].append(rates[key][-1] / reference_rates[lpc][-1])
+                cpu_ratios[key].append((reference_cpu / reference_audio) / (cpu / audio_seconds))
+                cpu_rates[key].append(audio_seconds / cpu)
+                line += f" | {label.split(' (')[0]} {rates[key][-1]:7.1f} s/s, {ratios[key][-1]:.1f}x"
+            line += ";"
         loads.append(os.getloadavg()[0])
-        print(f"{line} | load {loads[-1]:.1f}", flush=True)
-    print(f"reference (numpy/scipy, one frame at a time): {span(reference_rates)} s of audio per s")
-    for label in implementations:
-        print(f"{label}: {span(rates[label])} s/s = {span([r / 60 for r in rates[label]], 2)} h of audio per "
-              f"minute; {span(ratios[label])}x the reference in wall time, {span(cpu_ratios[label])}x in CPU time")
+        print(f"{line} load {loads[-1]:.1f}", flush=True)
+    for lpc in args.lpc:
+        prefix = f"lpc {lpc}: " if len(args.lpc) > 1 else ""  # one estimator: the summary lines as before
+        print(f"{prefix}reference (numpy/scipy, one frame at a time): {span(reference_rates[lpc])} s of audio per s")
+        for label in steps_by_label:
+            key = (lpc, label)
+            print(f"{prefix}{label}: {span(rates[key])} s/s = {span([r / 60 for r in rates[key]], 2)} h of audio "
+                  f"per minute; {span(ratios[key])}x the reference in wall time, {span(cpu_ratios[key])}x in CPU "
+                  f"time; {span(cpu_rates[key])} s of audio per CPU second")
     print(f"load average: {span(loads)} (1-minute, after each repeat)")
-
 
 if __name__ == "__main__":
     main()

@@ -94,9 +94,9 @@ def compiled_burg(frames):
 @pytest.mark.parametrize("estimator", ["torch", "compiled"])
 def test_burg_matches_librosa(estimator):
     """`lpc: burg` against `librosa.lpc` (the VPC B2 code's call) on the same frames, silent
-    frames included. The compiled kernel sums in librosa's order (measured: equal bit for
-    bit); torch's vectorised sums round differently, measured 2.3e-10 of the largest
-    coefficient (|a| reaches 31 here). Tolerance 1e-8 of each row's largest coefficient."""
+    frames included. Both sum in another order than librosa (partial sums), and the Burg
+    recursion amplifies rounding on voiced frames: measured 0.8-2.3e-10 of the largest
+    coefficient (|a| reaches 31-43) for both. Tolerance 1e-8 of each row's largest."""
     frames = windowed_speech_frames(300)
     expected = librosa.lpc(frames.numpy(), order=20, axis=1)
     lpc = burg_lpc(frames, 20).numpy() if estimator == "torch" else compiled_burg(frames)
@@ -333,10 +333,10 @@ def test_wrong_sample_rate_is_refused():
 @pytest.mark.gpu
 @pytest.mark.parametrize("lpc", ["levinson", "burg"])
 def test_cuda_deterministic_mode_equals_cpu_bit_for_bit(lpc):
-    inputs = waves((1.0, 14), (0.5, 15))
-    ids = ["u1", "u2"]
-    on_gpu = McAdams(lpc=lpc, deterministic=True, device="cuda")(inputs, ids, ids, RATE)
-    on_cpu = McAdams(lpc=lpc, device="cpu")(inputs, ids, ids, RATE)
+    """Deterministic mode on CUDA inputs: computed by the CPU kernel, returned on CUDA."""
+    inputs = [torch.from_numpy(x) for x in waves((1.0, 14), (0.5, 15))]
+    on_gpu = mcadams_waves([x.cuda() for x in inputs], [0.6, 0.8], RATE, lpc=lpc, deterministic=True)
+    on_cpu = mcadams_waves(inputs, [0.6, 0.8], RATE, lpc=lpc)
     for gpu, cpu in zip(on_gpu, on_cpu):
         assert gpu.device.type == "cuda" and torch.equal(gpu.cpu(), cpu)
 
