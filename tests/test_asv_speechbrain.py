@@ -219,6 +219,10 @@ def test_pretrained_attacker_serves_oo_and_lazy_informed_without_training(tmp_pa
     built = {event["stage"] for event in found["stages"] if not event["reused"]}
     assert "import" in built and "train" not in built
     assert {r["attack"] for r in found["records"]} == {"OO", "AA-lazy"}
+    vpc_rows = (report / "vpc2024" / "asv_orig" / "results_mcadams.csv").read_text().splitlines()
+    assert [row.split(",")[1:6] for row in vpc_rows[1:]] == [  # OO then AA-lazy (VPC's aa) per trial list
+        ["synth", "dev", g, e, e] for g in ("f", "m") for e in ("original", "anon")]
+    assert not (report / "vpc2024" / "asv_anon_mcadams").exists()  # nothing retrained
     imported = next(Path(e["path"]) for e in found["stages"] if e["stage"] == "import")
     assert json.loads((imported / "model.json").read_text())["source"] == str(folder)
     wavs = audio()
