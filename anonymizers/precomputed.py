@@ -11,8 +11,9 @@ How files are found in `folder`:
   anonymised Kaldi dirs `<list>_<suffix>` (`libri_dev_enrolls_b2`, ..., `train-clean-360_b2`)
   beside the original `<list>` dirs: the `wav.scp` of every dir named `*_<suffix>` is the
   index (paths as in VPC's `wav.scp`: relative ones from the recipe folder, `folder/..`; the
-  `flac -c -d -s PATH |` / `sox PATH -t wav - |` forms give PATH, never run). Other systems'
-  dirs are not read. An utterance in no such dir names the dir expected for it: the original
+  `flac -c -d -s PATH |` / `sox PATH -t wav - |` forms give PATH, never run), or, in a dir
+  without one, its audio files by name (VPC's `<dir>/wav/<utt>.wav`). Other systems' dirs
+  are not read. An utterance in no such dir names the dir expected for it: the original
   dir that lists it, with the suffix.
 
 Every utterance of a batch must be found, decodable, mono, at the input's sample rate and
@@ -58,14 +59,13 @@ class Precomputed(Anonymizer):
         self.length_tolerance = check_length_tolerance(length_tolerance)
         self.suffix = str(suffix).lstrip("_") if suffix else None
         if self.suffix is not None and not self.system_dirs():
-            found = sorted(d.name for d in self.folder.iterdir() if (d / "wav.scp").is_file())
+            found = sorted(d.name for d in self.folder.iterdir() if d.is_dir())
             raise VpevalError(f"anonymizer.folder: {self.folder} has no data dir named *_{self.suffix} "
                               f"(anonymizer.suffix={suffix}); data dirs there: {shown(found) or 'none'}")
 
     def system_dirs(self) -> list[Path]:
         """The `<list>_<suffix>` dirs of the system (with `suffix`)."""
-        return sorted(d for d in self.folder.iterdir() if d.is_dir() and d.name.endswith(f"_{self.suffix}")
-                      and (d / "wav.scp").is_file())
+        return sorted(d for d in self.folder.iterdir() if d.is_dir() and d.name.endswith(f"_{self.suffix}"))
 
     @cached_property
     def index(self) -> dict[str, Path]:
@@ -100,11 +100,17 @@ class Precomputed(Anonymizer):
 
 
 def vpc_index(dirs: Sequence[Path], path_root: Path) -> dict[str, Path]:
-    """Utterance id -> audio path of VPC data dirs (relative paths from `path_root`); one id with
-    two different files is an error naming both lines."""
+    """Utterance id -> audio path of VPC data dirs (their wav.scp, relative paths from `path_root`,
+    or their audio files by name); one id with two different files is an error naming both."""
     index: dict[str, tuple[Path, str]] = {}
     for folder in dirs:
         scp = folder / "wav.scp"
+        if not scp.is_file():
+            for utt, path in scan_audio(folder).items():
+                if utt in index and index[utt][0] != path:
+                    raise VpevalError(f"{path}: utterance {utt} is also {index[utt][0]} in {index[utt][1]}")
+                index[utt] = (path, str(folder))
+            continue
         for number, utt, value in table_lines(scp):
             try:
                 path = path_root / wav_scp_path(value)

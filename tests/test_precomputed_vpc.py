@@ -21,7 +21,8 @@ GAINS = {"b1": 0.5, "b2": 0.25}
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
     """A VPC recipe folder whose data/ also holds every list anonymised by two 'systems' (gains),
-    as VPC ships them: `<list>_<suffix>` dirs, wav.scp paths relative to the recipe folder."""
+    as VPC ships them: `<list>_<suffix>` dirs, b2 with wav.scp paths relative to the recipe
+    folder, b1 with its audio in `<dir>/wav/` and no wav.scp."""
     recipe = tmp_path_factory.mktemp("vpc_systems")
     data = vpc_recipe(recipe)
     for original in sorted(d for d in data.iterdir() if d.is_dir()):
@@ -34,9 +35,11 @@ def recipe(tmp_path_factory) -> Path:
                 utt, speaker = line.split()
                 source = recipe / "corpora/LibriSpeech" / ("train-clean-360" if original.name.startswith("train")
                                                            else "eval") / speaker / "100" / f"{utt}.flac"
-                write_audio(recipe / "exp" / system / f"{utt}.wav", gain * read_audio(source, 16000), 16000)
+                where = recipe / "exp" / system if system == "b2" else anonymised / "wav"
+                write_audio(where / f"{utt}.wav", gain * read_audio(source, 16000), 16000)
                 lines.append(f"{utt} exp/{system}/{utt}.wav\n")
-            (anonymised / "wav.scp").write_text("".join(lines))
+            if system == "b2":  # b1 as VPC's anonymisation leaves it: data/<list>_b1/wav/*.wav, no wav.scp
+                (anonymised / "wav.scp").write_text("".join(lines))
             for name in ("utt2spk", "spk2gender"):
                 shutil.copy(original / name, anonymised / name)
     return recipe
@@ -48,15 +51,16 @@ def experiment(recipe: Path, tmp_path: Path, suffix: str) -> Experiment:
                                f"anonymizer.suffix={suffix}", "device=cpu"]))
 
 
-def test_the_system_named_by_its_suffix_is_evaluated_training_data_included(recipe, tmp_path):
-    run = experiment(recipe, tmp_path, "b2")
+@pytest.mark.parametrize("suffix", ["b2", "b1"])
+def test_the_system_named_by_its_suffix_is_evaluated_training_data_included(recipe, tmp_path, suffix):
+    run = experiment(recipe, tmp_path, suffix)
     for name in ("train", "dev_enrolls", "test_trials_m"):
         original = {u.id: u for u in read_manifest(run.data("original", name, run.evaluated))}
         anonymised = read_manifest(run.data("anonymized", name, run.evaluated))
         assert [u.id for u in anonymised] == list(original)
         for utt in anonymised:
-            np.testing.assert_allclose(read_audio(utt.path, 16000), 0.25 * read_audio(original[utt.id].path, 16000),
-                                       atol=2 / 32768)
+            np.testing.assert_allclose(read_audio(utt.path, 16000),
+                                       GAINS[suffix] * read_audio(original[utt.id].path, 16000), atol=2 / 32768)
 
 
 def test_a_missing_list_names_the_dir_it_expected(recipe, tmp_path):
