@@ -3,7 +3,7 @@
     vpeval metrics scores/oa_f.txt scores/aa_f.txt --bootstrap 1000 --json metrics.json
     vpeval metrics oo.txt op.txt pp.txt --figures figs/
     vpeval metrics run0.txt run1.txt --c-ece run0.txt run1.txt
-    vpeval metrics exp/asv_anon_B2/cosine_out/libri_dev_enrolls-libri_dev_trials_f/scores \
+    vpeval metrics exp/asv_anon_mcadams/libri_dev_enrolls_mcadams-libri_dev_trials_f_mcadams/scores \
         --trials data/libri_dev_trials_f/trials        # a VPC 2024 score file and its trials
 
 Each FILE gets `summary()` (and, on request, bootstrap intervals and the per-speaker
