@@ -217,7 +217,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
                             similarity=voice_similarity,
                             stages=[asdict(e) for e in experiment.cache.events])
         evaluated, attacker = system_labels(cfg)
-        write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.get("tag", cfg.data.name)),
+        write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),
                           system=evaluated, attacker_system=attacker, eval_splits=list(cfg.eval_splits),
                           genders=GENDERS)
     return folder
