@@ -21,6 +21,7 @@ within `length_tolerance` (+ 0.05 s) of the input's length; the error names the 
 """
 from __future__ import annotations
 
+import hashlib
 from functools import cached_property
 from pathlib import Path
 from typing import Sequence
@@ -75,6 +76,20 @@ class Precomputed(Anonymizer):
         scp = self.folder / "wav.scp"
         return read_wav_scp(scp) if scp.is_file() else scan_audio(self.folder)
 
+    def fingerprint(self) -> dict[str, str]:
+        """With `suffix`: what the system's dirs list (wav.scp, else their audio files' names,
+        sizes and times), so re-anonymised data at the same place are not taken for the old."""
+        if self.suffix is None:
+            return {}
+        digest = hashlib.sha256()
+        for folder in self.system_dirs():
+            scp = folder / "wav.scp"
+            listing = scp.read_bytes() if scp.is_file() else "\n".join(
+                f"{path.relative_to(folder)} {path.stat().st_size} {path.stat().st_mtime_ns}"
+                for path in sorted(scan_audio(folder).values())).encode()
+            digest.update(folder.name.encode() + b"\0" + listing + b"\0")
+        return {"precomputed_dirs": digest.hexdigest()}
+
     def prepare(self, utterances: Sequence[Utterance]) -> None:
         """With `suffix`: every utterance of the list must be in the system's dirs; else name the
         dir expected, `<original dir>_<suffix>`, where the original dir is the one listing most
@@ -82,9 +97,9 @@ class Precomputed(Anonymizer):
         missing = [utt.id for utt in utterances if utt.id not in self.index]
         if self.suffix is None or not missing:
             return
-        wanted, best = {utt.id for utt in utterances}, None
+        wanted, best, system_dirs = {utt.id for utt in utterances}, None, self.system_dirs()
         for folder in self.folder.iterdir():
-            if folder.is_dir() and (folder / "wav.scp").is_file() and folder not in self.system_dirs():
+            if folder.is_dir() and (folder / "wav.scp").is_file() and folder not in system_dirs:
                 listed = {utt for _, utt, _ in table_lines(folder / "wav.scp")}
                 key = (-len(wanted & listed), len(listed), len(folder.name))
                 if key[0] < 0 and (best is None or key < best[0]):
