@@ -6,15 +6,25 @@ How files are found in `folder`:
   paths taken from `folder` (piped commands are not supported);
 - otherwise every `*.wav` and `*.flac` file anywhere under `folder` is indexed by its name
   without the suffix (`folder/19/198/19-198-0001.flac` is utterance `19-198-0001`); two
-  files with the same id are an error.
+  files with the same id are an error;
+- with `suffix`, `folder` is a VoicePrivacy `data/` folder holding one or several systems'
+  anonymised Kaldi dirs `<list>_<suffix>` (`libri_dev_enrolls_b2`, ..., `train-clean-360_b2`)
+  beside the original `<list>` dirs: the `wav.scp` of every dir named `*_<suffix>` is the
+  index (paths as in VPC's `wav.scp`: relative ones from the recipe folder, `folder/..`; the
+  `flac -c -d -s PATH |` / `sox PATH -t wav - |` forms give PATH, never run), or, in a dir
+  without one, its audio files by name (VPC's `<dir>/wav/<utt>.wav`). Other systems' dirs
+  are not read. An utterance in no such dir names the dir expected for it: the original
+  dir that lists it, with the suffix.
 
 Every utterance of a batch must be found, decodable, mono, at the input's sample rate and
 within `length_tolerance` (+ 0.05 s) of the input's length; the error names the utterances.
 """
 from __future__ import annotations
 
+import hashlib
 from functools import cached_property
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -25,6 +35,8 @@ from anonymizers.checked_audio import (
     load_checked,
     shown,
 )
+from pipeline.data.kaldi import table_lines, wav_scp_path
+from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError, input_error
 
 
@@ -33,27 +45,97 @@ class Precomputed(Anonymizer):
 
     Args:
         folder: the folder of anonymised audio (see the module docstring for the lookup).
+        suffix: the system's suffix in a VoicePrivacy data folder of `<list>_<suffix>` dirs;
+            None: `folder` holds one system's audio.
         length_tolerance: allowed relative change of an utterance's length (0.1 = 10 %).
         **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`); unused here
             beyond the interface, since the audio exists already.
     """
 
-    def __init__(self, folder: str, length_tolerance: float = 0.1, **common):
+    def __init__(self, folder: str, length_tolerance: float = 0.1, suffix: str | None = None, **common):
         super().__init__(**common)
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise VpevalError(f"anonymizer.folder: {self.folder} is not a folder")
         self.length_tolerance = check_length_tolerance(length_tolerance)
+        self.suffix = str(suffix).lstrip("_") if suffix else None
+        if self.suffix is not None and not self.system_dirs():
+            found = sorted(d.name for d in self.folder.iterdir() if d.is_dir())
+            raise VpevalError(f"anonymizer.folder: {self.folder} has no data dir named *_{self.suffix} "
+                              f"(anonymizer.suffix={suffix}); data dirs there: {shown(found) or 'none'}")
+
+    def system_dirs(self) -> list[Path]:
+        """The `<list>_<suffix>` dirs of the system (with `suffix`)."""
+        return sorted(d for d in self.folder.iterdir() if d.is_dir() and d.name.endswith(f"_{self.suffix}"))
 
     @cached_property
     def index(self) -> dict[str, Path]:
-        """Utterance id -> audio file, built once from wav.scp or by scanning the folder."""
+        """Utterance id -> audio file, built once from wav.scp, the system's dirs or by scanning the folder."""
+        if self.suffix is not None:
+            return vpc_index(self.system_dirs(), self.folder.resolve().parent)
         scp = self.folder / "wav.scp"
         return read_wav_scp(scp) if scp.is_file() else scan_audio(self.folder)
+
+    def fingerprint(self) -> dict[str, str]:
+        """With `suffix`: what the system's dirs list (wav.scp, else their audio files' names,
+        sizes and times), so re-anonymised data at the same place are not taken for the old."""
+        if self.suffix is None:
+            return {}
+        digest = hashlib.sha256()
+        for folder in self.system_dirs():
+            scp = folder / "wav.scp"
+            listing = scp.read_bytes() if scp.is_file() else "\n".join(
+                f"{path.relative_to(folder)} {path.stat().st_size} {path.stat().st_mtime_ns}"
+                for path in sorted(scan_audio(folder).values())).encode()
+            digest.update(folder.name.encode() + b"\0" + listing + b"\0")
+        return {"precomputed_dirs": digest.hexdigest()}
+
+    def prepare(self, utterances: Sequence[Utterance]) -> None:
+        """With `suffix`: every utterance of the list must be in the system's dirs; else name the
+        dir expected, `<original dir>_<suffix>`, where the original dir is the one listing most
+        of the list's utterances (fewest others, then the shortest name, on ties)."""
+        missing = [utt.id for utt in utterances if utt.id not in self.index]
+        if self.suffix is None or not missing:
+            return
+        wanted, best, system_dirs = {utt.id for utt in utterances}, None, self.system_dirs()
+        for folder in self.folder.iterdir():
+            if folder.is_dir() and (folder / "wav.scp").is_file() and folder not in system_dirs:
+                listed = {utt for _, utt, _ in table_lines(folder / "wav.scp")}
+                key = (-len(wanted & listed), len(listed), len(folder.name))
+                if key[0] < 0 and (best is None or key < best[0]):
+                    best = (key, folder)
+        expected = f"expected {best[1]}_{self.suffix}/wav.scp, the anonymised {best[1].name}" if best else \
+            f"no original dir lists them either"
+        raise VpevalError(f"precomputed folder {self.folder}: {len(missing)} utterance(s) in no *_{self.suffix} "
+                          f"dir ({shown(missing)}): {expected}")
 
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:
         paths = {utt: self.index.get(utt) for utt in batch.utt_ids}
         return load_checked(paths, batch, f"precomputed folder {self.folder}", self.length_tolerance)
+
+
+def vpc_index(dirs: Sequence[Path], path_root: Path) -> dict[str, Path]:
+    """Utterance id -> audio path of VPC data dirs (their wav.scp, relative paths from `path_root`,
+    or their audio files by name); one id with two different files is an error naming both."""
+    index: dict[str, tuple[Path, str]] = {}
+    for folder in dirs:
+        scp = folder / "wav.scp"
+        if not scp.is_file():
+            for utt, path in scan_audio(folder).items():
+                if utt in index and index[utt][0] != path:
+                    raise VpevalError(f"{path}: utterance {utt} is also {index[utt][0]} in {index[utt][1]}")
+                index[utt] = (path, str(folder))
+            continue
+        for number, utt, value in table_lines(scp):
+            try:
+                path = path_root / wav_scp_path(value)
+            except ValueError as exc:
+                raise input_error(scp, f"cannot use the audio of {utt}: {exc}", number) from None
+            if utt in index and index[utt][0] != path:
+                raise input_error(scp, f"utterance {utt} is {path} here but {index[utt][0]} in {index[utt][1]}",
+                                  number)
+            index[utt] = (path, f"{scp}:{number}")
+    return {utt: path for utt, (path, _) in index.items()}
 
 
 def read_wav_scp(scp: Path) -> dict[str, Path]:

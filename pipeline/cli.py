@@ -3,6 +3,7 @@
     vpeval [hydra overrides]          run an experiment (a Hydra app; -m for sweeps)
     vpeval metrics FILE... [--json]   metrics of score files
     vpeval aggregate DIR [--reference CSV]  one report of every job of a sweep folder
+    vpeval export data|attacker ...   anonymised data as VPC data dirs, attackers as SpeechBrain folders
     vpeval validate [overrides]       prepare and check the configured corpus, nothing else
 
 An experiment prints the path of its report folder as its last line. Errors the user can
@@ -79,6 +80,10 @@ def main(argv: list[str] | None = None) -> None:
         from pipeline.aggregate import main as aggregate_main
 
         sys.exit(aggregate_main(argv[1:]))
+    if argv[:1] == ["export"]:
+        from pipeline.export import main as export_main
+
+        sys.exit(export_main(argv[1:]))
     app = validate_app if argv[:1] == ["validate"] else experiment_app
     overrides = argv[1:] if argv[:1] == ["validate"] else argv
     check_overrides(overrides)

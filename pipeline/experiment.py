@@ -22,6 +22,7 @@ from pipeline.asv.team import Team, serve_node, team_spec
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.data.manifest import GENDERS
 from pipeline.devices import compile_mode, resolve_device
+from pipeline.report.vpc_results import write_vpc_results
 from pipeline.stages import (
     anonymize,
     confidence,
@@ -215,7 +216,12 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
     detection, fit = detect.run(records, test_split=str(cfg.detect.test_split), reference=cfg.detect.reference,
                                 false_alarm=float(cfg.detect.false_alarm))
     with faults.stage("report"):
-        return report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
-                          records=records, detection=detection, fit=fit, score_files=experiment.score_files,
-                          similarity=voice_similarity,
-                          stages=[asdict(e) for e in experiment.cache.events])
+        folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
+                            records=records, detection=detection, fit=fit, score_files=experiment.score_files,
+                            similarity=voice_similarity,
+                            stages=[asdict(e) for e in experiment.cache.events])
+        evaluated, attacker = system_labels(cfg)
+        write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),
+                          system=evaluated, attacker_system=attacker, eval_splits=list(cfg.eval_splits),
+                          genders=GENDERS)
+    return folder

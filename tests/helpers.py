@@ -8,7 +8,9 @@ from pathlib import Path
 
 import hydra
 import numpy as np
+import torch
 from scipy.signal import lfilter
+from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
@@ -232,4 +234,62 @@ def encoder_folder(folder: Path, encoder, **spec_changes) -> Path:
     save_checkpoint(folder / "model.pt", encoder.state_dict())
     write_json(folder / "model.json", {"model": {"_target_": "pipeline.asv.model.SpeakerEncoder",
                                                  **encoder.architecture, **spec_changes}})
+    return folder
+
+
+# --- SpeechBrain ECAPA folders (the VPC 2024 ASV model layout) ----------------------------------
+
+VPC_HYPERPARAMS = """\
+# as VPC 2024's evaluation/privacy/asv/asv_train/hparams/ecapa/hyperparams.yaml, smaller sizes
+seed: 1234
+__set_seed: !apply:torch.manual_seed [!ref <seed>]
+n_mels: 80
+left_frames: 0
+right_frames: 0
+deltas: False
+
+compute_features: !new:speechbrain.lobes.features.Fbank
+    n_mels: !ref <n_mels>
+
+mean_var_norm: !new:speechbrain.processing.features.InputNormalization
+    norm_type: sentence
+    std_norm: False
+
+embedding_model: !new:speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN
+    input_size: !ref <n_mels>
+    channels: [16, 16, 16, 16, 48]
+    kernel_sizes: [5, 3, 3, 3, 1]
+    dilations: [1, 2, 3, 4, 1]
+    attention_channels: 8
+    se_channels: 8
+    lin_neurons: 12
+
+classifier: !new:speechbrain.lobes.models.ECAPA_TDNN.Classifier
+    input_size: 12
+    out_neurons: 7
+
+modules:
+    compute_features: !ref <compute_features>
+    embedding_model: !ref <embedding_model>
+    mean_var_norm: !ref <mean_var_norm>
+    classifier: !ref <classifier>
+
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+        embedding_model: !ref <embedding_model>
+"""
+
+
+def speechbrain_asv_folder(folder: Path, seed: int = 0, hyperparams: str | None = None) -> Path:
+    """A VPC-layout SpeechBrain ECAPA folder: VPC's hyperparameters (or `hyperparams`) and
+    SpeechBrain's ECAPA_TDNN (VPC_HYPERPARAMS' sizes), random weights."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hyperparams.yaml").write_text(hyperparams or VPC_HYPERPARAMS)
+    torch.manual_seed(seed)
+    ecapa = ECAPA_TDNN(80, channels=[16, 16, 16, 16, 48], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],
+                       attention_channels=8, se_channels=8, lin_neurons=12)
+    with torch.no_grad():
+        for parameter in ecapa.parameters():  # random, not SpeechBrain's init, so that every weight matters
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    torch.save(ecapa.state_dict(), folder / "embedding_model.ckpt")
     return folder

@@ -13,7 +13,6 @@ import pytest
 import torch
 from speechbrain.inference.speaker import EncoderClassifier
 from speechbrain.lobes.features import Fbank
-from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import KALDI_FRONTEND, SPEECHBRAIN_FRONTEND, SpeakerEncoder
@@ -25,53 +24,12 @@ from pipeline.asv.speechbrain_folder import (
     load_speechbrain_encoder,
 )
 from pipeline.errors import VpevalError
-from tests.helpers import encoder_folder, tone
+from tests.helpers import VPC_HYPERPARAMS, encoder_folder, speechbrain_asv_folder, tone
 
 TOLERANCE = 1e-4
 LENGTHS = (16000, 12345, 7000, 3201)
 SMALL = dict(channels=[16, 16, 16, 16, 48], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],
              attention_channels=8, se_channels=8, embedding_dim=12)
-
-VPC_HYPERPARAMS = """\
-# as VPC 2024's evaluation/privacy/asv/asv_train/hparams/ecapa/hyperparams.yaml, smaller sizes
-seed: 1234
-__set_seed: !apply:torch.manual_seed [!ref <seed>]
-n_mels: 80
-left_frames: 0
-right_frames: 0
-deltas: False
-
-compute_features: !new:speechbrain.lobes.features.Fbank
-    n_mels: !ref <n_mels>
-
-mean_var_norm: !new:speechbrain.processing.features.InputNormalization
-    norm_type: sentence
-    std_norm: False
-
-embedding_model: !new:speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN
-    input_size: !ref <n_mels>
-    channels: [16, 16, 16, 16, 48]
-    kernel_sizes: [5, 3, 3, 3, 1]
-    dilations: [1, 2, 3, 4, 1]
-    attention_channels: 8
-    se_channels: 8
-    lin_neurons: 12
-
-classifier: !new:speechbrain.lobes.models.ECAPA_TDNN.Classifier
-    input_size: 12
-    out_neurons: 7
-
-modules:
-    compute_features: !ref <compute_features>
-    embedding_model: !ref <embedding_model>
-    mean_var_norm: !ref <mean_var_norm>
-    classifier: !ref <classifier>
-
-pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
-    loadables:
-        embedding_model: !ref <embedding_model>
-"""
-
 
 def audio() -> list[torch.Tensor]:
     return [torch.from_numpy(tone(n / 16000, 110 + 30 * i, seed=i)) for i, n in enumerate(LENGTHS)]
@@ -82,20 +40,6 @@ def padded(wavs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     for row, wav in enumerate(wavs):
         batch[row, :len(wav)] = wav
     return batch, torch.tensor([len(w) / batch.shape[1] for w in wavs])
-
-
-def vpc_folder(folder: Path, seed: int = 0) -> Path:
-    """A VPC-layout ECAPA folder: its hyperparameters and SpeechBrain's ECAPA_TDNN, random weights."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / HYPERPARAMS).write_text(VPC_HYPERPARAMS)
-    torch.manual_seed(seed)
-    ecapa = ECAPA_TDNN(80, channels=SMALL["channels"], kernel_sizes=SMALL["kernel_sizes"],
-                       dilations=SMALL["dilations"], attention_channels=8, se_channels=8, lin_neurons=12)
-    with torch.no_grad():
-        for parameter in ecapa.parameters():  # random, not SpeechBrain's init, so that every weight matters
-            parameter.add_(0.05 * torch.randn_like(parameter))
-    torch.save(ecapa.state_dict(), folder / EMBEDDING_WEIGHTS)
-    return folder
 
 
 def speechbrain_embeddings(folder: Path, wavs: list[torch.Tensor]) -> np.ndarray:
@@ -120,7 +64,7 @@ def test_frontend_matches_speechbrain_fbank_frame_for_frame():
 
 
 def test_vpc_folder_imports_with_speechbrain_embeddings(tmp_path):
-    folder = vpc_folder(tmp_path / "vpc_asv")
+    folder = speechbrain_asv_folder(tmp_path / "vpc_asv")
     encoder = load_speechbrain_encoder(folder)
     assert encoder.architecture["frontend"] == SPEECHBRAIN_FRONTEND
     wavs = audio()
@@ -146,7 +90,7 @@ def test_exported_attacker_loads_in_speechbrain_with_same_embeddings(tmp_path, f
 
 
 def test_import_never_runs_the_yaml(tmp_path):
-    folder = vpc_folder(tmp_path / "vpc_asv")
+    folder = speechbrain_asv_folder(tmp_path / "vpc_asv")
     marker = tmp_path / "ran"
     text = (folder / HYPERPARAMS).read_text()
     (folder / HYPERPARAMS).write_text(text + f"\nboom: !apply:pathlib.Path.touch [!new:pathlib.Path ['{marker}']]\n")
@@ -170,7 +114,7 @@ def test_import_never_runs_the_yaml(tmp_path):
     (lambda f: (f / EMBEDDING_WEIGHTS).write_bytes(b"not a checkpoint"), "not a readable torch checkpoint"),
 ])
 def test_bad_folder_is_one_line_naming_the_file(tmp_path, edit, message):
-    folder = vpc_folder(tmp_path / "vpc_asv")
+    folder = speechbrain_asv_folder(tmp_path / "vpc_asv")
     edit(folder)
     with pytest.raises(VpevalError) as error:
         load_speechbrain_encoder(folder)
@@ -219,6 +163,10 @@ def test_pretrained_attacker_serves_oo_and_lazy_informed_without_training(tmp_pa
     built = {event["stage"] for event in found["stages"] if not event["reused"]}
     assert "import" in built and "train" not in built
     assert {r["attack"] for r in found["records"]} == {"OO", "AA-lazy"}
+    vpc_rows = (report / "vpc2024" / "asv_orig" / "results_mcadams.csv").read_text().splitlines()
+    assert [row.split(",")[1:6] for row in vpc_rows[1:]] == [  # OO then AA-lazy (VPC's aa) per trial list
+        ["synth", "dev", g, e, e] for g in ("f", "m") for e in ("original", "anon")]
+    assert not (report / "vpc2024" / "asv_anon_mcadams").exists()  # nothing retrained
     imported = next(Path(e["path"]) for e in found["stages"] if e["stage"] == "import")
     assert json.loads((imported / "model.json").read_text())["source"] == str(folder)
     wavs = audio()

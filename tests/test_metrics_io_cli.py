@@ -83,7 +83,8 @@ def test_read_the_three_formats(tmp_path):
     "lines, message",
     [
         ([], r"x.txt: no trials: the file is empty"),
-        (["1 2 3"], r"x.txt:1: 3 fields; expected one of"),
+        (["1 2 3 4 5 6"], r"x.txt:1: 6 fields; expected one of"),
+        (["s u 1"], r"x.txt:1: 3 fields \(enroll test score \(VPC, with its trials file\)\): give the trials file"),
         (["0.5 1", "0.2 0 extra"], r"x.txt:2: 3 fields, expected 2 \(score label\)"),
         (["0.5 1", "zero 0"], r"x.txt:2: score 'zero' is not a number"),
         (["0.5 1", "", "nan 0"], r"x.txt:3: score 'nan' is not finite"),
@@ -99,6 +100,50 @@ def test_read_the_three_formats(tmp_path):
 def test_bad_score_files_name_file_and_line(tmp_path, lines, message):
     with pytest.raises(VpevalError, match=message):
         read_scores(_write(tmp_path / "x.txt", lines))
+
+
+def _vpc_pair(folder: Path) -> tuple[Path, Path, Path]:
+    """A 4-field score file split as the VPC 2024 toolkit writes it: `scores` and `trials`."""
+    four = _trials(folder / "four.txt")
+    rows = [line.split() for line in four.read_text().splitlines()]
+    scores = _write(folder / "scores", [f"{e} {t} {s}" for e, t, s, _ in rows])
+    trials = _write(folder / "trials", [f"{e} {t} {label}" for e, t, _, label in rows])
+    return four, scores, trials
+
+
+def test_vpc_score_file_with_its_trials_reads_as_the_four_field_file(tmp_path):
+    four, scores, trials = _vpc_pair(tmp_path)
+    expected, found = read_scores(four), read_scores(scores, trials)
+    assert found.format == "vpc"
+    for field in ("target_scores", "nontarget_scores", "target_speakers", "nontarget_speakers"):
+        np.testing.assert_array_equal(getattr(found, field), getattr(expected, field))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda lines: [lines[1], lines[0], *lines[2:]], r"scores:1: trial spk0 utt0_0 does not match line 1 of "
+                                                     r".*trials \(spk0 utt2_1\); the files must list the same trials"),
+    (lambda lines: lines[:-1], r"scores: 150 trials but .*trials lists 149: .*trials ends before .*scores"),
+    (lambda lines: [*lines, "spk9 utt9_9 target"], r"scores: 150 trials but .*trials lists 151: .*scores ends before"),
+    (lambda lines: [lines[0].replace("target", "tar"), *lines[1:]], r"trials:1: unknown label 'tar'"),
+    (lambda lines: [lines[0] + " extra", *lines[1:]], r"trials:1: 4 fields, expected 3"),
+])
+def test_vpc_trials_file_must_match_line_for_line(tmp_path, edit, message):
+    _, scores, trials = _vpc_pair(tmp_path)
+    _write(trials, edit(trials.read_text().splitlines()))
+    with pytest.raises(VpevalError, match=message):
+        read_scores(scores, trials)
+
+
+def test_cli_pairs_vpc_score_files_with_trials_in_order(tmp_path, capsys):
+    four, scores, trials = _vpc_pair(tmp_path)
+    assert main([str(four), str(scores), "--trials", str(trials), "--json", str(tmp_path / "m.json")]) == 0
+    entries = json.loads((tmp_path / "m.json").read_text())["files"]
+    assert entries[0]["summary"] == entries[1]["summary"] and entries[1]["format"] == "vpc"
+    capsys.readouterr()
+    assert main([str(scores)]) == 2
+    assert "1 VPC score file(s) (3 fields: " in capsys.readouterr().err
+    assert main([str(four), "--trials", str(trials)]) == 2
+    assert "0 VPC score file(s) (3 fields: none) but 1 --trials file(s)" in capsys.readouterr().err
 
 
 def test_missing_and_binary_files(tmp_path):

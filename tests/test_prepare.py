@@ -48,7 +48,7 @@ def test_prepare_writes_manifests_trials_and_kaldi_dirs(corpus, tmp_path):
     trials = read_trials(trials_path(out, "test_trials_f"))
     assert len(trials) == 1 * (8 - 2) and sum(t.target for t in trials) == 2
     kaldi = out / "kaldi" / "libri_test_trials_f"
-    assert sorted(p.name for p in kaldi.iterdir()) == ["spk2gender", "spk2utt", "trials", "utt2spk", "wav.scp"]
+    assert sorted(p.name for p in kaldi.iterdir()) == ["spk2gender", "spk2utt", "text", "trials", "utt2spk", "wav.scp"]
     assert (out / "kaldi" / "libri_dev_enrolls" / "enrolls").read_text().count("\n") == 4
     assert validate.run(out, Cache(tmp_path)).counts
 

@@ -86,7 +86,8 @@ def _sox_path(value: str, args: list[str]) -> str:
 
 def write_data_dir(folder: str | Path, utterances: list[Utterance], *, enrolls: bool = False,
                    trials: list[Trial] | None = None) -> Path:
-    """Write a Kaldi data dir for `utterances` (sorted by id, as Kaldi requires)."""
+    """Write a Kaldi data dir for `utterances` (sorted by id, as Kaldi requires); `text` when
+    they have transcripts."""
     folder = Path(folder)
     utts = sorted(utterances, key=lambda u: u.id)
     speakers = by_speaker(utts)
@@ -94,6 +95,8 @@ def write_data_dir(folder: str | Path, utterances: list[Utterance], *, enrolls: 
     write_lines(folder / "utt2spk", (f"{u.id} {u.speaker}" for u in utts))
     write_lines(folder / "spk2utt", (f"{s} {' '.join(u.id for u in us)}" for s, us in speakers.items()))
     write_lines(folder / "spk2gender", (f"{s} {us[0].gender}" for s, us in speakers.items()))
+    if any(u.text for u in utts):
+        write_lines(folder / "text", (f"{u.id} {u.text}" for u in utts))
     if enrolls:
         write_lines(folder / "enrolls", (u.id for u in utts))
     if trials is not None:

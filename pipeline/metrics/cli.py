@@ -3,6 +3,8 @@
     vpeval metrics scores/oa_f.txt scores/aa_f.txt --bootstrap 1000 --json metrics.json
     vpeval metrics oo.txt op.txt pp.txt --figures figs/
     vpeval metrics run0.txt run1.txt --c-ece run0.txt run1.txt
+    vpeval metrics exp/asv_anon_mcadams/libri_dev_enrolls_mcadams-libri_dev_trials_f_mcadams/scores \
+        --trials data/libri_dev_trials_f/trials        # a VPC 2024 score file and its trials
 
 Each FILE gets `summary()` (and, on request, bootstrap intervals and the per-speaker
 breakdown). Trial tables (5 fields) come in threes, in the order OO OP PP, and also give
@@ -19,7 +21,7 @@ from pipeline.fileio import write_json
 from pipeline.metrics.bootstrap import UNITS, bootstrap_ci
 from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve
-from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, read_scores
+from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, field_count, read_scores
 from pipeline.metrics.similarity import (
     SETS,
     VARIANTS,
@@ -38,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         + "; ".join(LAYOUTS.values()) + ".",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="score files or OO OP PP trial tables")
+    parser.add_argument("--trials", metavar="TRIALS", action="append", default=[],
+                        help="trials file (enroll test target|nontarget) of a 3-field VPC score file; one "
+                        "per such file, in the order of the files")
     parser.add_argument("--json", metavar="OUT", type=Path, help="write every number to this JSON file")
     parser.add_argument("--bootstrap", metavar="N", type=int, default=0,
                         help="bootstrap resamples for EER and min Cllr intervals (0: none)")
@@ -83,7 +88,7 @@ def compute(args: argparse.Namespace) -> tuple[dict, list[ScoreFile], Similarity
     similarity result (None without trial tables)."""
     if args.bootstrap < 0:
         raise VpevalError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    files = [read_scores(path) for path in args.files]
+    files = read_files(args.files, args.trials)
     tables = [f for f in files if f.format == "table"]
     if tables and len(tables) != 3:
         raise VpevalError(f"trial tables come in threes (OO OP PP, in that order), got {len(tables)}: "
@@ -101,6 +106,17 @@ def compute(args: argparse.Namespace) -> tuple[dict, list[ScoreFile], Similarity
         result = similarity_metrics(*(f.table for f in tables), calibrated=not args.raw_similarity)
         report["similarity"] = {"files": dict(zip(SETS, (f.path for f in tables))), **result.as_dict()}
     return report, files, result
+
+
+def read_files(paths: list[str], trials: list[str]) -> list[ScoreFile]:
+    """Read the score files; the k-th 3-field (VPC) file is read with the k-th trials file."""
+    is_vpc = [field_count(path) == 3 for path in paths]
+    if sum(is_vpc) != len(trials):
+        vpc = [path for path, flag in zip(paths, is_vpc) if flag]
+        raise VpevalError(f"{len(vpc)} VPC score file(s) (3 fields: {', '.join(vpc) or 'none'}) but "
+                          f"{len(trials)} --trials file(s); give one trials file per VPC score file, in order")
+    pending = iter(trials)
+    return [read_scores(path, next(pending) if flag else None) for path, flag in zip(paths, is_vpc)]
 
 
 def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:

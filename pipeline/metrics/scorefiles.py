@@ -3,6 +3,9 @@
 The format is told by the number of whitespace-separated fields (blank lines skipped):
 
 - 2: ``score label`` with label 1 (target) or 0 (non-target);
+- 3: ``enroll test score``, the `scores` files of the VPC 2024 toolkit, read with their
+  trials file (``enroll test target|nontarget``, VPC's `data/<list>/trials`): line i of one
+  must be the trial of line i of the other;
 - 4: ``enroll test score target|nontarget`` (wespeaker / VPC scoring output);
 - 5: ``speaker_a segment_a speaker_b segment_b score``, a trial table for voice similarity
   matrices (target = same speaker; side a is the original side of an OP table). Rows with
@@ -20,13 +23,14 @@ from pipeline.errors import input_error
 from pipeline.metrics.inputs import first_repeat
 from pipeline.metrics.similarity import TrialTable
 
-FORMATS = {2: "score_label", 4: "trials", 5: "table"}
+FORMATS = {2: "score_label", 3: "vpc", 4: "trials", 5: "table"}
 LAYOUTS = {
     "score_label": "score label",
+    "vpc": "enroll test score (VPC, with its trials file)",
     "trials": "enroll test score target|nontarget",
     "table": "speaker_a segment_a speaker_b segment_b score",
 }
-SCORE_FIELD = {"score_label": 0, "trials": 2, "table": 4}
+SCORE_FIELD = {"score_label": 0, "vpc": 2, "trials": 2, "table": 4}
 LABELS = {"score_label": ("1", "0"), "trials": ("target", "nontarget")}
 
 
@@ -44,11 +48,16 @@ class ScoreFile:
     table: TrialTable | None
 
 
-def read_scores(path: str | Path) -> ScoreFile:
-    """Read a score file in any of the three formats; bad input raises `file:line: problem`."""
-    path = Path(path)
+def field_count(path: str | Path) -> int:
+    """Fields of the first non-blank line (which format a score file is); 0 if there is none."""
+    rows, _ = _rows(Path(path))
+    return len(rows[0]) if rows else 0
+
+
+def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[int]]:
+    """Non-blank lines split into fields, with their 1-based line numbers."""
     if not path.is_file():
-        raise input_error(path, "score file not found")
+        raise input_error(path, f"{what} not found")
     try:
         text = path.read_text()
     except UnicodeDecodeError:
@@ -59,6 +68,14 @@ def read_scores(path: str | Path) -> ScoreFile:
         if fields:
             rows.append(fields)
             numbers.append(number)
+    return rows, numbers
+
+
+def read_scores(path: str | Path, trials: str | Path | None = None) -> ScoreFile:
+    """Read a score file in any of the formats (`trials`: the trials file of a VPC 3-field
+    score file); bad input raises `file:line: problem`."""
+    path = Path(path)
+    rows, numbers = _rows(path)
     if not rows:
         raise input_error(path, "no trials: the file is empty")
     fmt = FORMATS.get(len(rows[0]))
@@ -81,9 +98,12 @@ def read_scores(path: str | Path) -> ScoreFile:
         target = table.is_target()[distinct]
         speakers = columns[0][distinct]
     else:
-        target = _parse_labels(path, fmt, [fields[-1] for fields in rows], numbers)
+        if fmt == "vpc":
+            target = _vpc_labels(path, rows, numbers, trials)
+        else:
+            target = _parse_labels(path, fmt, [fields[-1] for fields in rows], numbers)
         table, speakers = None, None
-        if fmt == "trials":
+        if fmt in ("trials", "vpc"):
             speakers = np.asarray([fields[0] for fields in rows])
             _refuse_repeats(path, speakers, np.asarray([fields[1] for fields in rows]), numbers)
     if not target.any() or target.all():
@@ -98,6 +118,28 @@ def read_scores(path: str | Path) -> ScoreFile:
         nontarget_speakers=None if speakers is None else speakers[~target],
         table=table,
     )
+
+
+def _vpc_labels(path: Path, rows: list[list[str]], numbers: np.ndarray, trials: str | Path | None) -> np.ndarray:
+    """Whether each trial of a VPC score file is a target, from its trials file, which must list
+    the same trials in the same order (`enroll test target|nontarget`)."""
+    if trials is None:
+        raise input_error(path, f"3 fields ({LAYOUTS['vpc']}): give the trials file it was scored from "
+                          "(vpeval metrics SCORES --trials TRIALS)", int(numbers[0]))
+    trial_rows, trial_numbers = _rows(Path(trials), "trials file")
+    for fields, number in zip(trial_rows, trial_numbers):
+        if len(fields) != 3:
+            raise input_error(trials, f"{len(fields)} fields, expected 3 (enroll test target|nontarget)", number)
+    for scored, listed, number, trial_number in zip(rows, trial_rows, numbers, trial_numbers):
+        if scored[:2] != listed[:2]:
+            raise input_error(path, f"trial {' '.join(scored[:2])} does not match line {trial_number} of {trials} "
+                              f"({' '.join(listed[:2])}); the files must list the same trials line for line",
+                              int(number))
+    if len(rows) != len(trial_rows):
+        fewer, more = (path, trials) if len(rows) < len(trial_rows) else (trials, path)
+        raise input_error(path, f"{len(rows)} trials but {trials} lists {len(trial_rows)}: {fewer} ends before "
+                          f"{more} (the files must list the same trials line for line)")
+    return _parse_labels(Path(trials), "trials", [fields[2] for fields in trial_rows], np.asarray(trial_numbers))
 
 
 def _parse_scores(path: Path, fields: list[str], numbers: np.ndarray) -> np.ndarray:
