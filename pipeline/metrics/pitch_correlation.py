@@ -6,7 +6,7 @@ utterances (VPC 2022 asks for ρF0 > 0.3). As in the VPC 2022 toolkit
 (`pitch_correlation.py`): F0 every 10 ms searched in 75-500 Hz, the shorter track linearly
 interpolated to the length of the longer, and a frame counts as voiced when its F0 lies in
 75-500 Hz after that interpolation; an undefined correlation (fewer than two common voiced
-frames, or a constant track) is 0, as the toolkit's `fillna(0)` makes it. Where vpeval
+frames, or a constant track: spanning under 1 Hz) is 0, as the toolkit's `fillna(0)` makes it. Where vpeval
 differs from the toolkit, see README.md, "Utility".
 
 >>> round(pitch_correlation(np.array([100., 120, 0, 140]), np.array([200., 240, 250, 280])), 6)
@@ -19,6 +19,11 @@ import numpy as np
 F0_MIN = 75.0     # Hz, VPC 2022's pitch floor and voicing rule
 F0_MAX = 500.0    # Hz, VPC 2022's pitch ceiling and voicing rule
 FRAME_SECONDS = 0.01
+# A voiced track spanning less than this is constant (its correlation undefined): on a steady
+# 150 Hz tone the tracker's interpolation and its edge frames leave a 0.2 Hz spread, which would
+# otherwise give a steady voice a noise-driven correlation; 1 Hz is under the F0 difference
+# listeners hear and far under any intonation.
+CONSTANT_SPAN_HZ = 1.0
 
 
 def f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -49,6 +54,6 @@ def pitch_correlation(original: np.ndarray, anonymized: np.ndarray) -> float:
     a, b = stretched(original, length), stretched(anonymized, length)
     both = (a >= F0_MIN) & (a <= F0_MAX) & (b >= F0_MIN) & (b <= F0_MAX)
     a, b = a[both], b[both]
-    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+    if len(a) < 2 or np.ptp(a) < CONSTANT_SPAN_HZ or np.ptp(b) < CONSTANT_SPAN_HZ:
         return 0.0
     return float(np.corrcoef(a, b)[0, 1])
