@@ -12,7 +12,7 @@ from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.experiment import run_experiment
 
 STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",
-          "similarity"}
+          "similarity", "pitch"}
 SETS = ["dev_f", "dev_m", "test_f", "test_m", "val"]
 
 
@@ -76,6 +76,19 @@ def test_report_has_voice_similarity_of_every_set(first):
     assert results(report)["config"]["similarity"] is True
 
 
+def test_report_has_utility_beside_privacy_and_says_what_was_skipped(first):
+    _, report = first
+    utility = results(report)["utility"]
+    assert list(utility["sets"]) == SETS[:-1] and list(utility["splits"]) == ["dev", "test"]
+    assert all(-1 <= values["pitch_correlation"] <= 1 and values["utterances"] > 0 for values in utility["sets"].values())
+    assert utility["skipped"]["wer"] == "no reference transcripts in the corpus (the synthetic corpus has no words)"
+    assert utility["skipped"]["emotion"].startswith("off: set emotion.folder")
+    text = (report / "report.md").read_text()
+    assert text.index("## Privacy metrics") < text.index("## Utility metrics") < text.index("## Overestimation")
+    assert "wer skipped: no reference transcripts in the corpus (the synthetic corpus has no words)." in text
+    assert (report / "figures" / "privacy_utility.png").is_file()
+
+
 def test_every_stage_wrote_complete_outputs(first):
     _, report = first
     stages = built(report)
@@ -109,7 +122,7 @@ def test_changed_alpha_reruns_anonymisation_and_what_follows_only(first):
     changed = run_experiment(compose(overrides(data, "anonymizer.alpha=[0.6,0.7]")), data / "runs" / "alpha")
     stages = built(changed)
     assert "prepare" not in stages and "validate" not in stages
-    assert {"anonymize", "split", "train", "extract", "score", "evaluate", "confidence"} <= set(stages)
+    assert {"anonymize", "split", "train", "extract", "score", "evaluate", "confidence", "pitch"} <= set(stages)
     assert len(stages["train"]) == 1  # the attacker on original data is reused
     before = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"]}
     after = {(r["attack"], r["set"]): r["eer"] for r in results(changed)["records"]}
