@@ -38,15 +38,15 @@ def folder_fingerprint(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): f"{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files}
 
 
-def model_folder(folder: str | None, key: str, needed: str) -> Path:
-    """The configured model folder, checked: it exists and holds `needed`."""
+def model_folder(folder: str | None, key: str, needed: str, kind: str) -> Path:
+    """The configured model folder (config key `key`), checked: it exists and holds `needed`."""
     if not folder:
         raise VpevalError(f"{key}: no model folder given (set {key}=/path/to/folder)")
     path = Path(folder)
     if not path.is_dir():
         raise VpevalError(f"{path}: {key} folder not found")
     if not (path / needed).is_file():
-        raise VpevalError(f"{path}: not a {key.split('.')[0]} model folder of this kind (no {needed})")
+        raise VpevalError(f"{path}: not a {kind} folder (no {needed})")
     return path
 
 
@@ -102,7 +102,7 @@ class SpeechBrainASR(Recognizer):
         import torch
         from hydra.utils import get_class
 
-        self.folder = model_folder(folder, "asr.folder", "hyperparams.yaml")
+        self.folder = model_folder(folder, "asr.folder", "hyperparams.yaml", "SpeechBrain ASR")
         self.device, self.torch = device, torch
         try:
             self.model = get_class(interface).from_hparams(source=str(self.folder.resolve()),
@@ -133,7 +133,7 @@ class Whisper(Recognizer):
             import transformers
         except ImportError:
             raise missing_library("transformers", "whisper", "asr=whisper") from None
-        self.folder = model_folder(folder, "asr.folder", "config.json")
+        self.folder = model_folder(folder, "asr.folder", "config.json", "Whisper model")
         try:
             self.processor = transformers.WhisperProcessor.from_pretrained(self.folder, local_files_only=True)
             self.model = transformers.WhisperForConditionalGeneration.from_pretrained(

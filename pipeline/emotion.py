@@ -33,7 +33,7 @@ class EmotionClassifier:
         import torch
         from hydra.utils import get_class
 
-        self.folder = model_folder(folder, "emotion.folder", "hyperparams.yaml")
+        self.folder = model_folder(folder, "emotion.folder", "hyperparams.yaml", "SpeechBrain emotion")
         self.device, self.torch = device, torch
         try:
             self.model = get_class(interface).from_hparams(source=str(self.folder.resolve()),

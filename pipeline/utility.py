@@ -112,10 +112,11 @@ def emotion_recognition(experiment, result: dict) -> None:
     prepared = emotion.prepare(settings.data, experiment.cache)
     original = prepared / "manifest.jsonl"
     truth = emotion.load(prepared, emotion.LABELS)
+    found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache))}  # a bad model stops here
     anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, seed=experiment.cfg.seed,
                                device=experiment.device, sample_rate=experiment.cfg.data.sample_rate)
-    for kind, manifest in ((ORIGINAL, original), (ANONYMIZED, anonymized / "manifest.jsonl")):
-        predicted = emotion.load(emotion.run(settings, manifest, experiment.cache))
+    found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
+    for kind, predicted in found.items():
         result["emotion"][f"uar_{kind}"] = unweighted_average_recall(list(truth.values()),
                                                                      [predicted[u] for u in truth])
     result["emotion"]["utterances"] = len(truth)

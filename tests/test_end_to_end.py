@@ -8,8 +8,10 @@ import pytest
 
 from pipeline.cache import DONE
 from pipeline.config import compose
+from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.experiment import run_experiment
+from tests.helpers import kaldi_dir, tone
 
 STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",
           "similarity", "pitch"}
@@ -87,6 +89,20 @@ def test_report_has_utility_beside_privacy_and_says_what_was_skipped(first):
     assert text.index("## Privacy metrics") < text.index("## Utility metrics") < text.index("## Overestimation")
     assert "wer skipped: no reference transcripts in the corpus (the synthetic corpus has no words)." in text
     assert (report / "figures" / "privacy_utility.png").is_file()
+
+
+def test_a_bad_emotion_model_is_skipped_and_privacy_completes(first, tmp_path):
+    data, report = first
+    labelled = tmp_path / "iemocap"
+    rows = [(f"e{i}", f"s{i}", "f", str(write_audio(labelled / f"e{i}.flac", tone(0.5, 120 + 10 * i), 16000)))
+            for i in range(2)]
+    kaldi_dir(labelled, rows)
+    (labelled / "utt2emo").write_text("e0 ang\ne1 neu\n")
+    run = run_experiment(compose(overrides(data, f"emotion.folder={tmp_path / 'nomodel'}", f"emotion.data={labelled}")),
+                         data / "runs" / "bad_emotion")
+    assert results(run)["records"] == results(report)["records"]
+    assert results(run)["utility"]["skipped"]["emotion"] == f"{tmp_path / 'nomodel'}: emotion.folder folder not found"
+    assert f"emotion skipped: {tmp_path / 'nomodel'}: emotion.folder folder not found." in (run / "report.md").read_text()
 
 
 def test_every_stage_wrote_complete_outputs(first):

@@ -163,7 +163,7 @@ def test_recogniser_folders_missing_or_of_the_wrong_kind(tmp_path):
     with pytest.raises(VpevalError, match=r"nowhere: asr.folder folder not found$"):
         SpeechBrainASR(folder=str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(VpevalError, match=r"empty: not a asr model folder of this kind \(no hyperparams.yaml\)$"):
+    with pytest.raises(VpevalError, match=r"empty: not a SpeechBrain ASR folder \(no hyperparams.yaml\)$"):
         SpeechBrainASR(folder=str(tmp_path / "empty"))
     wrong = tmp_path / "wrong"
     wrong.mkdir()
