@@ -20,7 +20,7 @@ import numpy as np
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.emotion import unweighted_average_recall
 from pipeline.errors import VpevalError
-from pipeline.metrics.wer import WordErrors, word_errors
+from pipeline.metrics.wer import WordErrors, normalise, ratio_interval, word_errors
 from pipeline.stages import anonymize, emotion, pitch, transcribe
 from pipeline.stages.detect import ORIGINAL
 
@@ -60,8 +60,16 @@ def measure(experiment) -> dict:
     return result
 
 
+def interval(experiment, numerators, denominators) -> list[float]:
+    """Utterance-bootstrap interval with the settings of `detect.bootstrap` and the run's seed."""
+    boot = experiment.cfg.detect.bootstrap
+    return list(ratio_interval(numerators, denominators, n_resamples=int(boot.n_resamples),
+                               confidence=float(boot.confidence), seed=int(experiment.cfg.seed)))
+
+
 def pitch_correlations(experiment, lists: dict, sets: dict, result: dict) -> None:
-    """ρF0 per set (mean and std over its utterances) and per split (over all its utterances)."""
+    """ρF0 per set (mean and std over its utterances) and per split (over all its utterances,
+    with the bootstrap interval of the mean)."""
     values = {}
     for name, pair in lists.items():
         found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], experiment.cache))
@@ -71,12 +79,15 @@ def pitch_correlations(experiment, lists: dict, sets: dict, result: dict) -> Non
     for split in dict.fromkeys(split for split, _ in sets.values()):
         pooled = [v for name, (s, _) in sets.items() if s == split for v in values[name]]
         result["splits"].setdefault(split, {}).update(pitch_correlation=float(np.mean(pooled)),
-                                                      pitch_correlation_std=float(np.std(pooled)))
+                                                      pitch_correlation_std=float(np.std(pooled)),
+                                                      pitch_correlation_ci=interval(experiment, pooled,
+                                                                                    np.ones(len(pooled))))
 
 
 def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
-    """WER of the original and the anonymised trial utterances per set and pooled per split.
-    The references are checked before any recogniser is loaded."""
+    """WER of the original and the anonymised trial utterances per set and pooled per split
+    (with the utterance-bootstrap interval). The references are checked before any recogniser
+    is loaded."""
     references = {}
     for name, pair in lists.items():
         utts = read_manifest(pair[ORIGINAL])
@@ -98,9 +109,11 @@ def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
         result["sets"][name]["words"] = counts[name, ORIGINAL].words
     for split in dict.fromkeys(split for split, _ in sets.values()):
         for kind in (ORIGINAL, ANONYMIZED):
-            parts = [counts[name, kind] for name, (s, _) in sets.items() if s == split]
-            result["splits"].setdefault(split, {})[f"wer_{kind}"] = (sum(p.errors for p in parts)
-                                                                     / sum(p.words for p in parts))
+            names = [name for name, (s, _) in sets.items() if s == split]
+            errors = [e for name in names for e in counts[name, kind].per_utterance]
+            words = [len(normalise(text).split()) for name in names for text in references[name].values()]
+            result["splits"].setdefault(split, {}).update({f"wer_{kind}": sum(errors) / sum(words),
+                                                           f"wer_{kind}_ci": interval(experiment, errors, words)})
 
 
 def emotion_recognition(experiment, result: dict) -> None:

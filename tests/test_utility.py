@@ -18,7 +18,7 @@ from pipeline.data.manifest import Utterance, file_digest, write_manifest
 from pipeline.emotion import EmotionClassifier, read_emotion_data, unweighted_average_recall
 from pipeline.errors import VpevalError
 from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stretched
-from pipeline.metrics.wer import normalise, word_errors
+from pipeline.metrics.wer import normalise, ratio_interval, word_errors
 from pipeline.report.utility import semi_informed_points
 from pipeline.stages import emotion, pitch, report, transcribe
 from tests.helpers import kaldi_dir
@@ -106,7 +106,9 @@ def test_normalisation_and_hand_counted_word_errors():
     assert normalise("It's  seven o'clock, Tom!") == "IT'S SEVEN O'CLOCK TOM"
     counts = word_errors(["the cat sat", "on the mat"], ["the bat sat down", ""])
     assert (counts.substitutions, counts.deletions, counts.insertions, counts.words) == (1, 3, 1, 6)
-    assert counts.wer == pytest.approx(5 / 6)
+    assert counts.wer == pytest.approx(5 / 6) and counts.per_utterance == (2, 3)
+    assert ratio_interval([1, 2, 3, 0], [3, 3, 3, 3], n_resamples=2000) == pytest.approx((1 / 6, 5 / 6))
+    assert ratio_interval([0.5] * 4, [1] * 4) == (0.5, 0.5)
     with pytest.raises(ValueError, match="at least one word"):
         word_errors(["..."], ["x"])
 
@@ -264,10 +266,11 @@ def test_emotion_data_without_labels_or_with_an_unlabelled_utterance(tmp_path):
 def utility_result(wer: bool = True) -> dict:
     sets = {"test_f": {"pitch_correlation": 0.8, "pitch_correlation_std": 0.1, "utterances": 3},
             "test_m": {"pitch_correlation": 0.6, "pitch_correlation_std": 0.2, "utterances": 3}}
-    splits = {"test": {"pitch_correlation": 0.7, "pitch_correlation_std": 0.2}}
+    splits = {"test": {"pitch_correlation": 0.7, "pitch_correlation_std": 0.2, "pitch_correlation_ci": [0.6, 0.8]}}
     if wer:
         for values in (*sets.values(), *splits.values()):
             values.update(wer_original=0.1, wer_anonymized=0.3)
+        splits["test"]["wer_anonymized_ci"] = [0.25, 0.35]
     skipped = {} if wer else {"wer": "no reference transcripts in the corpus (the synthetic corpus has no words)"}
     return {"sets": sets, "splits": splits, "emotion": {}, "skipped": {**skipped, "emotion": "off: set emotion.folder"},
             "asr": "pocketsphinx"}
@@ -281,7 +284,8 @@ DETECTION = [{"attack": "AA", "anonymizer": "mcadams", "attacker_anonymizer": "m
 
 def test_privacy_utility_points_are_matched_anonymised_pairs():
     points = semi_informed_points(DETECTION, {"mcadams": utility_result()})
-    assert points == [{"system": "mcadams", "eer": 0.2, "eer_ci": [0.15, 0.25], "wer": 0.3, "pitch_correlation": 0.7}]
+    assert points == [{"system": "mcadams", "eer": 0.2, "eer_ci": [0.15, 0.25], "wer": 0.3, "wer_ci": [0.25, 0.35],
+                       "pitch_correlation": 0.7, "pitch_correlation_ci": [0.6, 0.8]}]
 
 
 @pytest.mark.parametrize("wer", [True, False])
@@ -291,6 +295,7 @@ def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
     text = (out / "report.md").read_text()
     assert "## Utility metrics" in text and "| mcadams | test (pooled) | 0.700 |" in text
     assert ("WER anonymised %" in text) and (("| 30.00 |" in text) == wer)
+    assert "| [0.600, 0.800] |" in text and (("| [25.00, 35.00] |" in text) == wer)
     assert "emotion skipped: off: set emotion.folder." in text
     assert ("wer skipped: no reference transcripts in the corpus (the synthetic corpus has no words)." in text) != wer
     assert (out / "figures" / "privacy_utility.png").is_file()

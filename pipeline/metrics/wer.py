@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from pipeline.errors import VpevalError
 
 _NOT_WORD = re.compile(r"[^\w']+|_")
@@ -32,6 +34,7 @@ class WordErrors:
     insertions: int
     words: int
     utterances: int
+    per_utterance: tuple[int, ...] = ()  # word errors of each utterance, in input order
 
     @property
     def errors(self) -> int:
@@ -42,7 +45,8 @@ class WordErrors:
         return self.errors / self.words
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "errors": self.errors, "wer": self.wer}
+        return {**{k: v for k, v in asdict(self).items() if k != "per_utterance"}, "errors": self.errors,
+                "wer": self.wer}
 
 
 def word_errors(references: list[str], hypotheses: list[str]) -> WordErrors:
@@ -57,5 +61,18 @@ def word_errors(references: list[str], hypotheses: list[str]) -> WordErrors:
     if not refs or not all(refs):
         raise ValueError("every reference needs at least one word")
     out = jiwer.process_words(refs, hyps)
+    per_utterance = tuple(sum(max(c.ref_end_idx - c.ref_start_idx, c.hyp_end_idx - c.hyp_start_idx)
+                              for c in chunks if c.type != "equal") for chunks in out.alignments)
     return WordErrors(out.substitutions, out.deletions, out.insertions, words=sum(len(r.split()) for r in refs),
-                      utterances=len(refs))
+                      utterances=len(refs), per_utterance=per_utterance)
+
+
+def ratio_interval(numerators, denominators, *, n_resamples: int = 1000, confidence: float = 0.95,
+                   seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of sum(numerators) / sum(denominators) over utterances resampled with
+    replacement: a pooled WER (errors / words) or, with denominators of 1, a mean (ρF0)."""
+    numerators, denominators = np.asarray(numerators, float), np.asarray(denominators, float)
+    picks = np.random.default_rng(seed).integers(0, len(numerators), size=(n_resamples, len(numerators)))
+    ratios = numerators[picks].sum(axis=1) / np.maximum(denominators[picks].sum(axis=1), 1e-12)
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha))
