@@ -11,6 +11,7 @@ from pipeline.config import compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.experiment import run_experiment
+from pipeline.utility import NO_WORDS
 from tests.helpers import kaldi_dir, tone
 
 STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",
@@ -83,11 +84,11 @@ def test_report_has_utility_beside_privacy_and_says_what_was_skipped(first):
     utility = results(report)["utility"]
     assert list(utility["sets"]) == SETS[:-1] and list(utility["splits"]) == ["dev", "test"]
     assert all(-1 <= values["pitch_correlation"] <= 1 and values["utterances"] > 0 for values in utility["sets"].values())
-    assert utility["skipped"]["wer"] == "no reference transcripts in the corpus (the synthetic corpus has no words)"
+    assert utility["skipped"]["wer"] == NO_WORDS
     assert utility["skipped"]["emotion"].startswith("off: set emotion.folder")
     text = (report / "report.md").read_text()
     assert text.index("## Privacy metrics") < text.index("## Utility metrics") < text.index("## Overestimation")
-    assert "wer skipped: no reference transcripts in the corpus (the synthetic corpus has no words)." in text
+    assert f"wer skipped: {NO_WORDS}." in text
     assert (report / "figures" / "privacy_utility.png").is_file()
 
 

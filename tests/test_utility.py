@@ -271,7 +271,7 @@ def utility_result(wer: bool = True) -> dict:
         for values in (*sets.values(), *splits.values()):
             values.update(wer_original=0.1, wer_anonymized=0.3)
         splits["test"]["wer_anonymized_ci"] = [0.25, 0.35]
-    skipped = {} if wer else {"wer": "no reference transcripts in the corpus (the synthetic corpus has no words)"}
+    skipped = {} if wer else {"wer": "the built-in synthetic corpus has no words (its transcripts spell random phones)"}
     return {"sets": sets, "splits": splits, "emotion": {}, "skipped": {**skipped, "emotion": "off: set emotion.folder"},
             "asr": "pocketsphinx"}
 
@@ -297,7 +297,7 @@ def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
     assert ("WER anonymised %" in text) and (("| 30.00 |" in text) == wer)
     assert "| [0.600, 0.800] |" in text and (("| [25.00, 35.00] |" in text) == wer)
     assert "emotion skipped: off: set emotion.folder." in text
-    assert ("wer skipped: no reference transcripts in the corpus (the synthetic corpus has no words)." in text) != wer
+    assert ("wer skipped: the built-in synthetic corpus has no words (its transcripts spell random phones)." in text) != wer
     assert (out / "figures" / "privacy_utility.png").is_file()
     assert json.loads((out / "results.json").read_text())["utility"]["asr"] == "pocketsphinx"
     assert (out / "utility.csv").read_text().count("\n") == 4
