@@ -48,7 +48,7 @@ def measure(experiment) -> dict:
             result["skipped"][metric] = f"off (utility.{metric}=false)"
             continue
         try:
-            measure_metric(experiment, lists, sets, result)
+            measure_metric(cfg, experiment.cache, lists, sets, result)
         except VpevalError as error:
             log.error("utility: %s skipped: %s", metric, error)
             result["skipped"][metric] = str(error)
@@ -60,19 +60,19 @@ def measure(experiment) -> dict:
     return result
 
 
-def interval(experiment, numerators, denominators) -> list[float]:
+def interval(cfg, numerators, denominators) -> list[float]:
     """Utterance-bootstrap interval with the settings of `detect.bootstrap` and the run's seed."""
-    boot = experiment.cfg.detect.bootstrap
+    boot = cfg.detect.bootstrap
     return list(ratio_interval(numerators, denominators, n_resamples=int(boot.n_resamples),
-                               confidence=float(boot.confidence), seed=int(experiment.cfg.seed)))
+                               confidence=float(boot.confidence), seed=int(cfg.seed)))
 
 
-def pitch_correlations(experiment, lists: dict, sets: dict, result: dict) -> None:
+def pitch_correlations(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
     """ρF0 per set (mean and std over its utterances) and per split (over all its utterances,
     with the bootstrap interval of the mean)."""
     values = {}
     for name, pair in lists.items():
-        found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], experiment.cache))
+        found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], cache))
         values[name] = list(found["utterances"].values())
         result["sets"][name].update(pitch_correlation=found["mean"], pitch_correlation_std=found["std"],
                                     utterances=len(values[name]))
@@ -80,15 +80,15 @@ def pitch_correlations(experiment, lists: dict, sets: dict, result: dict) -> Non
         pooled = [v for name, (s, _) in sets.items() if s == split for v in values[name]]
         result["splits"].setdefault(split, {}).update(pitch_correlation=float(np.mean(pooled)),
                                                       pitch_correlation_std=float(np.std(pooled)),
-                                                      pitch_correlation_ci=interval(experiment, pooled,
+                                                      pitch_correlation_ci=interval(cfg, pooled,
                                                                                     np.ones(len(pooled))))
 
 
-def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
+def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
     """WER of the original and the anonymised trial utterances per set and pooled per split
     (with the utterance-bootstrap interval). The references are checked before any recogniser
     is loaded."""
-    if experiment.cfg.data.get("generate") is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
+    if cfg.data.get("generate") is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
         raise VpevalError(NO_WORDS)
     references = {}
     for name, pair in lists.items():
@@ -103,7 +103,7 @@ def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
     counts: dict[tuple[str, str], WordErrors] = {}
     for name, pair in lists.items():
         for kind, manifest in pair.items():
-            hypotheses = transcribe.load(transcribe.run(experiment.cfg.asr, manifest, experiment.cache), manifest)
+            hypotheses = transcribe.load(transcribe.run(cfg.asr, manifest, cache), manifest)
             ids = list(references[name])
             counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids])
             result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
@@ -114,7 +114,7 @@ def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
             errors = [e for name in names for e in counts[name, kind].per_utterance]
             words = [len(normalise(text).split()) for name in names for text in references[name].values()]
             result["splits"].setdefault(split, {}).update({f"wer_{kind}": sum(errors) / sum(words),
-                                                           f"wer_{kind}_ci": interval(experiment, errors, words)})
+                                                           f"wer_{kind}_ci": interval(cfg, errors, words)})
 
 
 def emotion_recognition(experiment, result: dict) -> None:

@@ -1,7 +1,9 @@
 """Utility metrics: ρF0 (hand-computed tracks, pitch-shifted and constant-F0 signals), WER
-counting, the offline recogniser on real English speech (original vs McAdams), the transcript
-cache, emotion UAR with a SpeechBrain folder of random weights, bad inputs, and the report."""
+counting, the transcript cache, the experiment's WER step with the offline recogniser on real
+English speech (original vs McAdams), emotion UAR with a SpeechBrain folder of random weights,
+bad inputs, and the report."""
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ from pipeline.asr import PocketSphinx, SpeechBrainASR, Whisper
 from pipeline.cache import Cache
 from pipeline.config import compose, without
 from pipeline.data.audio import read_audio, write_audio
-from pipeline.data.manifest import Utterance, file_digest, write_manifest
+from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
 from pipeline.emotion import EmotionClassifier, read_emotion_data, unweighted_average_recall
 from pipeline.errors import VpevalError
 from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stretched
@@ -111,24 +113,6 @@ def test_normalisation_and_hand_counted_word_errors():
     assert ratio_interval([0.5] * 4, [1] * 4) == (0.5, 0.5)
     with pytest.raises(ValueError, match="at least one word"):
         word_errors(["..."], ["x"])
-
-
-@pytest.fixture(scope="module")
-def sphinx():
-    return PocketSphinx()
-
-
-def test_offline_recogniser_reads_the_fixture_and_mcadams_costs_words(sphinx, tmp_path):
-    from anonymizers.mcadams import McAdams
-
-    texts = dict(line.split(" ", 1) for line in (SPEECH / "text").read_text().splitlines())
-    waves = [read_audio(SPEECH / f"{utt}.flac") for utt in texts]
-    original = word_errors(list(texts.values()), sphinx.transcribe(waves)).wer
-    anonymized = McAdams(alpha=0.6, seed=0, device="cpu")([torch.from_numpy(w) for w in waves], list(texts),
-                                                         ["tts"] * len(texts), RATE)
-    mcadams = word_errors(list(texts.values()), sphinx.transcribe([w.numpy() for w in anonymized])).wer
-    assert original < 0.6                      # measured 0.40 (espeak-ng en-us+f2, pocketsphinx 5.1.1)
-    assert mcadams > original + 0.2            # measured 0.97 at alpha 0.6
 
 
 def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path):
@@ -301,3 +285,34 @@ def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
     assert (out / "figures" / "privacy_utility.png").is_file()
     assert json.loads((out / "results.json").read_text())["utility"]["asr"] == "pocketsphinx"
     assert (out / "utility.csv").read_text().count("\n") == 4
+
+
+# The experiment's WER step on real speech
+
+def test_wer_step_pools_a_split_with_intervals_and_names_untranscribed_utterances(tmp_path):
+    from anonymizers.mcadams import McAdams
+    from pipeline.utility import word_error_rates
+
+    original = speech_manifest(tmp_path / "o")
+    texts = [line.split(" ", 1)[0] for line in (SPEECH / "text").read_text().splitlines()]
+    waves = McAdams(alpha=0.6, seed=0, device="cpu")([torch.from_numpy(read_audio(SPEECH / f"{u}.flac")) for u in texts],
+                                                    texts, ["tts"] * len(texts), RATE)
+    anonymized = speech_manifest(tmp_path / "a", {u: w.numpy() for u, w in zip(texts, waves)})
+    cfg = compose(["data=vpc", "detect.bootstrap.n_resamples=200"])
+    lists, sets, result = {"test_f": {"original": original, "anonymized": anonymized}}, {"test_f": ("test", "x")}, \
+        {"sets": {"test_f": {}}, "splits": {}}
+    word_error_rates(cfg, Cache(tmp_path / "cache"), lists, sets, result)
+    found, pooled = result["sets"]["test_f"], result["splits"]["test"]
+    assert found["words"] == 35
+    assert found["wer_original"] < 0.6                          # measured 0.40 (espeak-ng en-us+f2, pocketsphinx 5.1.1)
+    assert found["wer_anonymized"] > found["wer_original"] + 0.2  # measured 0.97 at McAdams alpha 0.6
+    assert pooled["wer_original"] == found["wer_original"]               # one set: pooled is the same count
+    low, high = pooled["wer_anonymized_ci"]
+    assert low <= pooled["wer_anonymized"] <= high and low < high
+    utts = read_manifest(original)
+    write_manifest(original, [u if u.id != "speech2" else replace(u, text="") for u in utts])
+    with pytest.raises(VpevalError, match=r"o/manifest.jsonl: 1 of 3 utterances have no reference transcript, "
+                                          r"first speech2$"):
+        word_error_rates(cfg, Cache(tmp_path / "cache"), lists, sets, result)
+    with pytest.raises(VpevalError, match=r"^the built-in synthetic corpus has no words"):
+        word_error_rates(compose(["data=synthetic_tiny"]), Cache(tmp_path / "cache"), lists, sets, result)

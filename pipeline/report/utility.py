@@ -24,7 +24,8 @@ HEADERS = ["system", "set", "ρF0", "ρF0 std", "WER original %", "WER anonymise
 def utility_rows(utility: dict, system: str | None = None) -> list[dict]:
     """One flat row per set and per pooled split (utility.csv)."""
     rows = [{"system": system, "set": name, **values} for name, values in utility.get("sets", {}).items()]
-    rows += [{"system": system, "set": f"{split} (pooled)", **values} for split, values in utility.get("splits", {}).items()]
+    rows += [{"system": system, "set": f"{split} (pooled)", **values}
+             for split, values in utility.get("splits", {}).items()]
     return rows
 
 

@@ -3,8 +3,9 @@
 `prepare` turns the user's labelled data dir (`pipeline.emotion.read_emotion_data`) into a
 manifest (`manifest.jsonl`) and labels (`utt2emo`), keyed by the dir's files, so the
 evaluated system anonymises it like any other list. `run` labels every utterance of a
-manifest with the configured classifier (conf/emotion, `pipeline.emotion.EmotionClassifier`): `predictions`, `<utt> <label>`
-lines, keyed by the classifier's config, its folder and the manifest's content.
+manifest with the configured classifier (conf/emotion, `pipeline.emotion.EmotionClassifier`):
+`predictions`, `<utt> <label>` lines, keyed by the classifier's config, its folder and the
+manifest's content.
 """
 from __future__ import annotations
 
