@@ -134,6 +134,66 @@ def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path):
     assert transcribe.run(same_model_named, manifest, cache) != folder       # another recogniser config, another key
 
 
+ASR_HPARAMS = """n_mels: 20
+tokenizer: !new:speechbrain.dataio.encoder.CTCTextEncoder
+compute_features: !new:speechbrain.lobes.features.Fbank
+    n_mels: !ref <n_mels>
+output: !new:speechbrain.nnet.linear.Linear
+    input_size: !ref <n_mels>
+    n_neurons: 29
+log_softmax: !new:speechbrain.nnet.activations.Softmax
+    apply_log: True
+encoder: !new:speechbrain.nnet.containers.LengthsCapableSequential
+    - !ref <compute_features>
+    - !ref <output>
+    - !ref <log_softmax>
+decoding_function: !name:speechbrain.decoders.ctc_greedy_decode
+    blank_id: 0
+modules:
+    encoder: !ref <encoder>
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+        encoder: !ref <encoder>
+        tokenizer: !ref <tokenizer>
+"""
+LETTERS = "abcdefghijklmnopqrstuvwxyz' "
+
+
+def speechbrain_asr_folder(folder: Path, seed: int = 0) -> Path:
+    """A SpeechBrain CTC ASR folder (EncoderASR: Fbank, a linear layer, greedy CTC over letters)
+    with random weights, saved by SpeechBrain's own classes."""
+    from speechbrain.dataio.encoder import CTCTextEncoder
+    from speechbrain.lobes.features import Fbank
+    from speechbrain.nnet.activations import Softmax
+    from speechbrain.nnet.containers import LengthsCapableSequential
+    from speechbrain.nnet.linear import Linear
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hyperparams.yaml").write_text(ASR_HPARAMS)
+    torch.manual_seed(seed)
+    encoder = LengthsCapableSequential(Fbank(n_mels=20), Linear(input_size=20, n_neurons=29), Softmax(apply_log=True))
+    torch.save(encoder.state_dict(), folder / "encoder.ckpt")
+    tokenizer = CTCTextEncoder()
+    tokenizer.insert_blank(index=0)
+    tokenizer.update_from_iterable(list(LETTERS))
+    tokenizer.save(folder / "tokenizer.ckpt")
+    return folder
+
+
+def test_speechbrain_asr_folder_transcribes_through_the_stage(tmp_path):
+    manifest = speech_manifest(tmp_path)
+    model = speechbrain_asr_folder(tmp_path / "asr")
+    asr = OmegaConf.merge(compose(["data=synthetic_tiny", "asr=speechbrain"]).asr,
+                          {"folder": str(model), "interface": "speechbrain.inference.ASR.EncoderASR"})
+    cache = Cache(tmp_path / "cache")
+    folder = transcribe.run(asr, manifest, cache)
+    found = transcribe.load(folder, manifest)
+    direct = SpeechBrainASR(str(model), interface=asr.interface).transcribe([read_audio(SPEECH / "speech1.flac")])
+    assert found["speech1"] == " ".join(direct[0].split()) and set(found["speech1"]) <= set(LETTERS)
+    speechbrain_asr_folder(model, seed=1)                  # other weights in the same folder: transcribed again
+    assert transcribe.run(asr, manifest, cache) != folder
+
+
 def test_missing_transcripts_are_named(tmp_path):
     manifest = speech_manifest(tmp_path)
     folder = tmp_path / "t"
