@@ -8,14 +8,15 @@ aggregate (`<sweep>/aggregate/` by default) holds:
   distinct (attack, evaluated, attacker) pair, judged against the line of the sweep's
   matched pairs or of a reference file), "detection_fit"};
 - `results.csv` (every record of every job), `similarity.csv` (the voice similarity
-  metrics of every evaluated system and set, when the jobs measured them), `report.md`,
-  `report.html`, `figures/`: the EER matrix (attacker system x evaluated system) and the
-  EER_val vs EER_test scatter.
+  metrics of every evaluated system and set, when the jobs measured them), `utility.csv`
+  (ρF0 and WER of every evaluated system per set and pooled split, when measured),
+  `report.md`, `report.html`, `figures/`: the EER matrix (attacker system x evaluated
+  system), the EER_val vs EER_test scatter and privacy against utility (`privacy_utility.png`).
 
 `vpeval aggregate DIR` runs it; a multirun runs it after every job (`pipeline.sweep`).
 A point that appears in several jobs (e.g. OO, shared by every job) is judged once, and
 voice similarity (one per evaluated system, whatever the attacker) is listed once per
-similarity-stage folder.
+similarity-stage folder, and utility once per evaluated system and corpus.
 
 >>> aggregate(Path("data/runs/mismatch_full-multirun/2026-01-01_00-00-00"))  # doctest: +SKIP
 """
@@ -31,6 +32,7 @@ from pipeline.fileio import write_json, write_text
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
 from pipeline.stages import detect
+from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 from pipeline.stages.report import detection_sections, similarity_rows
 from pipeline.sweep import FAILED
 
@@ -88,6 +90,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
         raise input_error(sweep, f"no job folder here (none holds {RESULTS} or {FAILED}): give the multirun folder")
     out = Path(out) if out is not None else sweep / OUT
     jobs, records, rows, seen, similarity, measured = [], [], [], set(), [], set()
+    utilities: dict[str, dict] = {}  # evaluated system -> its utility results (first job that measured them)
     for job, results in finished:
         name = str(job.relative_to(sweep))
         jobs.append({"job": name, "overrides": job_overrides(job), "config": results.get("config", {}),
@@ -103,6 +106,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
             if row["folder"] not in measured:
                 measured.add(row["folder"])
                 similarity.append({"job": name, "anonymizer": evaluated, **row})
+        if "utility" in results and evaluated not in utilities:
+            utilities[evaluated] = results["utility"]
     points = detect.read_reference(reference) if reference else None
     judged, fit = detect.assess(rows, reference=points, false_alarm=false_alarm)
     write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "records": records,
@@ -110,6 +115,9 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
     write_text(out / "results.csv", results_csv(records))
     if similarity:
         write_text(out / "similarity.csv", results_csv(similarity))
+    utility = [row for system, found in utilities.items() for row in utility_rows(found, system)]
+    if utility:
+        write_text(out / "utility.csv", results_csv(utility))
     sections = [
         Section("Jobs", f"{len(finished)} finished, {len(failed)} failed under {sweep}.",
                 tables=[(["job", "overrides", "evaluated", "attacker trained on"],
@@ -136,6 +144,11 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
                        *(percent(row.get(f"deid_{v}")) for v in variants),
                        *(fixed(row.get(f"g_vd_{v}")) for v in variants)]
                       for row in similarity])]))
+    if utilities:
+        skipped = {f"{metric} ({system})": reason for system, found in utilities.items()
+                   for metric, reason in found.get("skipped", {}).items()}
+        sections.append(utility_section(utility, skipped, [r for s, f in utilities.items() for r in emotion_rows(f, s)],
+                                        semi_informed_points(judged, utilities), out / "figures"))
     title = f"vpeval sweep aggregate: {sweep.name}"
     write_text(out / "report.md", render_markdown(title, sections, base=out))
     write_text(out / "report.html", render_html(title, sections))

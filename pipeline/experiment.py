@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import faults
+from pipeline import faults, utility
 from pipeline.asv.team import Team, serve_node, team_spec
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.data.manifest import GENDERS
@@ -189,7 +189,8 @@ def config_summary(cfg: DictConfig) -> dict:
             "attacker_anonymizer": attacker, "attacker": cfg.attacker.name,
             "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
             "detect_reference": cfg.detect.reference, "detect_false_alarm": cfg.detect.false_alarm,
-            "similarity": bool(cfg.get("similarity", False))}
+            "similarity": bool(cfg.get("similarity", False)), "asr": cfg.asr.name if "asr" in cfg else None,
+            "emotion": bool(cfg.get("emotion") and cfg.emotion.get("folder") and cfg.emotion.get("data"))}
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -213,12 +214,13 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         experiment = Experiment(cfg, team)
         records = experiment.records()
         voice_similarity = experiment.voice_similarity()
+        utility_results = utility.measure(experiment)
     detection, fit = detect.run(records, test_split=str(cfg.detect.test_split), reference=cfg.detect.reference,
                                 false_alarm=float(cfg.detect.false_alarm))
     with faults.stage("report"):
         folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                             records=records, detection=detection, fit=fit, score_files=experiment.score_files,
-                            similarity=voice_similarity,
+                            similarity=voice_similarity, utility=utility_results,
                             stages=[asdict(e) for e in experiment.cache.events])
         evaluated, attacker = system_labels(cfg)
         write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),

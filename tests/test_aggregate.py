@@ -126,3 +126,21 @@ def test_callback_records_a_failed_job_and_aggregates(sweep):
     found = json.loads((sweep / "aggregate" / "results.json").read_text())
     assert {f["job"] for f in found["failed"]} == {"5", "6"}
     assert error_line(VpevalError("a: b")) == "a: b"
+
+
+def test_utility_once_per_evaluated_system_with_the_privacy_utility_figure(sweep):
+    for job in sorted(p for p in sweep.iterdir() if (p / "report" / "results.json").is_file()):
+        path = job / "report" / "results.json"
+        found = json.loads(path.read_text())
+        level = int(found["config"]["anonymizer"][1:])
+        pooled = {"pitch_correlation": 1 - 0.2 * level, "wer_original": 0.05, "wer_anonymized": 0.1 * level}
+        found["utility"] = {"sets": {"test_f": {**pooled, "utterances": 3}}, "splits": {"test": pooled},
+                            "emotion": {}, "skipped": {"emotion": "off: set emotion.folder"}, "asr": "pocketsphinx"}
+        path.write_text(json.dumps(found))
+    out = aggregate(sweep)
+    rows = (out / "utility.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 4  # s1..s4, a set and a pooled split each (s2 of the mismatched job left out)
+    text = (out / "report.md").read_text()
+    assert "## Utility metrics" in text and "| s3 | test (pooled) | 0.400 | – | 5.00 | 30.00 |" in text
+    assert "emotion (s1) skipped: off: set emotion.folder." in text
+    assert (out / "figures" / "privacy_utility.png").is_file()

@@ -8,11 +8,14 @@ import pytest
 
 from pipeline.cache import DONE
 from pipeline.config import compose
+from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.experiment import run_experiment
+from pipeline.utility import NO_WORDS
+from tests.helpers import kaldi_dir, tone
 
 STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",
-          "similarity"}
+          "similarity", "pitch"}
 SETS = ["dev_f", "dev_m", "test_f", "test_m", "val"]
 
 
@@ -76,6 +79,33 @@ def test_report_has_voice_similarity_of_every_set(first):
     assert results(report)["config"]["similarity"] is True
 
 
+def test_report_has_utility_beside_privacy_and_says_what_was_skipped(first):
+    _, report = first
+    utility = results(report)["utility"]
+    assert list(utility["sets"]) == SETS[:-1] and list(utility["splits"]) == ["dev", "test"]
+    assert all(-1 <= values["pitch_correlation"] <= 1 and values["utterances"] > 0 for values in utility["sets"].values())
+    assert utility["skipped"]["wer"] == NO_WORDS
+    assert utility["skipped"]["emotion"].startswith("off: set emotion.folder")
+    text = (report / "report.md").read_text()
+    assert text.index("## Privacy metrics") < text.index("## Utility metrics") < text.index("## Overestimation")
+    assert f"wer skipped: {NO_WORDS}." in text
+    assert (report / "figures" / "privacy_utility.png").is_file()
+
+
+def test_a_bad_emotion_model_is_skipped_and_privacy_completes(first, tmp_path):
+    data, report = first
+    labelled = tmp_path / "iemocap"
+    rows = [(f"e{i}", f"s{i}", "f", str(write_audio(labelled / f"e{i}.flac", tone(0.5, 120 + 10 * i), 16000)))
+            for i in range(2)]
+    kaldi_dir(labelled, rows)
+    (labelled / "utt2emo").write_text("e0 ang\ne1 neu\n")
+    run = run_experiment(compose(overrides(data, f"emotion.folder={tmp_path / 'nomodel'}", f"emotion.data={labelled}")),
+                         data / "runs" / "bad_emotion")
+    assert results(run)["records"] == results(report)["records"]
+    assert results(run)["utility"]["skipped"]["emotion"] == f"{tmp_path / 'nomodel'}: emotion.folder folder not found"
+    assert f"emotion skipped: {tmp_path / 'nomodel'}: emotion.folder folder not found." in (run / "report.md").read_text()
+
+
 def test_every_stage_wrote_complete_outputs(first):
     _, report = first
     stages = built(report)
@@ -109,7 +139,7 @@ def test_changed_alpha_reruns_anonymisation_and_what_follows_only(first):
     changed = run_experiment(compose(overrides(data, "anonymizer.alpha=[0.6,0.7]")), data / "runs" / "alpha")
     stages = built(changed)
     assert "prepare" not in stages and "validate" not in stages
-    assert {"anonymize", "split", "train", "extract", "score", "evaluate", "confidence"} <= set(stages)
+    assert {"anonymize", "split", "train", "extract", "score", "evaluate", "confidence", "pitch"} <= set(stages)
     assert len(stages["train"]) == 1  # the attacker on original data is reused
     before = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"]}
     after = {(r["attack"], r["set"]): r["eer"] for r in results(changed)["records"]}

@@ -102,3 +102,13 @@ def write_data_dir(folder: str | Path, utterances: list[Utterance], *, enrolls: 
     if trials is not None:
         write_trials(folder / "trials", trials)
     return folder
+
+
+def read_text(path: Path) -> dict[str, str]:
+    """`<utt> <text>` lines as a dict, {} when the file is absent; a last line without its newline
+    (cut by a kill while appending) is left out."""
+    if not path.is_file():
+        return {}
+    raw = path.read_text(encoding="utf-8")
+    lines = raw.split("\n")[:-1]  # the part after the last newline is incomplete or empty
+    return {utt: text for utt, _, text in (line.partition(" ") for line in lines if line)}

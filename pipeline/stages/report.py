@@ -5,9 +5,11 @@
   "similarity": {set: voice similarity metrics}} (when measured);
 - `results.csv`: every metric of every condition, one row per record; `similarity.csv`: the
   voice similarity metrics, one row per evaluation set (when measured);
+- `utility.csv`: ρF0 and WER per evaluation set and pooled per split, `results.json`
+  "utility": everything `pipeline.utility.measure` found, skipped metrics with their reasons;
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
-  matrices (`similarity_<set>.png`).
+  matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import numpy as np
 from pipeline.fileio import write_json, write_text
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
+from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 from pipeline.stages import detect
 
 SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
@@ -25,7 +28,7 @@ SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both
 
 def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict], detection: list[dict],
         fit: dict, stages: list[dict], score_files: dict[str, str] | None = None,
-        similarity: dict[str, dict] | None = None) -> Path:
+        similarity: dict[str, dict] | None = None, utility: dict | None = None) -> Path:
     """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
     similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
     matrices out (they stay in the folder's similarity.json)."""
@@ -38,6 +41,9 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         results["similarity"] = {name: {k: v for k, v in sim.items() if k != "matrices"}
                                  for name, sim in similarity.items()}
         write_text(out / "similarity.csv", results_csv(similarity_rows(similarity)))
+    if utility is not None:
+        results["utility"] = utility
+        write_text(out / "utility.csv", results_csv(utility_rows(utility, config_summary.get("anonymizer"))))
     write_json(out / "results.json", results)
     write_text(out / "results.csv", results_csv(records))
     built = [s for s in stages if not s["reused"]]
@@ -46,6 +52,7 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
     sections = [
         Section("Settings", activity, tables=[(["setting", "value"], [[k, v] for k, v in config_summary.items()])]),
         metrics_section(records),
+        *utility_sections(utility, config_summary.get("anonymizer"), detection, out / "figures"),
         *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
         *similarity_sections(similarity, out / "figures"),
@@ -193,3 +200,12 @@ def similarity_sections(similarity: dict[str, dict], figures: Path) -> list[Sect
                 (["set", "speakers", "# OO", "# OP", "# PP", "D_ECE(OP/OO) %", "Cllr_min(OP/OO) %",
                   "G_DECE(PP/OO) dB", "G_Cllr(PP/OO) dB"], normalised)],
         figures=drawn)]
+
+
+def utility_sections(utility: dict | None, system: str, detection: list[dict], figures: Path) -> list[Section]:
+    """The utility table beside the privacy table (none when the run measured no utility)."""
+    if utility is None:
+        return []
+    points = semi_informed_points(detection, {system: utility})
+    return [utility_section(utility_rows(utility, system), utility.get("skipped", {}), emotion_rows(utility, system),
+                            points, figures)]

@@ -1,0 +1,161 @@
+"""Speech recognisers for the word error rate (conf/asr): one interface, three back-ends.
+
+- `PocketSphinx`: CMU PocketSphinx 5 with the en-us acoustic model, dictionary and language
+  model its PyPI wheel bundles (`pip install vpeval[utility]`), so WER runs offline on a
+  fresh machine; much weaker than the neural recognisers VPC uses (its WERs are not VPC's).
+- `SpeechBrainASR`: a SpeechBrain pretrained ASR folder (hyperparams.yaml and the files it
+  names), e.g. `asr-crdnn-rnnlm-librispeech` as downloaded by its owner.
+- `Whisper`: a Whisper model folder saved by `transformers` (`save_pretrained`), loaded with
+  `local_files_only` (`pip install vpeval[whisper]`).
+
+Every recogniser takes 16 kHz mono float waveforms and returns raw text; `fingerprint()`
+names the model for the transcript cache (the recogniser's config is part of the key too).
+
+>>> PocketSphinx().transcribe([np.zeros(16000, dtype=np.float32)])  # doctest: +SKIP
+['']
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import VpevalError
+
+SAMPLE_RATE = 16000
+
+
+def missing_library(library: str, extra: str, key: str) -> VpevalError:
+    return VpevalError(f"{key} needs the {library} package: pip install -c constraints.txt -e '.[{extra}]'")
+
+
+def folder_fingerprint(folder: Path) -> dict[str, str]:
+    """Every file of a model folder by relative name, size and modification time (model files
+    are too big to hash on every run)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return {str(p.relative_to(folder)): f"{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files}
+
+
+def model_folder(folder: str | None, key: str, needed: str, kind: str) -> Path:
+    """The configured model folder (config key `key`), checked: it exists and holds `needed`."""
+    if not folder:
+        raise VpevalError(f"{key}: no model folder given (set {key}=/path/to/folder)")
+    path = Path(folder)
+    if not path.is_dir():
+        raise VpevalError(f"{path}: {key} folder not found")
+    if not (path / needed).is_file():
+        raise VpevalError(f"{path}: not a {kind} folder (no {needed})")
+    return path
+
+
+class Recognizer(ABC):
+    """16 kHz waveforms -> text."""
+
+    @abstractmethod
+    def transcribe(self, waves: list[np.ndarray]) -> list[str]:
+        """One raw transcript per waveform."""
+
+    @abstractmethod
+    def fingerprint(self) -> dict:
+        """What identifies the model beyond the config (versions, folder contents)."""
+
+
+class PocketSphinx(Recognizer):
+    """CMU PocketSphinx with its bundled en-us model (or the files given)."""
+
+    def __init__(self, hmm: str | None = None, dict: str | None = None, lm: str | None = None):  # noqa: A002
+        try:
+            from pocketsphinx import Decoder
+        except ImportError:
+            raise missing_library("pocketsphinx", "utility", "asr=pocketsphinx") from None
+        given = {key: value for key, value in (("hmm", hmm), ("dict", dict), ("lm", lm)) if value}
+        for key, value in given.items():
+            if not Path(value).exists():
+                raise VpevalError(f"{value}: asr.{key} not found")
+        self.given = given
+        self.decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL", **given)
+
+    def transcribe(self, waves: list[np.ndarray]) -> list[str]:
+        texts = []
+        for wave in waves:
+            pcm = (np.clip(np.asarray(wave, dtype=np.float64), -1, 1) * 32767).astype(np.int16)
+            self.decoder.start_utt()
+            self.decoder.process_raw(pcm.tobytes(), full_utt=True)
+            self.decoder.end_utt()
+            hypothesis = self.decoder.hyp()
+            texts.append(hypothesis.hypstr if hypothesis is not None else "")
+        return texts
+
+    def fingerprint(self) -> dict:
+        return {"pocketsphinx": metadata.version("pocketsphinx"),
+                **{key: folder_fingerprint(Path(v)) if Path(v).is_dir() else str(Path(v).stat().st_size)
+                   for key, v in self.given.items()}}
+
+
+class SpeechBrainASR(Recognizer):
+    """A SpeechBrain pretrained ASR folder, loaded by `interface` (default EncoderDecoderASR)."""
+
+    def __init__(self, folder: str | None = None, interface: str = "speechbrain.inference.ASR.EncoderDecoderASR",
+                 device: str = "cpu"):
+        import torch
+        from hydra.utils import get_class
+
+        self.folder = model_folder(folder, "asr.folder", "hyperparams.yaml", "SpeechBrain ASR")
+        self.device, self.torch = device, torch
+        try:
+            self.model = get_class(interface).from_hparams(source=str(self.folder.resolve()),
+                                                            savedir=str(self.folder.resolve()),
+                                                            run_opts={"device": device})
+        except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise VpevalError(f"{self.folder}: not a SpeechBrain ASR folder for {interface}: {message}") from None
+
+    def transcribe(self, waves: list[np.ndarray]) -> list[str]:
+        chunk = [self.torch.as_tensor(np.asarray(w, dtype=np.float32)) for w in waves]
+        longest = max(len(w) for w in chunk)
+        batch = self.torch.stack([self.torch.nn.functional.pad(w, (0, longest - len(w))) for w in chunk])
+        lengths = self.torch.tensor([len(w) / longest for w in chunk])
+        with self.torch.no_grad():
+            words, _ = self.model.transcribe_batch(batch.to(self.device), lengths.to(self.device))
+        return [w if isinstance(w, str) else " ".join(w) for w in words]
+
+    def fingerprint(self) -> dict:
+        return {"speechbrain": metadata.version("speechbrain"), "folder": folder_fingerprint(self.folder)}
+
+
+class Whisper(Recognizer):
+    """A Whisper model folder saved by transformers, decoded greedily in `language`."""
+
+    def __init__(self, folder: str | None = None, language: str = "english", device: str = "cpu"):
+        try:
+            import transformers
+        except ImportError:
+            raise missing_library("transformers", "whisper", "asr=whisper") from None
+        self.folder = model_folder(folder, "asr.folder", "config.json", "Whisper model")
+        try:
+            self.processor = transformers.WhisperProcessor.from_pretrained(self.folder, local_files_only=True)
+            self.model = transformers.WhisperForConditionalGeneration.from_pretrained(
+                self.folder, local_files_only=True).to(device).eval()
+        except Exception as error:  # noqa: BLE001  (transformers raises many kinds for a wrong folder)
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise VpevalError(f"{self.folder}: not a Whisper model folder: {message}") from None
+        self.language, self.device = language, device
+
+    def transcribe(self, waves: list[np.ndarray]) -> list[str]:
+        import torch
+
+        texts = []
+        for wave in waves:
+            features = self.processor(np.asarray(wave, dtype=np.float32), sampling_rate=SAMPLE_RATE,
+                                      return_tensors="pt").input_features.to(self.device)
+            with torch.no_grad():
+                tokens = self.model.generate(features, language=self.language, task="transcribe")
+            texts.append(self.processor.batch_decode(tokens, skip_special_tokens=True)[0])
+        return texts
+
+    def fingerprint(self) -> dict:
+        import transformers
+
+        return {"transformers": transformers.__version__, "folder": folder_fingerprint(self.folder)}

@@ -1,0 +1,90 @@
+"""Emotion recognition for the utility metric UAR (VPC 2024): a SpeechBrain classifier folder.
+
+The folder holds a SpeechBrain `hyperparams.yaml` (with `label_encoder.txt` and the weights
+it names), loaded by `interface` (default `speechbrain.inference.classifiers.EncoderClassifier`,
+the interface of SpeechBrain's emotion recipes); each waveform gets the label the model
+scores highest. `EmotionData` reads a Kaldi-style data dir with emotion labels, e.g. VPC
+2024's IEMOCAP dirs: wav.scp, utt2spk, spk2gender and utt2emo (`<utt> <label>`).
+
+>>> EmotionClassifier("models/emotion").classify([np.zeros(16000, np.float32)])  # doctest: +SKIP
+['neu']
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.asr import folder_fingerprint, model_folder
+from pipeline.data.audio import audio_info
+from pipeline.data.kaldi import table_lines
+from pipeline.data.manifest import Utterance
+from pipeline.data.vpc import VoicePrivacyDirs
+from pipeline.errors import VpevalError, input_error
+
+LABELS = "utt2emo"
+
+
+class EmotionClassifier:
+    """A SpeechBrain emotion classifier folder: waveforms -> label names."""
+
+    def __init__(self, folder: str | None, interface: str = "speechbrain.inference.classifiers.EncoderClassifier",
+                 device: str = "cpu"):
+        import torch
+        from hydra.utils import get_class
+
+        self.folder = model_folder(folder, "emotion.folder", "hyperparams.yaml", "SpeechBrain emotion")
+        self.device, self.torch = device, torch
+        try:
+            self.model = get_class(interface).from_hparams(source=str(self.folder.resolve()),
+                                                            savedir=str(self.folder.resolve()),
+                                                            run_opts={"device": device})
+        except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise VpevalError(f"{self.folder}: not a SpeechBrain emotion folder for {interface}: {message}") from None
+
+    def classify(self, waves: list[np.ndarray]) -> list[str]:
+        labels = []
+        for wave in waves:
+            with self.torch.no_grad():
+                _, _, _, text = self.model.classify_batch(self.torch.as_tensor(np.asarray(wave, np.float32))[None])
+            labels.append(str(text[0]))
+        return labels
+
+    def fingerprint(self) -> dict:
+        return folder_fingerprint(self.folder)
+
+
+def read_emotion_data(folder: str | Path) -> tuple[list[Utterance], dict[str, str]]:
+    """Utterances and their labels of a Kaldi-style dir with `utt2emo`; one line naming the
+    file for a missing file, a bad line or an utterance without a label."""
+    folder = Path(folder)
+    entries = VoicePrivacyDirs(folder.parent, path_root=folder.parent).entries(folder.name)
+    labels_file = folder / LABELS
+    if not labels_file.is_file():
+        raise input_error(labels_file, "not found: an emotion dataset needs `<utt> <label>` lines")
+    labels = {}
+    for number, utt, label in table_lines(labels_file):
+        if not label or " " in label:
+            raise input_error(labels_file, f"expected `<utt> <label>`, got {utt!r} {label!r}", number)
+        labels[utt] = label
+    utterances = []
+    for entry in entries:
+        if entry.problem:
+            raise VpevalError(f"{entry.where}: {entry.problem}")
+        if entry.id not in labels:
+            raise input_error(labels_file, f"utterance {entry.id} ({entry.where}) has no emotion label")
+        rate, frames, _ = audio_info(entry.path)
+        utterances.append(entry.utterance(frames / rate, rate))
+    return utterances, {u.id: labels[u.id] for u in utterances}
+
+
+def unweighted_average_recall(truth: list[str], predicted: list[str]) -> float:
+    """Mean over the true classes of the share of their utterances labelled right.
+
+    >>> unweighted_average_recall(["a", "a", "a", "b"], ["a", "a", "b", "a"])
+    0.3333333333333333
+    """
+    classes = sorted(set(truth))
+    truth, predicted = np.asarray(truth), np.asarray(predicted)
+    return float(np.mean([np.mean(predicted[truth == c] == c) for c in classes]))

@@ -1,0 +1,78 @@
+"""Word error rate of recognised speech against reference transcripts (jiwer's alignment).
+
+Both sides are normalised as in the VoicePrivacy ASR evaluation (LibriSpeech style): upper
+case, every character other than a letter, a digit or an apostrophe made a space, runs of
+spaces collapsed. The WER of a set is its total word errors (substitutions, deletions,
+insertions) over its total reference words, as Kaldi's `compute-wer` counts them.
+
+>>> word_errors(["The cat, sat."], ["the cat sat on"]).wer
+0.3333333333333333
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pipeline.errors import VpevalError
+
+_NOT_WORD = re.compile(r"[^\w']+|_")
+
+
+def normalise(text: str) -> str:
+    """'Hello, world!' -> 'HELLO WORLD'."""
+    return " ".join(_NOT_WORD.sub(" ", text.upper()).split())
+
+
+@dataclass(frozen=True)
+class WordErrors:
+    """Error counts of a set of utterances."""
+
+    substitutions: int
+    deletions: int
+    insertions: int
+    words: int
+    utterances: int
+    per_utterance: tuple[int, ...] = ()  # word errors of each utterance, in input order
+
+    @property
+    def errors(self) -> int:
+        return self.substitutions + self.deletions + self.insertions
+
+    @property
+    def wer(self) -> float:
+        return self.errors / self.words
+
+    def as_dict(self) -> dict:
+        return {**{k: v for k, v in asdict(self).items() if k != "per_utterance"}, "errors": self.errors,
+                "wer": self.wer}
+
+
+def word_errors(references: list[str], hypotheses: list[str]) -> WordErrors:
+    """Counts over utterance pairs; every reference must have a word after normalisation."""
+    try:
+        import jiwer
+    except ImportError:
+        raise VpevalError("WER needs jiwer: pip install -c constraints.txt -e '.[utility]'") from None
+    refs, hyps = [normalise(r) for r in references], [normalise(h) for h in hypotheses]
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    if not refs or not all(refs):
+        raise ValueError("every reference needs at least one word")
+    out = jiwer.process_words(refs, hyps)
+    per_utterance = tuple(sum(max(c.ref_end_idx - c.ref_start_idx, c.hyp_end_idx - c.hyp_start_idx)
+                              for c in chunks if c.type != "equal") for chunks in out.alignments)
+    return WordErrors(out.substitutions, out.deletions, out.insertions, words=sum(len(r.split()) for r in refs),
+                      utterances=len(refs), per_utterance=per_utterance)
+
+
+def ratio_interval(numerators, denominators, *, n_resamples: int = 1000, confidence: float = 0.95,
+                   seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of sum(numerators) / sum(denominators) over utterances resampled with
+    replacement: a pooled WER (errors / words) or, with denominators of 1, a mean (ρF0)."""
+    numerators, denominators = np.asarray(numerators, float), np.asarray(denominators, float)
+    picks = np.random.default_rng(seed).integers(0, len(numerators), size=(n_resamples, len(numerators)))
+    ratios = numerators[picks].sum(axis=1) / np.maximum(denominators[picks].sum(axis=1), 1e-12)
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1 - alpha))

@@ -1,0 +1,108 @@
+"""Utility beside privacy in reports: the utility table, its CSV rows and the privacy-utility figure.
+
+`pipeline.utility.measure` gives, per evaluation set and pooled per split, ρF0 and the WER
+of the original and anonymised trial utterances, the emotion UAR and the metrics it skipped
+with their reasons. The privacy-utility figure puts every evaluated system at its
+semi-informed EER_test (the matched AA pair, with its speaker-bootstrap interval) against
+its pooled WER and its ρF0 on the test split (with their utterance-bootstrap intervals).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from pipeline.report.document import Section
+from pipeline.report.figures import save_figure
+from pipeline.report.tables import fixed, percent
+
+ORIGINAL = "original"
+HEADERS = ["system", "set", "ρF0", "ρF0 std", "WER original %", "WER anonymised %", "ρF0 CI", "WER anonymised CI %",
+           "# utterances", "# words"]
+
+
+def utility_rows(utility: dict, system: str | None = None) -> list[dict]:
+    """One flat row per set and per pooled split (utility.csv)."""
+    rows = [{"system": system, "set": name, **values} for name, values in utility.get("sets", {}).items()]
+    rows += [{"system": system, "set": f"{split} (pooled)", **values}
+             for split, values in utility.get("splits", {}).items()]
+    return rows
+
+
+def table_rows(rows: list[dict]) -> list[list]:
+    return [[r["system"], r["set"], fixed(r.get("pitch_correlation"), 3), fixed(r.get("pitch_correlation_std"), 3),
+             percent(r.get("wer_original")), percent(r.get("wer_anonymized")),
+             span(r.get("pitch_correlation_ci"), lambda v: fixed(v, 3)), span(r.get("wer_anonymized_ci"), percent),
+             r.get("utterances"), r.get("words")] for r in rows]
+
+
+def span(ci, form) -> str:
+    return "–" if not ci else f"[{form(ci[0])}, {form(ci[1])}]"
+
+
+def skipped_text(skipped: dict[str, str]) -> str:
+    return " ".join(f"{metric} skipped: {reason}." for metric, reason in skipped.items())
+
+
+def semi_informed_points(detection: list[dict], summaries: dict[str, dict], test_split: str = "test") -> list[dict]:
+    """{system, eer, eer_ci, wer, pitch_correlation} per evaluated system with a matched
+    anonymised pair (attacker trained on the evaluated system's output) and utility results."""
+    points = []
+    for row in detection:
+        system = row["anonymizer"]
+        if system == ORIGINAL or row["attacker_anonymizer"] != system or system not in summaries:
+            continue
+        pooled = summaries[system].get("splits", {}).get(test_split, {})
+        points.append({"system": system, "eer": row["eer_test"], "eer_ci": row.get("eer_test_ci"),
+                       "wer": pooled.get("wer_anonymized"), "wer_ci": pooled.get("wer_anonymized_ci"),
+                       "pitch_correlation": pooled.get("pitch_correlation"),
+                       "pitch_correlation_ci": pooled.get("pitch_correlation_ci")})
+    return points
+
+
+def privacy_utility_figure(points: list[dict], path: Path) -> Path | None:
+    """EER (semi-informed) against WER and against ρF0, one point per system with the bootstrap
+    intervals of both (EER: speakers; WER, ρF0: utterances); None when no point has either
+    utility value."""
+    panels = [("wer", "WER of anonymised speech (%)", 100), ("pitch_correlation", "ρF0", 1)]
+    if not any(p[key] is not None for p in points for key, _, _ in panels):
+        return None
+    figure = Figure(figsize=(10, 4.2))
+    for index, (key, label, scale) in enumerate(panels, start=1):
+        axes = figure.add_subplot(1, 2, index)
+        for p in (p for p in points if p[key] is not None):
+            low, high = p["eer_ci"] or (p["eer"], p["eer"])
+            left, right = p.get(f"{key}_ci") or (p[key], p[key])
+            axes.errorbar(scale * p[key], 100 * p["eer"], yerr=[[100 * (p["eer"] - low)], [100 * (high - p["eer"])]],
+                          xerr=[[scale * (p[key] - left)], [scale * (right - p[key])]], fmt="o", capsize=3)
+            axes.annotate(p["system"], (scale * p[key], 100 * p["eer"]), textcoords="offset points", xytext=(4, 4),
+                          fontsize=8)
+        axes.set_xlabel(label)
+        axes.set_ylabel("EER, semi-informed attacker (%)")
+        axes.grid(alpha=0.3)
+    figure.suptitle("Privacy against utility (test split; bars: bootstrap intervals)")
+    return save_figure(figure, path)
+
+
+def utility_section(rows: list[dict], skipped: dict[str, str], emotion: list[list], points: list[dict],
+                    figures: Path) -> Section:
+    """The utility table, the emotion UAR, what was skipped and the privacy-utility figure."""
+    text = ("Utility of the evaluated system on the same trial utterances as the privacy table: ρF0 (VPC 2022, "
+            "Pearson correlation of original and anonymised F0 over frames voiced in both, mean over utterances) "
+            "and the recogniser's WER on original and anonymised speech; pooled rows count every utterance of "
+            "the split.")
+    if skipped:
+        text += " " + skipped_text(skipped)
+    tables = [(HEADERS, table_rows(rows))] if rows else []
+    if emotion:
+        tables.append((["system", "UAR original %", "UAR anonymised %", "# utterances", "classes"], emotion))
+    figure = privacy_utility_figure(points, figures / "privacy_utility.png")
+    return Section("Utility metrics", text, tables=tables, figures=[figure] if figure else [])
+
+
+def emotion_rows(utility: dict, system: str | None) -> list[list]:
+    found = utility.get("emotion") or {}
+    if not found:
+        return []
+    return [[system, percent(found["uar_original"]), percent(found["uar_anonymized"]), found["utterances"],
+             " ".join(found["classes"])]]

@@ -1,0 +1,52 @@
+"""Stage 6d — pitch: ρF0 of an evaluation set, original against anonymised (VPC 2022).
+
+Each utterance of the original manifest is paired with the utterance of the same id in
+the anonymised one; both are read at 16 kHz, tracked (`metrics.pitch_correlation.f0_track`)
+and correlated over the frames voiced in both. Output folder: `pitch.json` with every
+utterance's ρF0 and the set's mean and standard deviation (as the VPC toolkit prints them).
+Keyed by the content of both manifests (the anonymised one names its own audio folder).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from pipeline.cache import Cache
+from pipeline.data.audio import read_audio
+from pipeline.data.manifest import file_digest, read_manifest
+from pipeline.errors import input_error
+from pipeline.fileio import write_json
+from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, FRAME_SECONDS, f0_track, pitch_correlation
+
+VERSION = 1
+SAMPLE_RATE = 16000
+
+
+def run(original: Path, anonymized: Path, cache: Cache) -> Path:
+    """ρF0 of every utterance of `original` against its anonymised version; returns the folder."""
+    params = {"tracker": "yin", "f0_min": F0_MIN, "f0_max": F0_MAX, "frame_seconds": FRAME_SECONDS,
+              "sample_rate": SAMPLE_RATE}
+
+    def build(out: Path) -> dict:
+        versions = {u.id: u for u in read_manifest(anonymized)}
+        values = {}
+        for utt in tqdm(read_manifest(original), desc="pitch correlation", leave=False):
+            if utt.id not in versions:
+                raise input_error(anonymized, f"no anonymised version of utterance {utt.id}")
+            values[utt.id] = pitch_correlation(f0_track(read_audio(utt.path, SAMPLE_RATE), SAMPLE_RATE),
+                                               f0_track(read_audio(versions[utt.id].path, SAMPLE_RATE), SAMPLE_RATE))
+        result = {"mean": float(np.mean(list(values.values()))), "std": float(np.std(list(values.values()))),
+                  "utterances": values}
+        write_json(out / "pitch.json", result)
+        return {"mean": result["mean"], "utterances": len(values)}
+
+    return cache.build("pitch", params, {"original": file_digest(original), "anonymized": file_digest(anonymized)},
+                       build, VERSION)
+
+
+def load(folder: Path) -> dict:
+    """The `pitch.json` of a pitch-stage folder."""
+    return json.loads((Path(folder) / "pitch.json").read_text())

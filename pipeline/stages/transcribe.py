@@ -1,0 +1,60 @@
+"""Stage 6e — transcribe: a recogniser's transcript of every utterance of a manifest.
+
+Transcripts are cached per (recogniser, audio): the folder is keyed by the recogniser's
+config (conf/asr), its `fingerprint()` (package version, model folder contents) and the
+manifest's content, which names the audio files (an anonymised manifest names the audio
+folder of its own system). Output: `text`, Kaldi-style `<utt> <raw transcript>` lines in
+manifest order. An interrupted run resumes: finished utterances are appended to
+`partial.text` as they come and are not recognised again.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from pipeline.cache import Cache
+from pipeline.config import instantiate, without
+from pipeline.data.audio import read_audio
+from pipeline.data.kaldi import read_text
+from pipeline.data.manifest import file_digest, read_manifest
+from pipeline.errors import input_error
+from pipeline.fileio import write_lines
+
+VERSION = 1
+SAMPLE_RATE = 16000
+TEXT = "text"
+PARTIAL = "partial.text"
+LABEL_KEYS = ("name", "device")  # change nothing in the transcripts
+
+
+def run(asr: DictConfig, manifest: Path, cache: Cache) -> Path:
+    """Transcripts of the utterances of `manifest` by the recogniser `asr`; returns the folder."""
+    recognizer = instantiate(without(asr, "name"))
+    inputs = {"manifest": file_digest(manifest), "model": recognizer.fingerprint()}
+
+    def build(out: Path) -> dict:
+        utts = read_manifest(manifest)
+        done = read_text(out / PARTIAL)
+        with open(out / PARTIAL, "a", encoding="utf-8") as partial:
+            for utt in tqdm([u for u in utts if u.id not in done], desc=f"transcribe ({asr.name})", leave=False):
+                text = " ".join(recognizer.transcribe([read_audio(utt.path, SAMPLE_RATE)])[0].split())
+                partial.write(f"{utt.id} {text}\n")
+                partial.flush()
+                done[utt.id] = text
+        write_lines(out / TEXT, (f"{u.id} {done[u.id]}" for u in utts))
+        (out / PARTIAL).unlink()
+        return {"utterances": len(utts)}
+
+    return cache.build("transcribe", {"asr": without(asr, *LABEL_KEYS)}, inputs, build, VERSION)
+
+
+def load(folder: Path, manifest: Path) -> dict[str, str]:
+    """The transcripts of a transcribe-stage folder, checked against the utterances of `manifest`."""
+    path = Path(folder) / TEXT
+    found = read_text(path)
+    missing = [u.id for u in read_manifest(manifest) if u.id not in found]
+    if missing:
+        raise input_error(path, f"no transcript for {len(missing)} utterance(s) of {manifest}, first {missing[0]}")
+    return found

@@ -1,0 +1,137 @@
+"""Utility metrics of an experiment, measured beside its privacy metrics (README.md, "Utility").
+
+For every evaluation set `<split>_<gender>` whose trial utterances the evaluated system
+anonymises: ρF0 (VPC 2022, `stages.pitch`) and the word error rate of the recogniser
+`asr` on the original and the anonymised utterances (VPC 2020-2024, `stages.transcribe`);
+and, when `emotion.folder` and `emotion.data` are set, the emotion recognition UAR of that
+data, original and anonymised (VPC 2024, `stages.emotion`). A metric that cannot be
+measured (no reference transcripts, a missing model folder, unlabelled data...) is skipped
+with its one-line reason in `skipped`, and the privacy part of the run goes on.
+
+>>> measure(Experiment(cfg))["sets"]["test_f"]["pitch_correlation"]  # doctest: +SKIP
+0.71
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from pipeline.data.manifest import GENDERS, read_manifest
+from pipeline.emotion import unweighted_average_recall
+from pipeline.errors import VpevalError
+from pipeline.metrics.wer import WordErrors, normalise, ratio_interval, word_errors
+from pipeline.stages import anonymize, emotion, pitch, transcribe
+from pipeline.stages.detect import ORIGINAL
+
+log = logging.getLogger(__name__)
+ANONYMIZED = "anonymized"
+NO_WORDS = "the built-in synthetic corpus has no words (its transcripts spell random phones)"
+
+
+def measure(experiment) -> dict:
+    """{"sets": {set: metrics}, "splits": {split: pooled metrics}, "emotion": {...},
+    "skipped": {metric: reason}, "asr": name} of an `pipeline.experiment.Experiment`."""
+    cfg = experiment.cfg
+    settings = cfg.get("utility") or {}
+    result = {"sets": {}, "splits": {}, "emotion": {}, "skipped": {}, "asr": cfg.asr.name if "asr" in cfg else None}
+    if not experiment.evaluates_anonymized():
+        result["skipped"]["utility"] = "no attack evaluates speech anonymised by the evaluated system"
+        return result
+    sets = {f"{split}_{g}": (split, f"{split}_trials_{g}") for split in cfg.eval_splits for g in GENDERS}
+    lists = {name: {kind: experiment.data(kind, trials, experiment.evaluated) for kind in (ORIGINAL, ANONYMIZED)}
+             for name, (_, trials) in sets.items()}
+    result["sets"] = {name: {} for name in sets}
+    metrics = {"pitch_correlation": pitch_correlations, "wer": word_error_rates}
+    for metric, measure_metric in metrics.items():
+        if not settings.get(metric, True):
+            result["skipped"][metric] = f"off (utility.{metric}=false)"
+            continue
+        try:
+            measure_metric(cfg, experiment.cache, lists, sets, result)
+        except VpevalError as error:
+            log.error("utility: %s skipped: %s", metric, error)
+            result["skipped"][metric] = str(error)
+    try:
+        emotion_recognition(experiment, result)
+    except VpevalError as error:
+        log.error("utility: emotion skipped: %s", error)
+        result["skipped"]["emotion"] = str(error)
+    return result
+
+
+def interval(cfg, numerators, denominators) -> list[float]:
+    """Utterance-bootstrap interval with the settings of `detect.bootstrap` and the run's seed."""
+    boot = cfg.detect.bootstrap
+    return list(ratio_interval(numerators, denominators, n_resamples=int(boot.n_resamples),
+                               confidence=float(boot.confidence), seed=int(cfg.seed)))
+
+
+def pitch_correlations(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
+    """ρF0 per set (mean and std over its utterances) and per split (over all its utterances,
+    with the bootstrap interval of the mean)."""
+    values = {}
+    for name, pair in lists.items():
+        found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], cache))
+        values[name] = list(found["utterances"].values())
+        result["sets"][name].update(pitch_correlation=found["mean"], pitch_correlation_std=found["std"],
+                                    utterances=len(values[name]))
+    for split in dict.fromkeys(split for split, _ in sets.values()):
+        pooled = [v for name, (s, _) in sets.items() if s == split for v in values[name]]
+        result["splits"].setdefault(split, {}).update(pitch_correlation=float(np.mean(pooled)),
+                                                      pitch_correlation_std=float(np.std(pooled)),
+                                                      pitch_correlation_ci=interval(cfg, pooled,
+                                                                                    np.ones(len(pooled))))
+
+
+def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
+    """WER of the original and the anonymised trial utterances per set and pooled per split
+    (with the utterance-bootstrap interval). The references are checked before any recogniser
+    is loaded."""
+    if cfg.data.get("generate") is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
+        raise VpevalError(NO_WORDS)
+    references = {}
+    for name, pair in lists.items():
+        utts = read_manifest(pair[ORIGINAL])
+        untranscribed = [u.id for u in utts if not u.text.strip()]
+        if len(untranscribed) == len(utts):
+            raise VpevalError(f"{pair[ORIGINAL]}: no utterance has a reference transcript (text)")
+        if untranscribed:
+            raise VpevalError(f"{pair[ORIGINAL]}: {len(untranscribed)} of {len(utts)} utterances have no reference "
+                              f"transcript, first {untranscribed[0]}")
+        references[name] = {u.id: u.text for u in utts}
+    counts: dict[tuple[str, str], WordErrors] = {}
+    for name, pair in lists.items():
+        for kind, manifest in pair.items():
+            hypotheses = transcribe.load(transcribe.run(cfg.asr, manifest, cache), manifest)
+            ids = list(references[name])
+            counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids])
+            result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
+        result["sets"][name]["words"] = counts[name, ORIGINAL].words
+    for split in dict.fromkeys(split for split, _ in sets.values()):
+        for kind in (ORIGINAL, ANONYMIZED):
+            names = [name for name, (s, _) in sets.items() if s == split]
+            errors = [e for name in names for e in counts[name, kind].per_utterance]
+            words = [len(normalise(text).split()) for name in names for text in references[name].values()]
+            result["splits"].setdefault(split, {}).update({f"wer_{kind}": sum(errors) / sum(words),
+                                                           f"wer_{kind}_ci": interval(cfg, errors, words)})
+
+
+def emotion_recognition(experiment, result: dict) -> None:
+    """UAR of the labelled emotion data, original and anonymised; off without folder and data."""
+    settings = experiment.cfg.get("emotion")
+    if not settings or not settings.get("folder") or not settings.get("data"):
+        result["skipped"]["emotion"] = "off: set emotion.folder (a SpeechBrain emotion model) and emotion.data"
+        return
+    prepared = emotion.prepare(settings.data, experiment.cache)
+    original = prepared / "manifest.jsonl"
+    truth = emotion.load(prepared, emotion.LABELS)
+    found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache))}  # a bad model stops here
+    anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, seed=experiment.cfg.seed,
+                               device=experiment.device, sample_rate=experiment.cfg.data.sample_rate)
+    found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
+    for kind, predicted in found.items():
+        result["emotion"][f"uar_{kind}"] = unweighted_average_recall(list(truth.values()),
+                                                                     [predicted[u] for u in truth])
+    result["emotion"]["utterances"] = len(truth)
+    result["emotion"]["classes"] = sorted(set(truth.values()))
