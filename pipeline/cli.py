@@ -20,7 +20,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline.config import CONFIG_DIR
+from pipeline.config import CONFIG_SOURCE
 from pipeline.errors import VpevalError
 
 log = logging.getLogger("vpeval")
@@ -31,7 +31,7 @@ def fail(error: VpevalError) -> None:
     sys.exit(2)
 
 
-@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+@hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
 def experiment_app(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
@@ -54,7 +54,7 @@ def experiment_app(cfg: DictConfig) -> None:
     print(report, flush=True)
 
 
-@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+@hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
 def validate_app(cfg: DictConfig) -> None:
     from pipeline.cache import Cache
     from pipeline.stages import prepare, validate

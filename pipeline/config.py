@@ -4,16 +4,35 @@
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "conf"
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+# A wheel ships conf/ and recipes/ inside the package (pipeline/conf, pipeline/recipes, read
+# through Hydra's pkg:// search path); a clone keeps them at the top level.
+INSTALLED = (PACKAGE_DIR / "conf").is_dir()
+CONFIG_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "conf"
+RECIPES_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "recipes"
+CONFIG_SOURCE = "pkg://pipeline.conf" if INSTALLED else str(CONFIG_DIR)
+RECIPES_SOURCE = "pkg://pipeline.recipes" if INSTALLED else f"file://{RECIPES_DIR}"
 
-if not OmegaConf.has_resolver("repo_root"):
-    OmegaConf.register_new_resolver("repo_root", lambda: str(REPO_ROOT))
+
+def default_data_dir() -> Path:
+    """Where data, caches and runs go without $VPEVAL_DATA: a clone's data/ folder, else the
+    user's data folder ($XDG_DATA_HOME/vpeval, by default ~/.local/share/vpeval)."""
+    if not INSTALLED:
+        return REPO_ROOT / "data"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "vpeval"
+
+
+if not OmegaConf.has_resolver("vpeval_data"):
+    OmegaConf.register_new_resolver("vpeval_data", lambda: str(default_data_dir()))
+if not OmegaConf.has_resolver("vpeval_recipes"):
+    OmegaConf.register_new_resolver("vpeval_recipes", lambda: RECIPES_SOURCE)
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
