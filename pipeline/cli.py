@@ -4,6 +4,7 @@
     vpeval metrics FILE... [--json]   metrics of score files
     vpeval aggregate DIR [--reference CSV]  one report of every job of a sweep folder
     vpeval validate [overrides]       prepare and check the configured corpus, nothing else
+    vpeval --help | --version         what vpeval takes (pipeline.usage) | its version
 
 An experiment prints the path of its report folder as its last line. Errors the user can
 fix print one line and exit with status 2. A job that raises writes `failed.json` (the
@@ -69,21 +70,45 @@ def validate_app(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+# Subcommands that are not Hydra apps: name -> (module, its `main(argv) -> int`).
+TOOLS = {
+    "metrics": "pipeline.metrics.cli",
+    "aggregate": "pipeline.aggregate",
+}
+HYDRA_APPS = {"validate": validate_app}
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["metrics"]:
-        from pipeline.metrics.cli import main as metrics_main
+    if argv[:1] in (["--version"], ["-V"]):
+        from pipeline import __version__
 
-        sys.exit(metrics_main(argv[1:]))
-    if argv[:1] == ["aggregate"]:
-        from pipeline.aggregate import main as aggregate_main
+        print(f"vpeval {__version__}")
+        sys.exit(0)
+    if argv[:1] in (["--help"], ["-h"], ["help"]):
+        from pipeline.usage import usage
 
-        sys.exit(aggregate_main(argv[1:]))
-    app = validate_app if argv[:1] == ["validate"] else experiment_app
-    overrides = argv[1:] if argv[:1] == ["validate"] else argv
+        print(usage())
+        sys.exit(0)
+    command = argv[0] if argv and is_command(argv[0]) else None
+    if command in TOOLS:
+        import importlib
+
+        sys.exit(importlib.import_module(TOOLS[command]).main(argv[1:]))
+    if command is not None and command not in HYDRA_APPS:
+        from pipeline.usage import unknown_command
+
+        fail(VpevalError(unknown_command(command, [*HYDRA_APPS, *TOOLS])))
+    app = HYDRA_APPS.get(command, experiment_app)
+    overrides = argv[1:] if command else argv
     check_overrides(overrides)
     sys.argv = [sys.argv[0], *overrides]
     app()
+
+
+def is_command(arg: str) -> bool:
+    """A bare word (no `=`, no `+`/`~`/`-` prefix) is a subcommand: Hydra takes none."""
+    return "=" not in arg and not arg.startswith(("-", "+", "~"))
 
 
 def check_overrides(overrides: list[str]) -> None:

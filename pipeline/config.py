@@ -69,21 +69,46 @@ def _compose(overrides: list[str], config_name: str) -> DictConfig:
         try:
             return hydra_compose(config_name=config_name, overrides=overrides)
         except HydraException as error:
-            raise config_error(_override_problem(error, overrides)) from None
+            problem = error
+    raise config_error(_override_problem(problem, overrides)) from None
 
 
 def _override_problem(error: Exception, overrides: list[str]) -> str:
     """Hydra's (multi-line) composition error as one line naming the override."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    from pipeline.usage import did_you_mean
+
     unknown = re.match(r"Could not override '([^']+)'", lines[0]) if lines else None
     if unknown and any(line.startswith("To append") for line in lines):
         key = unknown.group(1)
         given = next((o for o in overrides if o.split("=", 1)[0] == key), key)
-        return (f"config override '{given}': unknown key '{key}' (check the spelling; "
-                f"'+{given}' adds a new key)")
+        return (f"config override '{given}': unknown key '{key}'{did_you_mean(key, known_keys())} (check the "
+                f"spelling; '+{given}' adds a new key)")
+    option = re.search(r"Could not find '([^']+)/([^'/]+)'", lines[0]) if lines else None
+    listed = next((i for i, line in enumerate(lines) if line.startswith("Available options in")), None)
+    if option and listed is not None:
+        group, name = option.groups()
+        options = [line for line in lines[listed + 1:] if " " not in line]
+        given = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~").split("@")[0] == group), name)
+        return (f"config override '{given}': {group} has no option '{name}'{did_you_mean(name, options)}; "
+                f"options: {', '.join(options)}")
     if "Config search path:" in lines:
         lines = lines[:lines.index("Config search path:")]
     return "config: " + " ".join(lines)
+
+
+def known_keys() -> list[str]:
+    """Every dotted key of the default config and every config group (for "did you mean")."""
+    from pipeline.usage import group_options
+
+    def walk(node, prefix=""):
+        for key, value in node.items():
+            yield f"{prefix}{key}"
+            if isinstance(value, dict):
+                yield from walk(value, f"{prefix}{key}.")
+
+    cfg = OmegaConf.to_container(_compose([], "config"))
+    return [*walk(cfg), *group_options()]
 
 
 def _group_choice(key: str) -> bool:

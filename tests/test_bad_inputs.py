@@ -394,7 +394,7 @@ CONFIG_ROWS = [  # row, input, where detected, override, needles
     ("wrong-list", "a scalar where a list is expected (`eval_splits=test`)", "config (compose)", "eval_splits=test",
      ("eval_splits", "must be a list")),
     ("unknown-option", "a config group option that does not exist (`anonymizer=mcadam`)", "config (compose)",
-     "anonymizer=mcadam", ("anonymizer/mcadam",)),
+     "anonymizer=mcadam", ("anonymizer=mcadam", "did you mean 'mcadams'")),
 ]
 
 
