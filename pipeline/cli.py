@@ -37,12 +37,14 @@ def experiment_app(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
     from pipeline.experiment import run_experiment
+    from pipeline.settings import check_settings
     from pipeline.sweep import clear_failure, record_failure
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     clear_failure(run_dir)
     try:
+        check_settings(cfg, build=True)
         report = run_experiment(cfg, run_dir)
     except Exception as error:
         record_failure(run_dir, error, list(hydra_cfg.overrides.task))
@@ -58,9 +60,11 @@ def experiment_app(cfg: DictConfig) -> None:
 @hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
 def validate_app(cfg: DictConfig) -> None:
     from pipeline.cache import Cache
+    from pipeline.settings import check_settings
     from pipeline.stages import prepare, validate
 
     try:
+        check_settings(cfg)
         prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
         result = validate.check(prepared, tuple(cfg.eval_splits))
     except VpevalError as error:
@@ -112,18 +116,19 @@ def is_command(arg: str) -> bool:
 
 
 def check_overrides(overrides: list[str]) -> None:
-    """Unknown keys and wrongly typed values stop here in one line, before Hydra starts (whose
-    own errors span several lines). A sweep (-m) is checked value by value: every value of
+    """Unknown keys, wrongly typed values and settings out of range (pipeline.settings) stop
+    here in one line, before Hydra starts (whose own errors span several lines). A sweep (-m) is checked value by value: every value of
     every swept key once, the other keys at their first value. Runs with other Hydra flags
     (--cfg, --config-name, ...) are left to Hydra."""
     flags = [arg for arg in overrides if arg.startswith("-")]
     if any(flag not in ("-m", "--multirun") for flag in flags):
         return
     from pipeline.config import compose
+    from pipeline.settings import check_settings
 
     try:
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
-            compose(variant)
+            check_settings(compose(variant))
     except VpevalError as error:
         fail(error)
 

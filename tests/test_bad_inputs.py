@@ -403,6 +403,42 @@ def test_config_rows(tmp_path, row, what, where, override, needles):
     record(row, what, where, raised(compose, [override]), tmp_path, *needles)
 
 
+SETTINGS_ROWS = [  # row, input, override, needles (pipeline.settings, before any stage)
+    ("out-of-range", "a fraction outside its open interval (`split.val_fraction=1.5`)", "split.val_fraction=1.5",
+     ("split.val_fraction=1.5", "(0, 1)")),
+    ("no-such-device", "a device name torch does not know (`device=gpu`)", "device=gpu", ("device=gpu", "cuda:N")),
+    ("count-below-one", "a count below 1 (`attacker.training.epochs=0`)", "attacker.training.epochs=0",
+     ("attacker.training.epochs=0", ">= 1")),
+    ("split-not-in-corpus", "an evaluation split the corpus does not have (`eval_splits=[test,tst]`)",
+     "eval_splits=[test,tst]", ("eval_splits", "'tst'", "data=synthetic")),
+    ("too-few-held-out", "a validation fraction that holds out fewer than 2 utterances per speaker "
+     "(`split.val_fraction=0.02`)", "split.val_fraction=0.02", ("split.val_fraction=0.02", "at least 2")),
+    ("required-unset", "a required value left unset (`anonymizer=external` without `anonymizer.command`)",
+     "anonymizer=external", ("anonymizer.command", "required")),
+]
+
+
+@pytest.mark.parametrize("row, what, override, needles", SETTINGS_ROWS, ids=[row[0] for row in SETTINGS_ROWS])
+def test_settings_rows(tmp_path, row, what, override, needles):
+    from pipeline.settings import check_settings
+
+    record(row, what, "settings (pipeline.settings, before any stage)",
+           raised(check_settings, compose([override])), tmp_path, *needles)
+
+
+def test_cli_every_bad_setting_at_once(tmp_path):
+    message = cli_message(vpeval("seed=-1", "split.val_fraction=2", "device=gpu", tmp=tmp_path))
+    record("cli-bad-settings", "`vpeval seed=-1 split.val_fraction=2 device=gpu` (three bad settings)",
+           "CLI (exit 2, before Hydra starts)", message, tmp_path, "3 problem(s)", "seed=-1", "split.val_fraction=2",
+           "device=gpu")
+
+
+def test_cli_misspelt_command(tmp_path):
+    message = cli_message(vpeval("valdate", tmp=tmp_path))
+    record("cli-misspelt-command", "`vpeval valdate` (a misspelt subcommand)", "CLI (exit 2)", message, tmp_path,
+           "did you mean 'validate'")
+
+
 def test_cli_unknown_key(tmp_path):
     message = cli_message(vpeval("data=synthetic_tiny", "split.val_fractoin=0.2", tmp=tmp_path))
     record("cli-unknown-key", "`vpeval split.val_fractoin=0.2` (misspelt key)", "CLI (exit 2, before Hydra starts)",
