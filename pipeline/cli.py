@@ -59,18 +59,24 @@ def experiment_app(cfg: DictConfig) -> None:
 
 @hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
 def validate_app(cfg: DictConfig) -> None:
+    """Every problem in one run: the settings, then preparation (when the data settings are
+    sound), then every list of the prepared corpus; one `vpeval: error:` line each, exit 2."""
     from pipeline.cache import Cache
-    from pipeline.settings import check_settings
+    from pipeline.settings import problems
     from pipeline.stages import prepare, validate
 
-    try:
-        check_settings(cfg)
-        prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
-        result = validate.check(prepared, tuple(cfg.eval_splits))
-    except VpevalError as error:
-        fail(error)
-    print(result.render())
-    if result.problems:
+    found = problems(cfg)
+    if not any(p.startswith(("data.", "eval_splits")) for p in found):
+        try:
+            prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
+            result = validate.check(prepared, tuple(cfg.eval_splits))
+            print(result.render())
+            found += result.problems
+        except VpevalError as error:
+            found.append(str(error))
+    for problem in found:
+        print(f"vpeval: error: {problem}", file=sys.stderr)
+    if found:
         sys.exit(2)
 
 
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(VpevalError(unknown_command(command, [*HYDRA_APPS, *TOOLS])))
     app = HYDRA_APPS.get(command, experiment_app)
     overrides = argv[1:] if command else argv
-    check_overrides(overrides)
+    check_overrides(overrides, settings=command != "validate")  # validate lists them with the corpus's
     sys.argv = [sys.argv[0], *overrides]
     app()
 
@@ -115,7 +121,7 @@ def is_command(arg: str) -> bool:
     return "=" not in arg and not arg.startswith(("-", "+", "~"))
 
 
-def check_overrides(overrides: list[str]) -> None:
+def check_overrides(overrides: list[str], settings: bool = True) -> None:
     """Unknown keys, wrongly typed values and settings out of range (pipeline.settings) stop
     here in one line, before Hydra starts (whose own errors span several lines). A sweep (-m) is checked value by value: every value of
     every swept key once, the other keys at their first value. Runs with other Hydra flags
@@ -128,7 +134,9 @@ def check_overrides(overrides: list[str]) -> None:
 
     try:
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
-            check_settings(compose(variant))
+            cfg = compose(variant)
+            if settings:
+                check_settings(cfg)
     except VpevalError as error:
         fail(error)
 
