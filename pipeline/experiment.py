@@ -87,6 +87,7 @@ class Experiment:
             held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
             model = train.run(self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device,
                               team=self.team)
+            log.info("attacker trained on %s data: %s", kind, model)  # e.g. the voice converter's speaker_encoder
             self._attackers[kind] = (model, held_out)
         return self._attackers[kind]
 
