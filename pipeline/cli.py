@@ -131,8 +131,10 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
         return
     from pipeline.config import compose
     from pipeline.settings import check_settings
+    from pipeline.slurm import check_slurm_sweep
 
     try:
+        check_slurm_sweep(overrides)
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
             cfg = compose(variant)
             if settings:

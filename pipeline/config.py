@@ -31,6 +31,8 @@ def default_data_dir() -> Path:
 
 if not OmegaConf.has_resolver("vpeval_data"):
     OmegaConf.register_new_resolver("vpeval_data", lambda: str(default_data_dir()))
+if not OmegaConf.has_resolver("vpeval_slurm_gpus"):  # device=cpu asks Slurm for no GPU (no gres)
+    OmegaConf.register_new_resolver("vpeval_slurm_gpus", lambda device, gpus: None if device == "cpu" else gpus)
 if not OmegaConf.has_resolver("vpeval_recipes"):
     OmegaConf.register_new_resolver("vpeval_recipes", lambda: RECIPES_SOURCE)
 
