@@ -44,3 +44,14 @@ def test_installed_package_composes_from_its_own_configs(wheel, tmp_path):
     assert (source, name) == ("pkg://pipeline.conf", "smoke")
     assert data == "synthetic_tiny"
     assert Path(data_dir) == tmp_path / "xdg" / "vpeval"
+
+
+def test_torch_bounds_are_speechbrains():
+    """Our torch/torchaudio lower bounds are the ones SpeechBrain (pinned) itself requires."""
+    import importlib.metadata as metadata
+    import tomllib
+
+    ours = {d.split(">=")[0]: d for d in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    theirs = {r.split(">=")[0]: r.replace(" ", "") for r in metadata.requires("speechbrain") if "extra ==" not in r}
+    assert ours["torch"] == theirs["torch"] and ours["torchaudio"] == theirs["torchaudio"]
+    assert ours["speechbrain"] == f"speechbrain=={metadata.version('speechbrain')}"
