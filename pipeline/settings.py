@@ -191,8 +191,15 @@ def problems(cfg: DictConfig, build: bool = False) -> list[str]:
     return found
 
 
+# Anonymisers whose constructor loads trained models and builds a speaker pool (minutes):
+# not built here; their model folders are checked instead (the stage builds them).
+MODEL_FOLDERS = {"anonymizers.xvector.XVector": ("vc_model",), "anonymizers.ohnn.OHNN": ("vc_model", "ohnn_model")}
+
+
 def _built(cfg: DictConfig) -> list[str]:
     """Resolve the device and build each anonymiser (its constructor checks its parameters)."""
+    from pathlib import Path
+
     from pipeline.config import instantiate, without
     from pipeline.devices import resolve_device
 
@@ -202,7 +209,12 @@ def _built(cfg: DictConfig) -> list[str]:
     except VpevalError as error:
         found.append(str(error))
     for key in ("anonymizer", "attacker_anonymizer"):
-        if cfg.get(key) is not None:
+        folders = MODEL_FOLDERS.get(str(cfg[key].get("_target_")), ()) if cfg.get(key) is not None else ()
+        for name in folders:
+            folder = cfg[key].get(name)
+            if folder is None or not Path(folder).is_dir():
+                found.append(f"{key}.{name}={folder}: must be a trained model folder (recipes/train_vc/README.md)")
+        if cfg.get(key) is not None and not folders:
             try:
                 instantiate(without(cfg[key], "name"), seed=int(cfg.seed), device="cpu")
             except VpevalError as error:

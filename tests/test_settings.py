@@ -79,3 +79,8 @@ def test_every_rule_key_exists_in_some_shipped_config():
         cfg = compose([override])
         seen |= {pattern for pattern in keys if any(True for _ in _matching(cfg, pattern))}
     assert seen == keys
+
+
+def test_model_based_anonymisers_are_not_built_but_their_folders_checked(tmp_path):
+    found = problems(compose(["anonymizer=ohnn", f"anonymizer.vc_model={tmp_path}", "device=cpu"]), build=True)
+    assert found == ["anonymizer.ohnn_model=None: must be a trained model folder (recipes/train_vc/README.md)"]
