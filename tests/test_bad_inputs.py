@@ -439,6 +439,17 @@ def test_cli_misspelt_command(tmp_path):
            "did you mean 'validate'")
 
 
+def test_slurm_without_the_extra(tmp_path, monkeypatch):
+    from pipeline import slurm
+
+    real = slurm.importlib.util.find_spec
+    monkeypatch.setattr(slurm.importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("hydra_plugins") else real(name, *a))
+    record("slurm-extra-missing", "`vpeval -m hydra/launcher=slurm ...` from a wheel installed without the slurm extra",
+           "CLI (exit 2, before anything is submitted)",
+           raised(slurm.check_slurm_sweep, ["-m", "hydra/launcher=slurm", "seed=1,2"]), tmp_path, "vpeval[slurm]")
+
+
 def test_cli_unknown_key(tmp_path):
     message = cli_message(vpeval("data=synthetic_tiny", "split.val_fractoin=0.2", tmp=tmp_path))
     record("cli-unknown-key", "`vpeval split.val_fractoin=0.2` (misspelt key)", "CLI (exit 2, before Hydra starts)",
