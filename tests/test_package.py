@@ -32,14 +32,17 @@ def test_installed_package_composes_from_its_own_configs(wheel, tmp_path):
     pkg://pipeline.conf, recipes from pkg://pipeline.recipes, data from $XDG_DATA_HOME/vpeval."""
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
+    recipes = sorted(p.stem for p in (REPO_ROOT / "recipes" / "experiment").glob("*.yaml"))
     probe = ("import json, pipeline, pipeline.config as c;"
+             f"names = [c.compose(['+experiment=' + r]).name for r in {recipes!r}];"
              "cfg = c.compose(['+experiment=smoke']);"
-             "print(json.dumps([pipeline.__file__, c.CONFIG_SOURCE, cfg.name, cfg.data.name, cfg.paths.data]))")
+             "print(json.dumps([pipeline.__file__, c.CONFIG_SOURCE, cfg.name, cfg.data.name, cfg.paths.data, names]))")
     env = {"PYTHONPATH": str(site), "XDG_DATA_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path),
            "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    module, source, name, data, data_dir = json.loads(result.stdout)
+    module, source, name, data, data_dir, names = json.loads(result.stdout)
+    assert len(names) == len(recipes) >= 7  # every recipe composes from the package
     assert Path(module).is_relative_to(site)
     assert (source, name) == ("pkg://pipeline.conf", "smoke")
     assert data == "synthetic_tiny"
@@ -60,3 +63,12 @@ def test_torch_bounds_are_speechbrains():
     theirs = by_name(r for r in metadata.requires("speechbrain") if "extra ==" not in r)
     assert ours["torch"] == theirs["torch"] and ours["torchaudio"] == theirs["torchaudio"]
     assert ours["speechbrain"] == f"speechbrain=={metadata.version('speechbrain')}"
+
+
+def test_installed_help_lists_the_packaged_recipes(wheel, tmp_path):
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    result = subprocess.run([sys.executable, "-m", "pipeline", "--help"], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PYTHONPATH": str(site), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "smoke, vpc2024" in result.stdout and f"paths.data={tmp_path}/.local/share/vpeval" in result.stdout
