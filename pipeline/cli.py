@@ -80,7 +80,7 @@ def validate_app(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
-# Subcommands that are not Hydra apps: name -> (module, its `main(argv) -> int`).
+# Subcommands: tools (name -> module with `main(argv) -> int`) and Hydra apps other than the experiment.
 TOOLS = {
     "metrics": "pipeline.metrics.cli",
     "aggregate": "pipeline.aggregate",
@@ -122,10 +122,11 @@ def is_command(arg: str) -> bool:
 
 
 def check_overrides(overrides: list[str], settings: bool = True) -> None:
-    """Unknown keys, wrongly typed values and settings out of range (pipeline.settings) stop
-    here in one line, before Hydra starts (whose own errors span several lines). A sweep (-m) is checked value by value: every value of
-    every swept key once, the other keys at their first value. Runs with other Hydra flags
-    (--cfg, --config-name, ...) are left to Hydra."""
+    """Unknown keys, wrongly typed values, settings out of range (pipeline.settings, unless
+    `settings` is false) and Slurm sweeps that cannot start (pipeline.slurm) stop here in one
+    line, before Hydra starts (whose own errors span several lines). A sweep (-m) is checked
+    value by value: every value of every swept key once, the other keys at their first value.
+    Runs with other Hydra flags (--cfg, --config-name, ...) are left to Hydra."""
     flags = [arg for arg in overrides if arg.startswith("-")]
     if any(flag not in ("-m", "--multirun") for flag in flags):
         return
