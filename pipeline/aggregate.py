@@ -34,7 +34,7 @@ from pipeline.report.tables import fixed, percent
 from pipeline.stages import detect
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 from pipeline.stages.report import detection_sections, similarity_rows
-from pipeline.sweep import FAILED
+from pipeline.sweep import FAILED, LAUNCHED
 
 RESULTS = Path("report") / "results.json"
 OUT = "aggregate"
@@ -79,6 +79,26 @@ def find_jobs(sweep: Path) -> tuple[list[tuple[Path, dict]], list[dict]]:
     return finished, failed
 
 
+DID_NOT_FINISH = ("did not finish: no results and no failed.json (still running, or killed from outside: "
+                  "scancel, time limit, out of memory, node lost)")
+
+
+def unfinished_jobs(sweep: Path, done: set[str]) -> list[dict]:
+    """Launched points (`launched.json`, else started job folders with `.hydra/`) that are
+    neither finished nor failed; `done` holds the job names that are."""
+    launched = sweep / LAUNCHED
+    try:
+        points = json.loads(launched.read_text())["points"] if launched.is_file() else None
+    except (json.JSONDecodeError, KeyError, TypeError):
+        points = None
+    if points is None:
+        started = sorted((p.parent for p in sweep.glob("*/.hydra")), key=lambda p: (not p.name.isdigit(), p.name))
+        return [{"job": p.name, "error": DID_NOT_FINISH, "overrides": job_overrides(p)}
+                for p in started if p.name not in done]
+    return [{"job": str(i), "error": DID_NOT_FINISH, "overrides": overrides}
+            for i, overrides in enumerate(points) if str(i) not in done]
+
+
 def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: str | Path | None = None,
               false_alarm: float = 0.05) -> Path:
     """Write the aggregate report of the jobs under `sweep`; returns its folder."""
@@ -86,7 +106,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
     if not sweep.is_dir():
         raise input_error(sweep, "no such sweep folder")
     finished, failed = find_jobs(sweep)
-    if not finished and not failed:
+    unfinished = unfinished_jobs(sweep, {str(j.relative_to(sweep)) for j, _ in finished} | {f["job"] for f in failed})
+    if not finished and not failed and not unfinished:
         raise input_error(sweep, f"no job folder here (none holds {RESULTS} or {FAILED}): give the multirun folder")
     out = Path(out) if out is not None else sweep / OUT
     jobs, records, rows, seen, similarity, measured = [], [], [], set(), [], set()
@@ -110,7 +131,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
             utilities[evaluated] = results["utility"]
     points = detect.read_reference(reference) if reference else None
     judged, fit = detect.assess(rows, reference=points, false_alarm=false_alarm)
-    write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "records": records,
+    write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "unfinished": unfinished,
+                                      "records": records,
                                       "detection": judged, "detection_fit": fit})
     write_text(out / "results.csv", results_csv(records))
     if similarity:
@@ -119,7 +141,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
     if utility:
         write_text(out / "utility.csv", results_csv(utility))
     sections = [
-        Section("Jobs", f"{len(finished)} finished, {len(failed)} failed under {sweep}.",
+        Section("Jobs", f"{len(finished)} finished, {len(failed)} failed, {len(unfinished)} did not finish under {sweep}.",
                 tables=[(["job", "overrides", "evaluated", "attacker trained on"],
                          [[j["job"], " ".join(j["overrides"]), j["config"].get("anonymizer"),
                            j["config"].get("attacker_anonymizer")] for j in jobs])]),
@@ -131,6 +153,13 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
             "with `hydra.sweep.dir=<this folder>` (or a new folder): finished points reuse every stage "
             "from the cache, so only the failed ones do work.",
             tables=[(["job", "overrides", "error"], [[f["job"], " ".join(f["overrides"]), f["error"]] for f in failed])]))
+    if unfinished:
+        sections.append(Section(
+            "Points that did not finish",
+            "These points were launched but left neither results nor a failure record: still running, or "
+            "killed from outside (scancel, time limit after the last requeue, out of memory, node lost). Rerun "
+            "the multirun with `hydra.sweep.dir=<this folder>` to finish them from the cache.",
+            tables=[(["job", "overrides"], [[u["job"], " ".join(u["overrides"])] for u in unfinished])]))
     sections += detection_sections(judged, fit, out / "figures")
     if similarity:
         variants = sorted({key[len("deid_"):] for row in similarity for key in row if key.startswith("deid_")})

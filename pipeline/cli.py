@@ -5,6 +5,7 @@
     vpeval aggregate DIR [--reference CSV]  one report of every job of a sweep folder
     vpeval export data|attacker ...   anonymised data as VPC data dirs, attackers as SpeechBrain folders
     vpeval validate [overrides]       prepare and check the configured corpus, nothing else
+    vpeval --help | --version         what vpeval takes (pipeline.usage) | its version
 
 An experiment prints the path of its report folder as its last line. Errors the user can
 fix print one line and exit with status 2. A job that raises writes `failed.json` (the
@@ -21,7 +22,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline.config import CONFIG_DIR
+from pipeline.config import CONFIG_SOURCE
 from pipeline.errors import VpevalError
 
 log = logging.getLogger("vpeval")
@@ -32,17 +33,19 @@ def fail(error: VpevalError) -> None:
     sys.exit(2)
 
 
-@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+@hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
 def experiment_app(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
     from pipeline.experiment import run_experiment
+    from pipeline.settings import check_settings
     from pipeline.sweep import clear_failure, record_failure
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     clear_failure(run_dir)
     try:
+        check_settings(cfg, build=True)
         report = run_experiment(cfg, run_dir)
     except Exception as error:
         record_failure(run_dir, error, list(hydra_cfg.overrides.task))
@@ -55,55 +58,90 @@ def experiment_app(cfg: DictConfig) -> None:
     print(report, flush=True)
 
 
-@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+@hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
 def validate_app(cfg: DictConfig) -> None:
+    """Every problem in one run: the settings, then preparation (when the data settings are
+    sound), then every list of the prepared corpus; one `vpeval: error:` line each, exit 2."""
     from pipeline.cache import Cache
+    from pipeline.settings import problems
     from pipeline.stages import prepare, validate
 
-    try:
-        prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
-        result = validate.check(prepared, tuple(cfg.eval_splits))
-    except VpevalError as error:
-        fail(error)
-    print(result.render())
-    if result.problems:
+    found = problems(cfg)
+    if not any(p.startswith(("data.", "eval_splits")) for p in found):
+        try:
+            prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
+            result = validate.check(prepared, tuple(cfg.eval_splits))
+            print(result.render())
+            found += result.problems
+        except VpevalError as error:
+            found.append(str(error))
+    for problem in found:
+        print(f"vpeval: error: {problem}", file=sys.stderr)
+    if found:
         sys.exit(2)
+
+
+# Subcommands: tools (name -> module with `main(argv) -> int`) and Hydra apps other than the experiment.
+TOOLS = {
+    "metrics": "pipeline.metrics.cli",
+    "aggregate": "pipeline.aggregate",
+    "export": "pipeline.export",
+}
+HYDRA_APPS = {"validate": validate_app}
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["metrics"]:
-        from pipeline.metrics.cli import main as metrics_main
+    if argv[:1] in (["--version"], ["-V"]):
+        from pipeline import __version__
 
-        sys.exit(metrics_main(argv[1:]))
-    if argv[:1] == ["aggregate"]:
-        from pipeline.aggregate import main as aggregate_main
+        print(f"vpeval {__version__}")
+        sys.exit(0)
+    if argv[:1] in (["--help"], ["-h"], ["help"]):
+        from pipeline.usage import usage
 
-        sys.exit(aggregate_main(argv[1:]))
-    if argv[:1] == ["export"]:
-        from pipeline.export import main as export_main
+        print(usage())
+        sys.exit(0)
+    command = argv[0] if argv and is_command(argv[0]) else None
+    if command in TOOLS:
+        import importlib
 
-        sys.exit(export_main(argv[1:]))
-    app = validate_app if argv[:1] == ["validate"] else experiment_app
-    overrides = argv[1:] if argv[:1] == ["validate"] else argv
-    check_overrides(overrides)
+        sys.exit(importlib.import_module(TOOLS[command]).main(argv[1:]))
+    if command is not None and command not in HYDRA_APPS:
+        from pipeline.usage import unknown_command
+
+        fail(VpevalError(unknown_command(command, [*HYDRA_APPS, *TOOLS])))
+    app = HYDRA_APPS.get(command, experiment_app)
+    overrides = argv[1:] if command else argv
+    check_overrides(overrides, settings=command != "validate")  # validate lists them with the corpus's
     sys.argv = [sys.argv[0], *overrides]
     app()
 
 
-def check_overrides(overrides: list[str]) -> None:
-    """Unknown keys and wrongly typed values stop here in one line, before Hydra starts (whose
-    own errors span several lines). A sweep (-m) is checked value by value: every value of
-    every swept key once, the other keys at their first value. Runs with other Hydra flags
-    (--cfg, --config-name, ...) are left to Hydra."""
+def is_command(arg: str) -> bool:
+    """A bare word (no `=`, no `+`/`~`/`-` prefix) is a subcommand: Hydra takes none."""
+    return "=" not in arg and not arg.startswith(("-", "+", "~"))
+
+
+def check_overrides(overrides: list[str], settings: bool = True) -> None:
+    """Unknown keys, wrongly typed values, settings out of range (pipeline.settings, unless
+    `settings` is false) and Slurm sweeps that cannot start (pipeline.slurm) stop here in one
+    line, before Hydra starts (whose own errors span several lines). A sweep (-m) is checked
+    value by value: every value of every swept key once, the other keys at their first value.
+    Runs with other Hydra flags (--cfg, --config-name, ...) are left to Hydra."""
     flags = [arg for arg in overrides if arg.startswith("-")]
     if any(flag not in ("-m", "--multirun") for flag in flags):
         return
     from pipeline.config import compose
+    from pipeline.settings import check_settings
+    from pipeline.slurm import check_slurm_sweep
 
     try:
+        check_slurm_sweep(overrides)
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
-            compose(variant)
+            cfg = compose(variant)
+            if settings:
+                check_settings(cfg)
     except VpevalError as error:
         fail(error)
 

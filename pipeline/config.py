@@ -4,16 +4,37 @@
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "conf"
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+# A wheel ships conf/ and recipes/ inside the package (pipeline/conf, pipeline/recipes, read
+# through Hydra's pkg:// search path); a clone keeps them at the top level.
+INSTALLED = (PACKAGE_DIR / "conf").is_dir()
+CONFIG_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "conf"
+RECIPES_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "recipes"
+CONFIG_SOURCE = "pkg://pipeline.conf" if INSTALLED else str(CONFIG_DIR)
+RECIPES_SOURCE = "pkg://pipeline.recipes" if INSTALLED else f"file://{RECIPES_DIR}"
 
-if not OmegaConf.has_resolver("repo_root"):
-    OmegaConf.register_new_resolver("repo_root", lambda: str(REPO_ROOT))
+
+def default_data_dir() -> Path:
+    """Where data, caches and runs go without $VPEVAL_DATA: a clone's data/ folder, else the
+    user's data folder ($XDG_DATA_HOME/vpeval, by default ~/.local/share/vpeval)."""
+    if not INSTALLED:
+        return REPO_ROOT / "data"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "vpeval"
+
+
+if not OmegaConf.has_resolver("vpeval_data"):
+    OmegaConf.register_new_resolver("vpeval_data", lambda: str(default_data_dir()))
+if not OmegaConf.has_resolver("vpeval_slurm_gpus"):  # device=cpu asks Slurm for no GPU (no gres)
+    OmegaConf.register_new_resolver("vpeval_slurm_gpus", lambda device, gpus: None if device == "cpu" else gpus)
+if not OmegaConf.has_resolver("vpeval_recipes"):
+    OmegaConf.register_new_resolver("vpeval_recipes", lambda: RECIPES_SOURCE)
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
@@ -50,21 +71,46 @@ def _compose(overrides: list[str], config_name: str) -> DictConfig:
         try:
             return hydra_compose(config_name=config_name, overrides=overrides)
         except HydraException as error:
-            raise config_error(_override_problem(error, overrides)) from None
+            problem = error
+    raise config_error(_override_problem(problem, overrides)) from None
 
 
 def _override_problem(error: Exception, overrides: list[str]) -> str:
     """Hydra's (multi-line) composition error as one line naming the override."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    from pipeline.usage import did_you_mean
+
     unknown = re.match(r"Could not override '([^']+)'", lines[0]) if lines else None
     if unknown and any(line.startswith("To append") for line in lines):
         key = unknown.group(1)
         given = next((o for o in overrides if o.split("=", 1)[0] == key), key)
-        return (f"config override '{given}': unknown key '{key}' (check the spelling; "
-                f"'+{given}' adds a new key)")
+        return (f"config override '{given}': unknown key '{key}'{did_you_mean(key, known_keys())} (check the "
+                f"spelling; '+{given}' adds a new key)")
+    option = re.search(r"Could not find '([^']+)/([^'/]+)'", lines[0]) if lines else None
+    listed = next((i for i, line in enumerate(lines) if line.startswith("Available options in")), None)
+    if option and listed is not None:
+        group, name = option.groups()
+        options = [line for line in lines[listed + 1:] if " " not in line]
+        given = next((o for o in overrides if o.split("=", 1)[0].lstrip("+~").split("@")[0] == group), name)
+        return (f"config override '{given}': {group} has no option '{name}'{did_you_mean(name, options)}; "
+                f"options: {', '.join(options)}")
     if "Config search path:" in lines:
         lines = lines[:lines.index("Config search path:")]
     return "config: " + " ".join(lines)
+
+
+def known_keys() -> list[str]:
+    """Every dotted key of the default config and every config group (for "did you mean")."""
+    from pipeline.usage import group_options
+
+    def walk(node, prefix=""):
+        for key, value in node.items():
+            yield f"{prefix}{key}"
+            if isinstance(value, dict):
+                yield from walk(value, f"{prefix}{key}.")
+
+    cfg = OmegaConf.to_container(_compose([], "config"))
+    return [*walk(cfg), *group_options()]
 
 
 def _group_choice(key: str) -> bool:

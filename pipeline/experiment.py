@@ -94,6 +94,7 @@ class Experiment:
             pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
             model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
                 self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team)
+            log.info("attacker for %s data: %s", kind, model)  # e.g. the voice converter's speaker_encoder
             self._attackers[kind] = (model, held_out)
         return self._attackers[kind]
 

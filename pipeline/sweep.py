@@ -6,11 +6,15 @@
   every job (Hydra 1.3's basic launcher calls `on_job_end` for failed jobs too, but skips
   `on_multirun_end` once a job failed) it records a failure and rewrites the aggregate of
   the sweep folder, so the aggregate after the last job covers every point. A single run
-  is left alone.
+  is left alone. On a multi-node job only node 0 writes the aggregate. At the start of a
+  multirun it writes `<sweep>/launched.json`, the overrides of every point in job-number
+  order, so that a point killed from outside (scancel, time limit, out of memory, node lost),
+  which leaves neither results nor `failed.json`, is still reported: as "did not finish".
 """
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,26 @@ from pipeline.fileio import write_json
 
 log = logging.getLogger(__name__)
 FAILED = "failed.json"
+LAUNCHED = "launched.json"
+
+
+def sweep_points(overrides: list[str]) -> list[list[str]]:
+    """The overrides of every job Hydra's basic sweeper launches, in job-number order.
+
+    >>> sweep_points(["seed=1,2", "name=x"])
+    [['seed=1', 'name=x'], ['seed=2', 'name=x']]
+    """
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    batches = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(list(overrides)), None)
+    return [list(job) for batch in batches for job in batch]
+
+
+def node_rank(config: DictConfig) -> int:
+    """This process's node in a multi-node job: `distributed.node_rank`, else Slurm's, else 0."""
+    rank = (config.get("distributed") or {}).get("node_rank")
+    return int(rank) if rank is not None else int(os.environ.get("SLURM_NODEID", 0))
 
 
 def error_line(error: BaseException) -> str:
@@ -44,9 +68,13 @@ def clear_failure(job_dir: str | Path) -> None:
 class AggregateCallback(Callback):
     """Keeps `<sweep dir>/aggregate/` up to date during a Hydra multirun."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep = Path(config.hydra.sweep.dir)
+        write_json(sweep / LAUNCHED, {"points": sweep_points(list(config.hydra.overrides.task))})
+
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         hydra_cfg = config.get("hydra")
-        if hydra_cfg is None or hydra_cfg.get("mode") != RunMode.MULTIRUN:
+        if hydra_cfg is None or hydra_cfg.get("mode") != RunMode.MULTIRUN or node_rank(config) != 0:
             return
         job_dir = Path(hydra_cfg.runtime.output_dir)
         if job_return.status == JobStatus.FAILED and not (job_dir / FAILED).is_file():

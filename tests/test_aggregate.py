@@ -144,3 +144,39 @@ def test_utility_once_per_evaluated_system_with_the_privacy_utility_figure(sweep
     assert "## Utility metrics" in text and "| s3 | test (pooled) | 0.400 | – | 5.00 | 30.00 |" in text
     assert "emotion (s1) skipped: off: set emotion.folder." in text
     assert (out / "figures" / "privacy_utility.png").is_file()
+
+
+def test_every_launched_point_is_finished_failed_or_did_not_finish(sweep):
+    """A point killed from outside (scancel, time limit, OOM, node lost) leaves neither results
+    nor failed.json: it is listed as "did not finish", whether or not its folder was created."""
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)},
+                                         "overrides": {"task": ["anonymizer=s1,s2,s3,s4", "seed=1,2"]}}})
+    AggregateCallback().on_multirun_start(config)
+    (sweep / "6" / ".hydra").mkdir(parents=True)  # started, then killed
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    assert len(found["jobs"]) + len(found["failed"]) + len(found["unfinished"]) == 8
+    assert [(u["job"], u["overrides"]) for u in found["unfinished"]] == [
+        ("6", ["anonymizer=s4", "seed=1"]), ("7", ["anonymizer=s4", "seed=2"])]
+    assert "did not finish" in found["unfinished"][0]["error"]
+    report = (sweep / "aggregate" / "report.md").read_text()
+    assert "5 finished, 1 failed, 2 did not finish" in report and "Points that did not finish" in report
+
+
+def test_started_folder_without_launch_record_did_not_finish(sweep):
+    (sweep / "6" / ".hydra").mkdir(parents=True)
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    assert [u["job"] for u in found["unfinished"]] == ["6"]
+
+
+def test_only_node_0_writes_the_aggregate(sweep, monkeypatch):
+    """Regression: every node of a multi-node job ran the callback; node 1 logged an ERROR."""
+    config = OmegaConf.create({"detect": {"reference": None, "false_alarm": 0.05}, "distributed": {"node_rank": None},
+                               "hydra": {"mode": RunMode.MULTIRUN, "runtime": {"output_dir": str(sweep / "0")},
+                                         "sweep": {"dir": str(sweep)}}})
+    done = JobReturn(overrides=[], status=JobStatus.COMPLETED)
+    monkeypatch.setenv("SLURM_NODEID", "1")
+    AggregateCallback().on_job_end(config, done)
+    assert not (sweep / "aggregate").exists()
+    monkeypatch.setenv("SLURM_NODEID", "0")
+    AggregateCallback().on_job_end(config, done)
+    assert (sweep / "aggregate" / "results.json").is_file()

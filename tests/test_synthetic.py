@@ -237,3 +237,34 @@ def test_speakers_differ_more_than_utterances_of_one_speaker(tmp_path):
             nearest = min(candidates, key=lambda other: np.sum(((candidates[other].mean(0) - probe) / scale) ** 2))
             hits.append(nearest == spk)
     assert np.mean(hits) > 3 / 8, np.mean(hits)  # chance: 1 / 8
+
+
+def _glottal(seconds: float, jitter: float, f0_hz: float, seed: int):
+    from dataclasses import replace
+
+    voice = replace(synthetic.draw_voice(np.random.default_rng(0), "f"), jitter=jitter)
+    t = np.arange(max(1, int(seconds * RATE_16K))) / RATE_16K
+    f0 = f0_hz * (1.0 + 0.3 * np.sin(2 * np.pi * 0.7 * t))
+    return synthetic.glottal_source(np.random.default_rng(seed), voice, f0, RATE_16K), len(t)
+
+
+RATE_16K = 16000
+
+
+def test_glottal_source_regression_jitter_past_the_last_period():
+    """Regression: jittered periods could end after the unjittered ones, and shimmer, drawn per
+    unjittered period, was indexed past its end (IndexError in corpus generation)."""
+    (pulses, open_phase), n = _glottal(12.597432884488953, 0.015, 257.4790986310801, 25)  # the corpus's largest jitter
+    assert pulses.shape == open_phase.shape == (n,) and np.isfinite(pulses).all()
+
+
+hypothesis = pytest.importorskip("hypothesis")
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(seconds=hypothesis.strategies.floats(0.0, 20.0), jitter=hypothesis.strategies.floats(0.0, 0.5),
+                  f0_hz=hypothesis.strategies.floats(40.0, 500.0), seed=hypothesis.strategies.integers(0, 2 ** 32 - 1))
+def test_glottal_source_any_duration_and_jitter(seconds, jitter, f0_hz, seed):
+    (pulses, open_phase), n = _glottal(seconds, jitter, f0_hz, seed)
+    assert pulses.shape == open_phase.shape == (n,)
+    assert np.isfinite(pulses).all() and set(np.unique(open_phase)) <= {0.0, 1.0}

@@ -74,7 +74,7 @@ from pipeline.asv.checkpoint import (
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import autocast_dtype
 from pipeline.cache import Cache
-from pipeline.config import CONFIG_DIR
+from pipeline.config import CONFIG_SOURCE
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.devices import resolve_device
@@ -311,7 +311,7 @@ def train_vc(cfg: DictConfig, out_dir: str | Path, device: str | torch.device = 
     return VCTrainer(cfg, Path(out_dir), device).fit()
 
 
-@hydra.main(config_path=str(CONFIG_DIR), config_name="vc/small", version_base="1.3")
+@hydra.main(config_path=CONFIG_SOURCE, config_name="vc/small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         model_dir = train_vc(cfg, Path(cfg.out), cfg.device)

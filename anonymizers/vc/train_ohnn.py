@@ -54,7 +54,7 @@ from pipeline.asv.checkpoint import (
     save_checkpoint,
 )
 from pipeline.cache import Cache
-from pipeline.config import CONFIG_DIR
+from pipeline.config import CONFIG_SOURCE
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
@@ -227,7 +227,7 @@ def train_ohnn(cfg: DictConfig, out_dir: str | Path, device: str | torch.device 
     return model_dir
 
 
-@hydra.main(config_path=str(CONFIG_DIR), config_name="vc/ohnn_small", version_base="1.3")
+@hydra.main(config_path=CONFIG_SOURCE, config_name="vc/ohnn_small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         model_dir = train_ohnn(cfg, Path(cfg.out), cfg.device)

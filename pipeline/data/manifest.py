@@ -20,7 +20,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterable
 
-from pipeline.errors import input_error
+from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import write_lines
 
 GENDERS = ("f", "m")
@@ -59,8 +59,9 @@ _FIELDS = {f.name for f in fields(Utterance)}
 _REQUIRED = {f.name for f in fields(Utterance) if f.default is MISSING}
 
 
-def read_manifest(path: str | Path) -> list[Utterance]:
-    """Read and check an utterance manifest; bad lines raise a `file:line: problem` error."""
+def read_manifest(path: str | Path, problems: list[str] | None = None) -> list[Utterance]:
+    """Read and check an utterance manifest; a bad line raises a `file:line: problem` error, or,
+    with a `problems` list, is appended to it and skipped (every bad line of the file listed)."""
     path = Path(path)
     if not path.is_file():
         raise input_error(path, "manifest not found")
@@ -68,25 +69,37 @@ def read_manifest(path: str | Path) -> list[Utterance]:
     for number, raw in enumerate(path.read_text().splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise input_error(path, f"not a JSON object ({exc.msg})", number) from None
-        if not isinstance(record, dict):
-            raise input_error(path, "not a JSON object", number)
-        missing = _REQUIRED - record.keys()
-        if missing:
-            raise input_error(path, f"missing field(s) {sorted(missing)}", number)
-        unknown = record.keys() - _FIELDS
-        if unknown:
-            raise input_error(path, f"unknown field(s) {sorted(unknown)}", number)
-        if record["gender"] not in GENDERS:
-            raise input_error(path, f"gender must be 'f' or 'm', got {record['gender']!r}", number)
-        if record["id"] in seen:
-            raise input_error(path, f"duplicate utterance id {record['id']!r}", number)
+        problem, record = _manifest_line(raw, seen)
+        if problem:
+            _bad_line(input_error(path, problem, number), problems)
+            continue
         seen.add(record["id"])
         utterances.append(Utterance(**record))
     return utterances
+
+
+def _manifest_line(raw: str, seen: set[str]) -> tuple[str | None, dict | None]:
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return f"not a JSON object ({exc.msg})", None
+    if not isinstance(record, dict):
+        return "not a JSON object", None
+    if _REQUIRED - record.keys():
+        return f"missing field(s) {sorted(_REQUIRED - record.keys())}", None
+    if record.keys() - _FIELDS:
+        return f"unknown field(s) {sorted(record.keys() - _FIELDS)}", None
+    if record["gender"] not in GENDERS:
+        return f"gender must be 'f' or 'm', got {record['gender']!r}", None
+    if record["id"] in seen:
+        return f"duplicate utterance id {record['id']!r}", None
+    return None, record
+
+
+def _bad_line(error: VpevalError, problems: list[str] | None) -> None:
+    if problems is None:
+        raise error
+    problems.append(str(error))
 
 
 def write_manifest(path: str | Path, utterances: Iterable[Utterance]) -> Path:
@@ -102,8 +115,8 @@ def _record(utt: Utterance) -> dict:
     return record
 
 
-def read_trials(path: str | Path) -> list[Trial]:
-    """Read `enroll test target|nontarget` lines."""
+def read_trials(path: str | Path, problems: list[str] | None = None) -> list[Trial]:
+    """Read `enroll test target|nontarget` lines (bad lines: as `read_manifest`)."""
     path = Path(path)
     if not path.is_file():
         raise input_error(path, "trial list not found")
@@ -113,10 +126,11 @@ def read_trials(path: str | Path) -> list[Trial]:
         if not parts:
             continue
         if len(parts) != 3:
-            raise input_error(path, f"expected 'enroll test target|nontarget', got {raw!r}", number)
-        if parts[2] not in ("target", "nontarget"):
-            raise input_error(path, f"label must be 'target' or 'nontarget', got {parts[2]!r}", number)
-        trials.append(Trial(parts[0], parts[1], parts[2] == "target"))
+            _bad_line(input_error(path, f"expected 'enroll test target|nontarget', got {raw!r}", number), problems)
+        elif parts[2] not in ("target", "nontarget"):
+            _bad_line(input_error(path, f"label must be 'target' or 'nontarget', got {parts[2]!r}", number), problems)
+        else:
+            trials.append(Trial(parts[0], parts[1], parts[2] == "target"))
     return trials
 
 

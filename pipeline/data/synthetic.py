@@ -377,18 +377,26 @@ def f0_contour(rng: np.random.Generator, voice: Voice, session: Session, tracks:
 
 
 def glottal_source(rng: np.random.Generator, voice: Voice, f0: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rosenberg flow derivative with jitter and shimmer, and the open-phase indicator."""
+    """Rosenberg flow derivative with jitter and shimmer, and the open-phase indicator.
+
+    Jitter scales each period's F0 (by at least 0.1, so the phase always advances); jittered
+    periods can end later than the unjittered ones, so shimmer gets one draw per period of the
+    jittered phase (the first `n_periods` draws as before, then one per extra period).
+    """
     phase = np.cumsum(f0 / sample_rate)
     n_periods = int(phase[-1]) + 2
-    jittered = f0 * (1.0 + rng.normal(0.0, voice.jitter, n_periods))[phase.astype(int)]
+    jittered = f0 * np.maximum(1.0 + rng.normal(0.0, voice.jitter, n_periods), 0.1)[phase.astype(int)]
     phase = np.cumsum(jittered / sample_rate)
     period, position = phase.astype(int), phase % 1.0
+    shimmer = rng.normal(0.0, voice.shimmer, n_periods)
+    if period[-1] >= n_periods:
+        shimmer = np.concatenate([shimmer, rng.normal(0.0, voice.shimmer, period[-1] + 1 - n_periods)])
     rise = voice.open_quotient * voice.speed_quotient / (1.0 + voice.speed_quotient)
     fall = voice.open_quotient - rise
     flow = np.where(position < rise, 0.5 * (1.0 - np.cos(np.pi * position / rise)), 0.0)
     closing = (position >= rise) & (position < voice.open_quotient)
     flow[closing] = np.cos(0.5 * np.pi * (position[closing] - rise) / fall)
-    derivative = np.diff(flow, prepend=0.0) * np.exp(rng.normal(0.0, voice.shimmer, n_periods))[period]
+    derivative = np.diff(flow, prepend=0.0) * np.exp(shimmer)[period]
     derivative = lfilter([1.0 - voice.tilt], [1.0, -voice.tilt], derivative)
     return derivative / (np.std(derivative) + 1e-12), (position < voice.open_quotient).astype(float)
 

@@ -11,7 +11,8 @@ Checks every manifest and trial list of a prepare-stage folder:
   speakers, and both target and non-target trials are present;
 - unseen: no enrolment or trial speaker is among the attacker's training speakers;
 - sets: every requested evaluation split was prepared.
-The result is cached with the prepared folder, so an experiment validates once.
+Every problem is listed (each bad line of a list, not only the first). The result is cached
+with the prepared folder, so an experiment validates once.
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, list
         result.problems.append(f"{path}: utterances {sorted(both)[:5]} are both enrolment ({enroll_list}) and "
                                f"trial ({trial_list}) utterances")
     try:
-        trials = read_trials(path)
+        trials = read_trials(path, result.problems)
     except VpevalError as error:
         result.problems.append(str(error))
         return
@@ -127,7 +128,7 @@ def validate_lists(manifests: dict[str, Path], trial_lists: dict[str, tuple[Path
     lists: dict[str, list[Utterance]] = {}
     for name, path in manifests.items():
         try:
-            lists[name] = read_manifest(path)
+            lists[name] = read_manifest(path, result.problems)
         except VpevalError as error:
             result.problems.append(str(error))
             continue

@@ -1,0 +1,229 @@
+"""Every setting checked before any stage runs (`vpeval`, `vpeval validate`, each sweep point).
+
+RULES is the table of single keys: (key, what is allowed, test). A `*` in a key matches every
+child (`data.generate.subsets.*.utterances`); a key the config does not have is skipped (the
+groups differ). COMBINATIONS are checks of several keys at once. `check_settings` runs them
+all and raises one VpevalError listing every problem, each as `key=value: must be ...`.
+With `build=True` the anonymisers are also built (their constructors check their own
+parameters) and the device is resolved.
+
+To check a new key, add a row to RULES; a new relation between keys, a function to COMBINATIONS.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from pipeline.errors import VpevalError
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def integer(low: int) -> Callable:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def open_range(low: float, high: float) -> Callable:
+    return lambda v: _number(v) and low < v < high
+
+
+def positive(v) -> bool:
+    return _number(v) and v > 0
+
+
+def non_negative(v) -> bool:
+    return _number(v) and v >= 0
+
+
+def one_of(*allowed) -> Callable:
+    return lambda v: v in allowed
+
+
+def optional(test: Callable) -> Callable:
+    return lambda v: v is None or test(v)
+
+
+def duration_pair(v) -> bool:
+    return (isinstance(v, (list, ListConfig)) and len(v) == 2 and all(map(positive, v)) and v[0] <= v[1])
+
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+COUNT, COUNT0, FRACTION = "an integer >= 1", "an integer >= 0", "a number in (0, 1)"
+RULES: list[tuple[str, str, Callable]] = [
+    ("seed", COUNT0, integer(0)),
+    ("device", "auto, cpu, cuda or cuda:N", lambda v: isinstance(v, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", v)),
+    ("split.val_fraction", FRACTION, open_range(0, 1)),
+    ("split.enroll_utterances", COUNT, integer(1)),
+    ("detect.false_alarm", "a number in (0, 0.5)", open_range(0, 0.5)),
+    ("detect.bootstrap.n_resamples", COUNT, integer(1)),
+    ("detect.bootstrap.confidence", FRACTION, open_range(0, 1)),
+    ("detect.bootstrap.unit", "speakers or trials", one_of("speakers", "trials")),
+    ("distributed.gpus_per_node", COUNT, integer(1)),
+    ("distributed.nodes", COUNT, integer(1)),
+    ("distributed.node_rank", "null or an integer >= 0", optional(integer(0))),
+    ("distributed.port", "null or a port from 1024 to 65534", optional(lambda v: integer(1024)(v) and v <= 65534)),
+    ("distributed.timeout_s", "a number > 0", positive),
+    ("data.sample_rate", COUNT, integer(1)),
+    ("data.workers", "null or an integer >= 1", optional(integer(1))),
+    ("data.generate.duration", "a [low, high] pair of seconds, 0 < low <= high", duration_pair),
+    ("data.generate.chapters_per_speaker", COUNT, integer(1)),
+    ("data.generate.subsets.*.female", COUNT0, integer(0)),
+    ("data.generate.subsets.*.male", COUNT0, integer(0)),
+    ("data.generate.subsets.*.utterances", COUNT, integer(1)),
+    ("data.protocol.enroll_fraction", FRACTION, open_range(0, 1)),
+    ("data.protocol.enroll_utterances", COUNT, integer(1)),
+    ("attacker.training.epochs", COUNT, integer(1)),
+    ("attacker.training.batch_size", COUNT, integer(1)),
+    ("attacker.training.crop_seconds", "a number of seconds > 0", positive),
+    ("attacker.training.optimizer.lr", "a number > 0", positive),
+    ("attacker.training.optimizer.weight_decay", "a number >= 0", non_negative),
+    ("attacker.training.scheduler.warmup_fraction", "a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
+    ("attacker.training.scheduler.initial_lr_ratio", "a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
+    ("attacker.training.scheduler.final_lr_ratio", "a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
+    ("attacker.training.precision", " or ".join(PRECISIONS), one_of(*PRECISIONS)),
+    ("attacker.training.checkpoint_every", COUNT, integer(1)),
+    ("attacker.training.log_every", COUNT, integer(1)),
+    ("attacker.training.num_workers", COUNT0, integer(0)),
+    ("attacker.training.cache_workers", COUNT0, integer(0)),
+    ("attacker.head.margin", "a number >= 0", non_negative),
+    ("attacker.head.scale", "a number > 0", positive),
+    ("attacker.model.embedding_dim", COUNT, integer(1)),
+    ("attacker.model.n_mels", COUNT, integer(1)),
+    ("attacker.extraction.batch_seconds", "a number of seconds > 0", positive),
+    ("attacker.extraction.precision", " or ".join(PRECISIONS), one_of(*PRECISIONS)),
+    ("attacker.extraction.workers", COUNT0, integer(0)),
+    ("anonymizer.batch_seconds", "a number of seconds > 0", positive),
+    ("attacker_anonymizer.batch_seconds", "a number of seconds > 0", positive),
+]
+
+
+def _eval_splits(cfg: DictConfig) -> Iterator[str]:
+    splits = cfg.get("eval_splits")
+    subsets = [k for k in (cfg.data.get("subsets") or {}) if k != "train"]
+    if not splits:
+        yield f"eval_splits={_shown(splits)}: must name at least one of {subsets}"
+        return
+    for split in splits:
+        if split not in subsets:
+            yield f"eval_splits={_shown(splits)}: {split!r} is not an evaluation subset of data={cfg.data.name} ({subsets})"
+    test_split = cfg.detect.get("test_split")
+    if test_split not in splits:
+        yield f"detect.test_split={test_split}: must be one of eval_splits {_shown(splits)}"
+
+
+def _node_rank(cfg: DictConfig) -> Iterator[str]:
+    rank, nodes = cfg.distributed.get("node_rank"), cfg.distributed.get("nodes")
+    if integer(0)(rank) and integer(1)(nodes) and rank >= nodes:
+        yield f"distributed.node_rank={rank}: must be below distributed.nodes={nodes}"
+
+
+def _held_out(cfg: DictConfig) -> Iterator[str]:
+    """The split holds out round(val_fraction * n) utterances per training speaker; a
+    validation speaker needs 2 (one enrolment, one trial)."""
+    fraction, generate = cfg.split.get("val_fraction"), cfg.data.get("generate")
+    if not open_range(0, 1)(fraction) or not generate:
+        return
+    for name in cfg.data.subsets.get("train") or []:
+        n = OmegaConf.select(generate, f"subsets.{name}.utterances")
+        if integer(1)(n) and max(1, round(fraction * n)) < 2:
+            yield (f"split.val_fraction={fraction}: holds out {max(1, round(fraction * n))} of the {n} utterances "
+                   f"per speaker of {name}; at least 2 are needed (one enrolment, one trial): "
+                   f"must be at least {1.5 / n:.3g}")
+
+
+def _attacks(cfg: DictConfig) -> Iterator[str]:
+    for name, attack in (cfg.get("attacks") or {}).items():
+        for key in ("enroll", "trials", "attacker"):
+            value = attack.get(key)
+            if value not in ("original", "anonymized"):
+                yield f"attacks.{name}.{key}={value}: must be original or anonymized"
+
+
+def _missing(cfg: DictConfig) -> Iterator[str]:
+    for key in _missing_keys(cfg, ""):
+        yield f"{key}: required, not set (add {key}=...)"
+
+
+COMBINATIONS: list[Callable[[DictConfig], Iterator[str]]] = [_eval_splits, _node_rank, _held_out, _attacks, _missing]
+
+
+def _missing_keys(node: DictConfig, prefix: str) -> Iterator[str]:
+    for key in node.keys():
+        if OmegaConf.is_missing(node, key):
+            yield f"{prefix}{key}"
+        elif isinstance(node._get_node(key), DictConfig):
+            yield from _missing_keys(node._get_node(key), f"{prefix}{key}.")
+
+
+def _matching(cfg: DictConfig, pattern: str) -> Iterator[str]:
+    head, star, tail = pattern.partition(".*.")
+    if not star:
+        if OmegaConf.select(cfg, pattern, default="__absent__", throw_on_missing=False) != "__absent__":
+            yield pattern
+        return
+    parent = OmegaConf.select(cfg, head, default=None, throw_on_missing=False)
+    for child in parent.keys() if isinstance(parent, DictConfig) else ():
+        yield from _matching(cfg, f"{head}.{child}.{tail}")
+
+
+def _shown(value):
+    return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def problems(cfg: DictConfig, build: bool = False) -> list[str]:
+    """Every problem of `cfg`, one line each (empty when it is fine)."""
+    found = []
+    for pattern, allowed, test in RULES:
+        for key in _matching(cfg, pattern):
+            value = OmegaConf.select(cfg, key, throw_on_missing=False)
+            if value == "???":
+                continue  # reported by _missing
+            if not test(value):
+                found.append(f"{key}={_shown(value)}: must be {allowed}")
+    for combination in COMBINATIONS:
+        found += [p for p in combination(cfg) if p not in found]
+    if build and not found:
+        found += _built(cfg)
+    return found
+
+
+# Anonymisers whose constructor loads trained models and builds a speaker pool (minutes):
+# not built here; their model folders are checked instead (the stage builds them).
+MODEL_FOLDERS = {"anonymizers.xvector.XVector": ("vc_model",), "anonymizers.ohnn.OHNN": ("vc_model", "ohnn_model")}
+
+
+def _built(cfg: DictConfig) -> list[str]:
+    """Resolve the device and build each anonymiser (its constructor checks its parameters)."""
+    from pathlib import Path
+
+    from pipeline.config import instantiate, without
+    from pipeline.devices import resolve_device
+
+    found = []
+    try:
+        resolve_device(str(cfg.device))
+    except VpevalError as error:
+        found.append(str(error))
+    for key in ("anonymizer", "attacker_anonymizer"):
+        folders = MODEL_FOLDERS.get(str(cfg[key].get("_target_")), ()) if cfg.get(key) is not None else ()
+        for name in folders:
+            folder = cfg[key].get(name)
+            if folder is None or not Path(folder).is_dir():
+                found.append(f"{key}.{name}={folder}: must be a trained model folder (recipes/train_vc/README.md)")
+        if cfg.get(key) is not None and not folders:
+            try:
+                instantiate(without(cfg[key], "name"), seed=int(cfg.seed), device="cpu")
+            except VpevalError as error:
+                found.append(str(error) if str(error).startswith(key) else f"{key}={cfg[key].name}: {error}")
+    return found
+
+
+def check_settings(cfg: DictConfig, build: bool = False) -> None:
+    """Raise one VpevalError listing every problem of `cfg` (see `problems`)."""
+    found = problems(cfg, build)
+    if found:
+        raise VpevalError(f"config: {len(found)} problem(s): " + "; ".join(found))

@@ -1,0 +1,67 @@
+"""`vpeval --help`, `--version`, "did you mean" for subcommands, group options and keys."""
+import pytest
+
+from pipeline import __version__, cli
+from pipeline.config import compose
+from pipeline.errors import VpevalError
+from pipeline.usage import group_options
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return stopped.value.code, out, err
+
+
+def test_version_is_vpevals(capsys):
+    assert run_cli(capsys, "--version") == (0, f"vpeval {__version__}\n", "")
+
+
+def test_help_lists_commands_groups_recipes_keys_and_docs(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    for command in ("vpeval validate", "vpeval metrics", "vpeval aggregate", "vpeval --version"):
+        assert command in out
+    for group, options in group_options().items():
+        if group != "experiment":
+            line = next(line for line in out.splitlines() if line.split()[:1] == [group])
+            assert line.split(None, 1)[1] == ", ".join(options)
+    assert "mcadams_a05_07" in group_options()["anonymizer"]  # recipes/anonymizer/ counts too
+    assert "smoke, vpc2024" in out
+    assert "seed=1986" in out and "device=auto" in out
+    assert "docs: README.md" in out
+
+
+def test_misspelt_subcommand_suggests_the_closest(capsys):
+    code, out, err = run_cli(capsys, "valdate", "data=synthetic_tiny")
+    assert (code, out) == (2, "")
+    assert err == ("vpeval: error: unknown command 'valdate' (did you mean 'validate'?); commands: validate, "
+                   "metrics, aggregate; an experiment takes GROUP=OPTION and KEY=VALUE overrides (vpeval --help)\n")
+
+
+def test_unrelated_word_gets_no_suggestion(capsys):
+    _, _, err = run_cli(capsys, "zzz")
+    assert "unknown command 'zzz'; commands:" in err
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("anonymizer=mcadam", "anonymizer has no option 'mcadam' (did you mean 'mcadams'?); options: external, mcadams,"),
+    ("anonymizer@attacker_anonymizer=mcadams_fixd", "'anonymizer@attacker_anonymizer=mcadams_fixd': anonymizer has "
+                                                     "no option 'mcadams_fixd' (did you mean 'mcadams_fixed'?)"),
+    ("anonymiser=mcadams", "unknown key 'anonymiser' (did you mean 'anonymizer'?)"),
+    ("split.val_fractoin=0.2", "unknown key 'split.val_fractoin' (did you mean 'split.val_fraction'?)"),
+])
+def test_misspelt_option_or_key_suggests_the_closest(override, expected):
+    with pytest.raises(VpevalError) as caught:
+        compose([override])
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_job_is_named_vpeval(tmp_path, monkeypatch, capsys):
+    """The log file (vpeval.log) and the Slurm job take Hydra's job name, not the module's (`cli`)."""
+    monkeypatch.setenv("VPEVAL_DATA", str(tmp_path))
+    code, _, _ = run_cli(capsys, "validate", "data=librispeech", f"data.root={tmp_path / 'none'}",
+                         f"hydra.run.dir={tmp_path / 'run'}")
+    assert code == 2  # no corpus there; the job had started and opened its log
+    assert sorted(p.name for p in (tmp_path / "run").glob("*.log")) == ["vpeval.log"]

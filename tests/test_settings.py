@@ -1,0 +1,86 @@
+"""pipeline.settings: every setting checked before any stage, every problem listed at once."""
+import pytest
+
+from pipeline.config import compose
+from pipeline.errors import VpevalError
+from pipeline.settings import RULES, check_settings, problems
+from pipeline.usage import group_options
+
+SHIPPED = ([f"{group}={option}" for group in ("data", "attacker", "backend", "attacks", "anonymizer")
+            for option in group_options()[group] if option not in ("external", "precomputed")]
+           + [f"+experiment={name}" for name in group_options()["experiment"]])
+
+
+@pytest.mark.parametrize("override", SHIPPED)
+def test_every_shipped_config_and_recipe_passes(override):
+    """Only the values a corpus config leaves for the user (`data.root: ???`) are missing."""
+    assert [p for p in problems(compose([override])) if not p.startswith("data.root: required")] == []
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("seed=-1", "seed=-1: must be an integer >= 0"),
+    ("device=gpu", "device=gpu: must be auto, cpu, cuda or cuda:N"),
+    ("split.val_fraction=1.0", "split.val_fraction=1.0: must be a number in (0, 1)"),
+    ("split.val_fraction=0", "split.val_fraction=0: must be a number in (0, 1)"),
+    ("split.enroll_utterances=0", "split.enroll_utterances=0: must be an integer >= 1"),
+    ("detect.false_alarm=0.5", "detect.false_alarm=0.5: must be a number in (0, 0.5)"),
+    ("detect.bootstrap.unit=utterances", "detect.bootstrap.unit=utterances: must be speakers or trials"),
+    ("data.generate.duration=[3.0,1.0]", "data.generate.duration=[3.0, 1.0]: must be a [low, high] pair"),
+    ("data.generate.subsets.dev-synth.utterances=0",
+     "data.generate.subsets.dev-synth.utterances=0: must be an integer >= 1"),
+    ("attacker.training.epochs=0", "attacker.training.epochs=0: must be an integer >= 1"),
+    ("attacker.training.batch_size=2.5", "attacker.training.batch_size=2.5: must be an integer >= 1"),
+    ("attacker.training.precision=fp8", "attacker.training.precision=fp8: must be fp32 or bf16 or fp16"),
+    ("distributed.port=80", "distributed.port=80: must be null or a port from 1024 to 65534"),
+    ("anonymizer.batch_seconds=0", "anonymizer.batch_seconds=0: must be a number of seconds > 0"),
+    # combinations
+    ("eval_splits=[test,tst]", "eval_splits=['test', 'tst']: 'tst' is not an evaluation subset of data=synthetic"),
+    ("detect.test_split=dev2", "detect.test_split=dev2: must be one of eval_splits ['dev', 'test']"),
+    ("distributed.node_rank=1", "distributed.node_rank=1: must be below distributed.nodes=1"),
+    ("split.val_fraction=0.04", "split.val_fraction=0.04: holds out 1 of the 30 utterances per speaker of train-synth"),
+    ("attacks.OO.trials=anonymised", "attacks.OO.trials=anonymised: must be original or anonymized"),
+    ("anonymizer=external", "anonymizer.command: required, not set (add anonymizer.command=...)"),
+])
+def test_bad_setting_is_named_with_what_is_allowed(override, expected):
+    found = problems(compose([override]))
+    assert len(found) == 1 and found[0].startswith(expected), found
+
+
+def test_rules_accept_the_edges_of_their_ranges():
+    cfg = compose(["split.val_fraction=0.999", "seed=0", "detect.false_alarm=0.001", "device=cuda:3",
+                   "attacker.training.scheduler.warmup_fraction=0", "data.generate.duration=[1.0,1.0]"])
+    assert problems(cfg) == []
+
+
+def test_every_problem_in_one_line():
+    with pytest.raises(VpevalError) as caught:
+        check_settings(compose(["seed=-1", "split.val_fraction=2", "attacker.training.epochs=0"]))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("config: 3 problem(s): seed=-1")
+    assert "split.val_fraction=2" in message and "attacker.training.epochs=0" in message
+
+
+def test_build_checks_anonymiser_parameters_and_devices():
+    found = problems(compose(["anonymizer.alpha=[0.9,0.2]", "device=cuda:7"]), build=True)
+    assert any("anonymizer.alpha must satisfy 0 < low <= high" in p for p in found)
+    import torch
+
+    if not torch.cuda.is_available():
+        assert any("device='cuda:7' requested but CUDA is not available" in p for p in found)
+
+
+def test_every_rule_key_exists_in_some_shipped_config():
+    """A rule whose key no config has would never run (a typo in the table)."""
+    keys = {pattern for pattern, _, _ in RULES}
+    seen = set()
+    for override in [*SHIPPED, "anonymizer@attacker_anonymizer=mcadams"]:
+        from pipeline.settings import _matching
+
+        cfg = compose([override])
+        seen |= {pattern for pattern in keys if any(True for _ in _matching(cfg, pattern))}
+    assert seen == keys
+
+
+def test_model_based_anonymisers_are_not_built_but_their_folders_checked(tmp_path):
+    found = problems(compose(["anonymizer=ohnn", f"anonymizer.vc_model={tmp_path}", "device=cpu"]), build=True)
+    assert found == ["anonymizer.ohnn_model=None: must be a trained model folder (recipes/train_vc/README.md)"]
