@@ -19,6 +19,7 @@ COMMANDS = (
     ("vpeval validate [OVERRIDE...]", "prepare and check the configured corpus only; lists every problem"),
     ("vpeval metrics FILE... [--json F]", "privacy metrics of score files (vpeval metrics --help)"),
     ("vpeval aggregate DIR", "one report of every job of a sweep folder (vpeval aggregate --help)"),
+    ("vpeval export data|attacker ...", "anonymised data as VPC/Kaldi data dirs, an attacker as a SpeechBrain folder (vpeval export --help)"),
     ("vpeval --version", "vpeval's version"),
     ("vpeval --cfg job [OVERRIDE...]", "print the composed config and stop (--hydra-help: Hydra's flags)"),
 )

@@ -37,7 +37,7 @@ def test_misspelt_subcommand_suggests_the_closest(capsys):
     code, out, err = run_cli(capsys, "valdate", "data=synthetic_tiny")
     assert (code, out) == (2, "")
     assert err == ("vpeval: error: unknown command 'valdate' (did you mean 'validate'?); commands: validate, "
-                   "metrics, aggregate; an experiment takes GROUP=OPTION and KEY=VALUE overrides (vpeval --help)\n")
+                   "metrics, aggregate, export; an experiment takes GROUP=OPTION and KEY=VALUE overrides (vpeval --help)\n")
 
 
 def test_unrelated_word_gets_no_suggestion(capsys):
