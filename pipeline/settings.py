@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from pipeline.devices import COMPILE_MODES
 from pipeline.errors import VpevalError
 
 
@@ -96,8 +97,14 @@ RULES: list[tuple[str, str, Callable]] = [
     ("attacker.extraction.batch_seconds", "a number of seconds > 0", positive),
     ("attacker.extraction.precision", " or ".join(PRECISIONS), one_of(*PRECISIONS)),
     ("attacker.extraction.workers", COUNT0, integer(0)),
-    ("anonymizer.batch_seconds", "a number of seconds > 0", positive),
-    ("attacker_anonymizer.batch_seconds", "a number of seconds > 0", positive),
+    ("attacker.training.compile", f"null, false, true or one of {', '.join(COMPILE_MODES)}",
+     lambda v: v in (None, False, True) or v in COMPILE_MODES),
+    ("attacker.model.frontend", "a front-end class under pipeline.asv. (e.g. pipeline.asv.features.KaldiFbank)",
+     lambda v: isinstance(v, str) and v.startswith("pipeline.asv.")),
+    *[row for group in ("anonymizer", "attacker_anonymizer") for row in (
+        (f"{group}.batch_seconds", "a number of seconds > 0", positive),
+        (f"{group}.lpc", "levinson or burg", one_of("levinson", "burg")),
+        (f"{group}.deterministic", "true or false", one_of(True, False)))],
 ]
 
 

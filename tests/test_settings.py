@@ -33,6 +33,9 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("attacker.training.precision=fp8", "attacker.training.precision=fp8: must be fp32 or bf16 or fp16"),
     ("distributed.port=80", "distributed.port=80: must be null or a port from 1024 to 65534"),
     ("anonymizer.batch_seconds=0", "anonymizer.batch_seconds=0: must be a number of seconds > 0"),
+    ("anonymizer.lpc=covariance", "anonymizer.lpc=covariance: must be levinson or burg"),
+    ("attacker.training.compile=fast", "attacker.training.compile=fast: must be null, false, true or one of default"),
+    ("attacker.model.frontend=os.system", "attacker.model.frontend=os.system: must be a front-end class"),
     # combinations
     ("eval_splits=[test,tst]", "eval_splits=['test', 'tst']: 'tst' is not an evaluation subset of data=synthetic"),
     ("detect.test_split=dev2", "detect.test_split=dev2: must be one of eval_splits ['dev', 'test']"),
