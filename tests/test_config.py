@@ -156,7 +156,7 @@ def test_all_attacks_hold_every_attack_model():
 
 def test_detect_defaults():
     detect = compose([]).detect
-    assert detect.reference is None and detect.false_alarm == 0.05 and detect.bootstrap.unit == "speakers"
+    assert detect.trusted is None and detect.false_alarm == 0.05 and detect.bootstrap.unit == "speakers"
 
 
 def test_sweep_variants_use_every_value_once_with_the_others_at_their_first():

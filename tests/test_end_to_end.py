@@ -49,9 +49,11 @@ def test_report_has_every_condition(first):
     assert (oo["anonymizer"], oo["attacker_anonymizer"]) == ("original", "original")
     assert (aa["anonymizer"], aa["attacker_anonymizer"]) == ("mcadams", "mcadams")
     assert [d["attack"] for d in found["detection"]] == ["OO", "AA"]
-    assert "relative_gap" in found["detection"][0]
-    assert found["detection"][1]["verdict"] == "undetermined"  # one matched pair: no line
-    assert "detect.reference" in found["detection"][1]["reason"]
+    assert "relative_drop" in found["detection"][0]
+    assert found["detection"][1]["verdict"] == "undetermined"  # detect.trusted not set: no line
+    assert "detect.trusted" in found["detection"][1]["reason"]
+    low, high = found["detection"][1]["relative_drop_ci"]
+    assert low <= found["detection"][1]["relative_drop"] <= high
     assert all(r["eer_ci_low"] <= r["eer"] <= r["eer_ci_high"] for r in found["records"])
     text = (report / "report.md").read_text()
     assert "| AA | test_m | mcadams | mcadams |" in text and "EER_val" in text
