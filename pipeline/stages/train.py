@@ -1,8 +1,9 @@
 """Stage 4 — train: the attacker (ECAPA-TDNN) on a split's training data.
 
-Model selection uses the split's validation protocol: after every epoch the encoder embeds
-the validation enrolment and trial utterances, cosine scores the trials and the epoch with
-the lowest ROCCH-EER is kept. Checkpoints make an interrupted training resume where it stopped.
+Model selection uses the split's *selection* protocol (validation speakers disjoint from
+those of the reported EER_val, see `pipeline.stages.split`): after every epoch the encoder
+embeds its enrolment and trial utterances, cosine scores the trials and the epoch with the
+lowest ROCCH-EER is kept. Checkpoints make an interrupted training resume where it stopped.
 With a team (`distributed.gpus_per_node` / `nodes` > 1) every rank trains (DDP) and
 validates its share of the validation utterances; see `pipeline.asv.team`.
 
@@ -29,11 +30,11 @@ VERSION = 1
 
 
 def validation_eer(held_out: Path, world: World, batch_seconds: float):
-    """A function encoder -> EER on the split's validation protocol (cosine scoring); on
+    """A function encoder -> EER on the split's selection protocol (cosine scoring); on
     several ranks each embeds its share of the utterances and every rank gets the EER."""
-    enrolls = read_manifest(manifest_path(held_out, "val_enrolls"))
-    trial_utts = read_manifest(manifest_path(held_out, "val_trials"))
-    trials = read_trials(trials_path(held_out, "val_trials"))
+    enrolls = read_manifest(manifest_path(held_out, "select_enrolls"))
+    trial_utts = read_manifest(manifest_path(held_out, "select_trials"))
+    trials = read_trials(trials_path(held_out, "select_trials"))
     labels = [t.target for t in trials]
 
     def validate(encoder) -> float:
@@ -58,8 +59,8 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
     """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
     ranks when given, else in this process on `device`."""
     params = {**without(attacker, "name"), "training": without(attacker.training, *OPERATIONAL_KEYS), "seed": seed}
-    inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "val_enrolls", "val_trials")}
-    inputs["val_trial_list"] = file_digest(trials_path(held_out, "val_trials"))
+    inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "select_enrolls", "select_trials")}
+    inputs["select_trial_list"] = file_digest(trials_path(held_out, "select_trials"))
 
     def build(out: Path) -> dict:
         run_on_ranks(team, device, train_on_rank, attacker=plain(attacker), held_out=str(held_out), out=str(out),
