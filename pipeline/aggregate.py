@@ -104,10 +104,12 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
         if trusted is None and config.get("detect_trusted"):
             trusted = config["detect_trusted"]
         for row in results.get("detection", []):
-            key = (group, config.get("seed"), row["attack"], row["anonymizer"], row["attacker_anonymizer"])
+            key = (group, config.get("seed"), config.get("anonymization_seed"), row["attack"], row["anonymizer"],
+                   row["attacker_anonymizer"])
             if key not in seen:
                 seen.add(key)
-                rows.append({"job": name, "seed": config.get("seed"), "group": group,
+                rows.append({"job": name, "seed": config.get("seed"), "anonymization_seed": config.get("anonymization_seed"),
+                             "group": group,
                              **{k: row[k] for k in row if k in PAIR_KEYS}})
         evaluated = results.get("config", {}).get("anonymizer")
         for row in similarity_rows(results.get("similarity", {})):

@@ -77,7 +77,8 @@ class Experiment:
             return source
         key = (name, content_hash(plain(system)))  # the system is set up (weights loaded) once per list
         if key not in self._anonymized:
-            self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name, seed=self.cfg.seed,
+            self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name,
+                                                  seed=int(self.cfg.anonymization_seed),
                                                   device=self.device,
                                                   sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
         return self._anonymized[key]
@@ -189,6 +190,7 @@ def config_summary(cfg: DictConfig) -> dict:
     return {"name": cfg.name, "data": cfg.data.name, "anonymizer": evaluated,
             "attacker_anonymizer": attacker, "attacker": cfg.attacker.name,
             "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
+            "anonymization_seed": cfg.anonymization_seed,
             "detect_trusted": detect_trusted_label(cfg.detect.trusted), "detect_false_alarm": cfg.detect.false_alarm,
             "detection_group": detection_group(cfg),
             "similarity": bool(cfg.get("similarity", False))}
