@@ -1,11 +1,13 @@
 """The whole experiment on a tiny synthetic corpus with a tiny attacker: every stage's
-outputs, a second run that does no stage work, and a changed parameter that re-runs only
-what depends on it."""
+outputs, the signal (OO well below chance, AA above OO), a second run that does no stage
+work, a changed parameter that re-runs only what depends on it, and a sweep that reaches a
+fitted detection line."""
 import json
 from pathlib import Path
 
 import pytest
 
+from pipeline.aggregate import aggregate
 from pipeline.cache import DONE
 from pipeline.config import compose
 from pipeline.data.manifest import read_manifest, read_trials
@@ -60,6 +62,35 @@ def test_report_has_every_condition(first):
     assert (report / "results.csv").read_text().count("\n") == len(found["records"]) + 1
     assert "data:image/png;base64," in (report / "report.html").read_text()
     assert {"detection.png", "det.png", "ece_profiles.png"} <= {p.name for p in (report / "figures").iterdir()}
+
+
+def test_attacks_carry_signal(first):
+    """OO well below chance; anonymisation makes the attack harder (AA above OO)."""
+    _, report = first
+    test = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"] if r["set"].startswith("test_")}
+    oo = (test[("OO", "test_f")] + test[("OO", "test_m")]) / 2
+    aa = (test[("AA", "test_f")] + test[("AA", "test_m")]) / 2
+    assert oo < 0.35 < 0.5
+    assert aa > oo
+
+
+def test_a_sweep_reaches_a_fitted_line(first):
+    """Three trusted matched systems define the line; a mismatched pair is judged against it."""
+    data, _ = first
+    sweep = data / "runs" / "sweep"
+    points = [("mcadams", "mcadams"), ("mcadams_fixed", "mcadams_fixed"), ("mcadams_a07_09", "mcadams_a07_09"),
+              ("mcadams", "mcadams_fixed")]
+    trusted = "detect.trusted=[mcadams,mcadams_fixed,mcadams_a07_09]"
+    for number, (evaluated, attacker) in enumerate(points):
+        cfg = compose(overrides(data, f"anonymizer={evaluated}", f"anonymizer@attacker_anonymizer={attacker}",
+                                "eval_splits=[test]", "similarity=false", "~attacks.OO", trusted))
+        run_experiment(cfg, sweep / str(number))
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    (fit,) = found["detection_fit"]
+    assert fit["n_points"] == 3 and "slope" in fit
+    (judged,) = [d for d in found["detection"] if d["attacker_anonymizer"] != d["anonymizer"]]
+    assert judged["role"] == "judged" and judged["verdict"] in ("trustworthy", "overestimated")
+    assert judged["residual_ci"][0] <= judged["residual"] <= judged["residual_ci"][1]
 
 
 def test_report_has_voice_similarity_of_every_set(first):

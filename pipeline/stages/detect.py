@@ -228,6 +228,7 @@ def paired_replicates(conditions: list[list[float]]) -> tuple[list[float], list[
 
 
 def percentile_interval(values: list[float], level: float) -> list[float] | None:
+    """[low, high] percentile interval of bootstrap replicates at `level`; None without any."""
     if not values:
         return None
     alpha = (1 - level) / 2
@@ -286,6 +287,8 @@ def assess(rows: list[dict], *, trusted: Trusted, false_alarm: float = 0.05) -> 
         n_points = len(trusted.points) if trusted.points else len(means)
         fits.append({"group": group, "source": source, "false_alarm": false_alarm, "n_points": n_points,
                      **(line.as_dict() if isinstance(line, Line) else {"reason": line})})
+    if problem is None and trusted.systems and not any("slope" in f for f in fits):
+        log.error("detection: no group has a trusted line: %s", fits[0]["reason"] if fits else "no pairs")
     return judged, fits
 
 
