@@ -105,7 +105,7 @@ class Precomputed(Anonymizer):
                 if key[0] < 0 and (best is None or key < best[0]):
                     best = (key, folder)
         expected = f"expected {best[1]}_{self.suffix}/wav.scp, the anonymised {best[1].name}" if best else \
-            f"no original dir lists them either"
+            "no original dir lists them either"
         raise VpevalError(f"precomputed folder {self.folder}: {len(missing)} utterance(s) in no *_{self.suffix} "
                           f"dir ({shown(missing)}): {expected}")
 

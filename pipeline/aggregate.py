@@ -5,8 +5,9 @@ error line and its overrides), e.g. the numbered job folders of a Hydra multirun
 aggregate (`<sweep>/aggregate/` by default) holds:
 
 - `results.json`: {"jobs", "failed", "records" (each with its job), "detection" (every
-  distinct (attack, evaluated, attacker) pair, judged against the line of the sweep's
-  matched pairs or of a reference file), "detection_fit"};
+  job's pairs, each with its job, seed and group, judged against the trusted line of its
+  group, see `pipeline.stages.detect`), "detection_fit" (one per group), "seeds" (mean and
+  spread of every point run with several seeds)};
 - `results.csv` (every record of every job), `similarity.csv` (the voice similarity
   metrics of every evaluated system and set, when the jobs measured them), `utility.csv`
   (ρF0 and WER of every evaluated system per set and pooled split, when measured),
@@ -14,7 +15,10 @@ aggregate (`<sweep>/aggregate/` by default) holds:
   system), the EER_val vs EER_test scatter and privacy against utility (`privacy_utility.png`).
 
 `vpeval aggregate DIR` runs it; a multirun runs it after every job (`pipeline.sweep`).
-A point that appears in several jobs (e.g. OO, shared by every job) is judged once, and
+Jobs that share corpus, attacker configuration and backend form a group (their
+`detection_group`); each group has its own line. A pair computed identically by several jobs
+(same group, seed, attack and systems, e.g. OO, shared by every job of a group) is judged
+once; every other row of every job is kept (seeds, corpora, attackers, backends), and
 voice similarity (one per evaluated system, whatever the attacker) is listed once per
 similarity-stage folder, and utility once per evaluated system and corpus.
 
@@ -99,9 +103,11 @@ def unfinished_jobs(sweep: Path, done: set[str]) -> list[dict]:
             for i, overrides in enumerate(points) if str(i) not in done]
 
 
-def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: str | Path | None = None,
+def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
               false_alarm: float = 0.05) -> Path:
-    """Write the aggregate report of the jobs under `sweep`; returns its folder."""
+    """Write the aggregate report of the jobs under `sweep`; returns its folder. `trusted`:
+    `detect.trusted` (system names or a CSV path; None: each job's own setting, the first
+    job's)."""
     sweep = Path(sweep)
     if not sweep.is_dir():
         raise input_error(sweep, "no such sweep folder")
@@ -117,11 +123,18 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
         jobs.append({"job": name, "overrides": job_overrides(job), "config": results.get("config", {}),
                      "config_hash": results.get("config_hash")})
         records += [{"job": name, **r} for r in results.get("records", [])]
+        config = results.get("config", {})
+        group = config.get("detection_group") or "/".join(str(config.get(k)) for k in ("data", "attacker", "backend"))
+        if trusted is None and config.get("detect_trusted"):
+            trusted = config["detect_trusted"]
         for row in results.get("detection", []):
-            key = (row["attack"], row["anonymizer"], row["attacker_anonymizer"])
+            key = (group, config.get("seed"), config.get("anonymization_seed"), row["attack"], row["anonymizer"],
+                   row["attacker_anonymizer"])
             if key not in seen:
                 seen.add(key)
-                rows.append({"job": name, **{k: row[k] for k in row if k in PAIR_KEYS}})
+                rows.append({"job": name, "seed": config.get("seed"), "anonymization_seed": config.get("anonymization_seed"),
+                             "group": group,
+                             **{k: row[k] for k in row if k in PAIR_KEYS}})
         evaluated = results.get("config", {}).get("anonymizer")
         for row in similarity_rows(results.get("similarity", {})):
             if row["folder"] not in measured:
@@ -129,11 +142,10 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
                 similarity.append({"job": name, "anonymizer": evaluated, **row})
         if "utility" in results and evaluated not in utilities:
             utilities[evaluated] = results["utility"]
-    points = detect.read_reference(reference) if reference else None
-    judged, fit = detect.assess(rows, reference=points, false_alarm=false_alarm)
+    judged, fit = detect.assess(rows, trusted=detect.read_trusted(trusted_spec(trusted)), false_alarm=false_alarm)
+    seeds = detect.seed_summary(judged)
     write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "unfinished": unfinished,
-                                      "records": records,
-                                      "detection": judged, "detection_fit": fit})
+                                      "records": records, "detection": judged, "detection_fit": fit, "seeds": seeds})
     write_text(out / "results.csv", results_csv(records))
     if similarity:
         write_text(out / "similarity.csv", results_csv(similarity))
@@ -160,7 +172,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
             "killed from outside (scancel, time limit after the last requeue, out of memory, node lost). Rerun "
             "the multirun with `hydra.sweep.dir=<this folder>` to finish them from the cache.",
             tables=[(["job", "overrides"], [[u["job"], " ".join(u["overrides"])] for u in unfinished])]))
-    sections += detection_sections(judged, fit, out / "figures")
+    sections += detection_sections(judged, fit, out / "figures", seeds)
     if similarity:
         variants = sorted({key[len("deid_"):] for row in similarity for key in row if key.startswith("deid_")})
         sections.append(Section(
@@ -185,18 +197,28 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, reference: st
 
 
 PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "eer_val", "eer_val_ci", "eer_test", "eer_test_ci",
-             "eer_test_f", "eer_test_m", "relative_gap")
+             "eer_test_f", "eer_test_m", "relative_drop", "relative_drop_ci", "eer_val_replicates",
+             "eer_test_replicates", "ci_level")
+
+
+def trusted_spec(trusted):
+    """`detect.trusted` from the command line or a job's report: a CSV path stays a path, a
+    comma-separated list of names becomes a list."""
+    if trusted is None or not isinstance(trusted, str):
+        return trusted
+    return trusted if trusted.endswith(".csv") or Path(trusted).is_file() else [s.strip() for s in trusted.split(",")]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vpeval aggregate", description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", help="folder of a sweep (e.g. a Hydra multirun folder)")
     parser.add_argument("--out", help="report folder (default: <sweep>/aggregate)")
-    parser.add_argument("--reference", help="CSV of matched pairs (eer_test, eer_val) to fit the line on")
+    parser.add_argument("--trusted", help="systems whose matched pairs define the line (comma-separated), or a CSV "
+                                          "of matched pairs (eer_test, eer_val); default: the jobs' detect.trusted")
     parser.add_argument("--false-alarm", type=float, default=0.05, help="false-alarm rate of the flag (0.05)")
     args = parser.parse_args(argv)
     try:
-        out = aggregate(args.sweep, args.out, reference=args.reference, false_alarm=args.false_alarm)
+        out = aggregate(args.sweep, args.out, trusted=args.trusted, false_alarm=args.false_alarm)
     except VpevalError as error:
         print(f"vpeval: error: {error}", file=sys.stderr, flush=True)
         return 2

@@ -72,6 +72,7 @@ class Experiment:
         self._attackers: dict[str, tuple[Path, Path]] = {}
         self._anonymized: dict[tuple[str, str], Path] = {}  # (list name, system hash) -> manifest
         self.score_files: dict[str, str] = {}  # "<attack>/<set>" -> score file
+        self._replicates: dict[str, list[float]] = {}  # score file -> bootstrap EER replicates
 
     def data(self, kind: str, name: str, system: DictConfig) -> Path:
         """Manifest of list `name`, original or anonymised by `system`."""
@@ -80,7 +81,8 @@ class Experiment:
             return source
         key = (name, content_hash(plain(system)))  # the system is set up (weights loaded) once per list
         if key not in self._anonymized:
-            self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name, seed=self.cfg.seed,
+            self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name,
+                                                  seed=int(self.cfg.anonymization_seed),
                                                   device=self.device,
                                                   sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
         return self._anonymized[key]
@@ -160,11 +162,17 @@ class Experiment:
         return found
 
     def metrics(self, scores: Path) -> dict:
-        """Every metric of a score file, with the bootstrap interval of its EER."""
+        """Every metric of a score file, with the bootstrap interval of its EER (its
+        replicates are kept for `replicates`)."""
         boot = self.cfg.detect.bootstrap
-        return {**evaluate.run(scores, self.cache),
-                **confidence.run(scores, self.cache, n_resamples=int(boot.n_resamples),
-                                 confidence=float(boot.confidence), unit=str(boot.unit), seed=self.cfg.seed)}
+        interval = confidence.run(scores, self.cache, n_resamples=int(boot.n_resamples),
+                                  confidence=float(boot.confidence), unit=str(boot.unit), seed=self.cfg.seed)
+        self._replicates[str(scores)] = interval.pop("eer_replicates")
+        return {**evaluate.run(scores, self.cache), **interval}
+
+    def replicates(self) -> dict[str, list[float]]:
+        """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
+        return {name: self._replicates[path] for name, path in self.score_files.items() if path in self._replicates}
 
 
 def attacker_system(cfg: DictConfig) -> DictConfig:
@@ -189,9 +197,26 @@ def config_summary(cfg: DictConfig) -> dict:
     return {"name": cfg.name, "data": cfg.data.name, "anonymizer": evaluated,
             "attacker_anonymizer": attacker, "attacker": cfg.attacker.name,
             "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
-            "detect_reference": cfg.detect.reference, "detect_false_alarm": cfg.detect.false_alarm,
+            "anonymization_seed": cfg.anonymization_seed,
+            "detect_trusted": detect_trusted_label(cfg.detect.trusted), "detect_false_alarm": cfg.detect.false_alarm,
+            "detection_group": detection_group(cfg),
             "similarity": bool(cfg.get("similarity", False)), "asr": cfg.asr.name if "asr" in cfg else None,
             "emotion": bool(cfg.get("emotion") and cfg.emotion.get("folder") and cfg.emotion.get("data"))}
+
+
+def detect_trusted_label(trusted) -> str | None:
+    """`detect.trusted` as one string (a CSV path, or the system names)."""
+    if trusted is None or isinstance(trusted, str):
+        return trusted
+    return ", ".join(str(s) for s in trusted)
+
+
+def detection_group(cfg: DictConfig) -> str:
+    """The detection line's group: jobs sharing corpus, attacker configuration and backend
+    share one line. Their names, and a hash of the three configs so that an override
+    (e.g. `attacker.epochs=5`) makes another group."""
+    parts = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("data", "attacker", "backend")}
+    return f"{cfg.data.name}/{cfg.attacker.name}/{cfg.backend.name}#{content_hash(parts, 6)}"
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -216,8 +241,10 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         records = experiment.records()
         voice_similarity = experiment.voice_similarity()
         utility_results = utility.measure(experiment)
-    detection, fit = detect.run(records, test_split=str(cfg.detect.test_split), reference=cfg.detect.reference,
-                                false_alarm=float(cfg.detect.false_alarm))
+    trusted = cfg.detect.trusted
+    detection, fit = detect.run(records, test_split=str(cfg.detect.test_split),
+                                trusted=trusted if trusted is None or isinstance(trusted, str) else list(trusted),
+                                false_alarm=float(cfg.detect.false_alarm), replicates=experiment.replicates())
     with faults.stage("report"):
         folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                             records=records, detection=detection, fit=fit, score_files=experiment.score_files,

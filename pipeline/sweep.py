@@ -90,7 +90,9 @@ class AggregateCallback(Callback):
 
         detect = config.get("detect") or {}
         try:
-            out = aggregate(sweep, reference=detect.get("reference"), false_alarm=float(detect.get("false_alarm", 0.05)))
+            trusted = detect.get("trusted")
+            trusted = trusted if trusted is None or isinstance(trusted, str) else [str(s) for s in trusted]
+            out = aggregate(sweep, trusted=trusted, false_alarm=float(detect.get("false_alarm", 0.05)))
         except VpevalError as error:
             log.error("aggregate: %s", error)
             return

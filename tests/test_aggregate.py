@@ -20,18 +20,20 @@ def records(evaluated: str, attacker: str, eer_val: float, eer_test: float) -> l
             {**base, "anonymizer": attacker, "set": "val", "eer": eer_val}]
 
 
-def write_job(sweep: Path, num: int, evaluated: str, attacker: str, eer_val: float, eer_test: float) -> None:
+def write_job(sweep: Path, num: int | str, evaluated: str, attacker: str, eer_val: float, eer_test: float,
+              seed: int = 0, group: str = "synthetic/ecapa_tiny/cosine#abc123") -> None:
     job = sweep / str(num)
     (job / ".hydra").mkdir(parents=True, exist_ok=True)
     (job / ".hydra" / "overrides.yaml").write_text(
         f"- anonymizer={evaluated}\n- anonymizer@attacker_anonymizer={attacker}\n")
     oo = {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_val": 0.01,
-          "eer_test": 0.02, "relative_gap": 1.0}
+          "eer_test": 0.02, "relative_drop": 0.5}
     aa = {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
-          "eer_test": eer_test, "relative_gap": (eer_test - eer_val) / eer_val}
+          "eer_test": eer_test, "relative_drop": (eer_test - eer_val) / eer_test}
     (job / "report").mkdir()
     (job / "report" / "results.json").write_text(json.dumps({
-        "config_hash": f"h{num}", "config": {"anonymizer": evaluated, "attacker_anonymizer": attacker},
+        "config_hash": f"h{num}", "config": {"anonymizer": evaluated, "attacker_anonymizer": attacker, "seed": seed,
+                                             "detection_group": group, "detect_trusted": "s1, s2, s3, s4"},
         "records": records(evaluated, attacker, eer_val, eer_test), "detection": [oo, aa],
         "similarity": {"test_f": voice_similarity(evaluated)}}))
 
@@ -70,7 +72,8 @@ def test_aggregate_reports_matrix_detection_and_failed_points(sweep):
     assert pairs[("s2", "s4")]["verdict"] == "overestimated"
     assert all(pairs[(s, s)]["verdict"] == "trustworthy" for s in SYSTEMS)
     assert pairs[("original", "original")]["verdict"] == "undetermined"
-    assert found["detection_fit"]["n_points"] == 4 and found["detection_fit"]["source"] == "matched pairs"
+    (fit,) = found["detection_fit"]
+    assert fit["n_points"] == 4 and fit["source"] == "trusted pairs"
     assert len(found["records"]) == 15 and all("job" in r for r in found["records"])
     text = (out / "report.md").read_text()
     assert "## Failed points" in text and "out of memory" in text and "anonymizer=s3" in text
@@ -89,7 +92,9 @@ def test_jobs_in_sub_folders_count_in_number_order(sweep):
     write_job(sweep, 10, "s1", "s3", 0.05, 0.3)
     found = json.loads((aggregate(sweep) / "results.json").read_text())
     assert [j["job"] for j in found["jobs"]] == ["0", "1", "2", "3", "4", "10", "extra/0"]
-    assert found["detection_fit"]["n_points"] == 5
+    assert found["detection_fit"][0]["n_points"] == 4  # s5 is matched but not trusted: judged only
+    (s5,) = [d for d in found["detection"] if d["anonymizer"] == "s5"]
+    assert s5["role"] == "judged" and s5["verdict"] == "trustworthy"
 
 
 def test_rerun_in_place_replaces_the_failure(sweep):
@@ -99,13 +104,51 @@ def test_rerun_in_place_replaces_the_failure(sweep):
     assert found["failed"] == [] and len(found["jobs"]) == 6
 
 
-def test_reference_file_and_cli(sweep, tmp_path, capsys):
+def test_trusted_file_and_cli(sweep, tmp_path, capsys, caplog):
     reference = tmp_path / "ref.csv"
     reference.write_text("eer_test,eer_val\n0.2,0.08\n")
-    assert main([str(sweep), "--reference", str(reference)]) == 2
-    assert "ref.csv: 1 matched pair(s); a reference line needs at least 3" in capsys.readouterr().err
+    assert main([str(sweep), "--trusted", str(reference), "--out", str(tmp_path / "bad")]) == 0
+    (logged,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "ref.csv: 1 matched pair(s); a trusted line needs at least 3" in logged
+    found = json.loads((tmp_path / "bad" / "results.json").read_text())
+    assert {d["verdict"] for d in found["detection"]} == {"undetermined"}
+    assert all("ref.csv: 1 matched pair(s)" in d["reason"] for d in found["detection"] if d["anonymizer"] != "original")
+    assert main([str(sweep), "--trusted", "s1,s2,s9", "--out", str(tmp_path / "absent")]) == 0
+    assert "detect.trusted names s9" in caplog.records[-1].getMessage()
+    capsys.readouterr()
     assert main([str(sweep), "--out", str(tmp_path / "agg")]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "agg")
+
+
+def test_two_seed_sweep_keeps_every_row_and_summarises_the_seeds(tmp_path):
+    """Regression: one row was kept per (attack, evaluated, attacker): `-m seed=1,2` kept
+    seed 1 only, and sweeps over corpus, attacker or backend collapsed into one line."""
+    sweep = tmp_path / "multirun"
+    num = 0
+    for seed, shift in ((1, -0.004), (2, 0.004)):
+        for system, (eer_test, eer_val) in SYSTEMS.items():
+            write_job(sweep, num, system, system, eer_val + shift, eer_test, seed=seed)
+            num += 1
+        write_job(sweep, num, "s2", "s4", 0.09 + shift, 0.44, seed=seed)
+        num += 1
+    for system, (eer_test, eer_val) in SYSTEMS.items():  # another attacker: its own line, 10 points higher
+        write_job(sweep, num, system, system, eer_val + 0.1, eer_test, seed=1, group="synthetic/ecapa_small/cosine#def456")
+        num += 1
+    out = aggregate(sweep)
+    found = json.loads((out / "results.json").read_text())
+    rows = [d for d in found["detection"] if d["attack"] == "AA"]
+    assert len(rows) == 14 and sorted({d["seed"] for d in rows}) == [1, 2]
+    assert len([d for d in found["detection"] if d["attack"] == "OO"]) == 3  # once per (group, seed)
+    fits = {f["group"]: f for f in found["detection_fit"]}
+    assert fits["synthetic/ecapa_tiny/cosine#abc123"]["n_points"] == 4
+    assert fits["synthetic/ecapa_small/cosine#def456"]["intercept"] == pytest.approx(
+        fits["synthetic/ecapa_tiny/cosine#abc123"]["intercept"] + 0.1, abs=1e-6)
+    seeds = {(s["anonymizer"], s["attacker_anonymizer"]): s for s in found["seeds"] if s["attack"] == "AA"}
+    assert len(seeds) == 5 and seeds[("s2", "s4")]["eer_val_mean"] == pytest.approx(0.09)
+    assert seeds[("s2", "s4")]["eer_val_std"] == pytest.approx(0.008 / 2 ** 0.5) and seeds[("s2", "s4")]["flagged"] == 2
+    text = (out / "report.md").read_text()
+    assert "## Seeds" in text and "| synthetic/ecapa_tiny/cosine#abc123 | AA | s2 | s4 | 2 | 9.00 ± 0.57 |" in text
+    assert (out / "figures" / "detection_1.png").is_file()
 
 
 def test_empty_folder_is_a_clear_error(tmp_path):
@@ -115,7 +158,7 @@ def test_empty_folder_is_a_clear_error(tmp_path):
 
 def test_callback_records_a_failed_job_and_aggregates(sweep):
     job = sweep / "6"
-    config = OmegaConf.create({"detect": {"reference": None, "false_alarm": 0.05},
+    config = OmegaConf.create({"detect": {"trusted": None, "false_alarm": 0.05},
                                "hydra": {"mode": RunMode.MULTIRUN, "runtime": {"output_dir": str(job)},
                                          "sweep": {"dir": str(sweep)}}})
     ret = JobReturn(overrides=["anonymizer=s4"], status=JobStatus.FAILED)

@@ -1,11 +1,13 @@
 """The whole experiment on a tiny synthetic corpus with a tiny attacker: every stage's
-outputs, a second run that does no stage work, and a changed parameter that re-runs only
-what depends on it."""
+outputs, the signal (OO well below chance, AA above OO), a second run that does no stage
+work, a changed parameter that re-runs only what depends on it, and a sweep that reaches a
+fitted detection line."""
 import json
 from pathlib import Path
 
 import pytest
 
+from pipeline.aggregate import aggregate
 from pipeline.cache import DONE
 from pipeline.config import compose
 from pipeline.data.audio import write_audio
@@ -52,15 +54,46 @@ def test_report_has_every_condition(first):
     assert (oo["anonymizer"], oo["attacker_anonymizer"]) == ("original", "original")
     assert (aa["anonymizer"], aa["attacker_anonymizer"]) == ("mcadams", "mcadams")
     assert [d["attack"] for d in found["detection"]] == ["OO", "AA"]
-    assert "relative_gap" in found["detection"][0]
-    assert found["detection"][1]["verdict"] == "undetermined"  # one matched pair: no line
-    assert "detect.reference" in found["detection"][1]["reason"]
+    assert "relative_drop" in found["detection"][0]
+    assert found["detection"][1]["verdict"] == "undetermined"  # detect.trusted not set: no line
+    assert "detect.trusted" in found["detection"][1]["reason"]
+    low, high = found["detection"][1]["relative_drop_ci"]
+    assert low <= found["detection"][1]["relative_drop"] <= high
     assert all(r["eer_ci_low"] <= r["eer"] <= r["eer_ci_high"] for r in found["records"])
     text = (report / "report.md").read_text()
     assert "| AA | test_m | mcadams | mcadams |" in text and "EER_val" in text
     assert (report / "results.csv").read_text().count("\n") == len(found["records"]) + 1
     assert "data:image/png;base64," in (report / "report.html").read_text()
     assert {"detection.png", "det.png", "ece_profiles.png"} <= {p.name for p in (report / "figures").iterdir()}
+
+
+def test_attacks_carry_signal(first):
+    """OO well below chance; anonymisation makes the attack harder (AA above OO)."""
+    _, report = first
+    test = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"] if r["set"].startswith("test_")}
+    oo = (test[("OO", "test_f")] + test[("OO", "test_m")]) / 2
+    aa = (test[("AA", "test_f")] + test[("AA", "test_m")]) / 2
+    assert oo < 0.35 < 0.5
+    assert aa > oo
+
+
+def test_a_sweep_reaches_a_fitted_line(first):
+    """Three trusted matched systems define the line; a mismatched pair is judged against it."""
+    data, _ = first
+    sweep = data / "runs" / "sweep"
+    points = [("mcadams", "mcadams"), ("mcadams_fixed", "mcadams_fixed"), ("mcadams_a07_09", "mcadams_a07_09"),
+              ("mcadams", "mcadams_fixed")]
+    trusted = "detect.trusted=[mcadams,mcadams_fixed,mcadams_a07_09]"
+    for number, (evaluated, attacker) in enumerate(points):
+        cfg = compose(overrides(data, f"anonymizer={evaluated}", f"anonymizer@attacker_anonymizer={attacker}",
+                                "eval_splits=[test]", "similarity=false", "~attacks.OO", trusted))
+        run_experiment(cfg, sweep / str(number))
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    (fit,) = found["detection_fit"]
+    assert fit["n_points"] == 3 and "slope" in fit
+    (judged,) = [d for d in found["detection"] if d["attacker_anonymizer"] != d["anonymizer"]]
+    assert judged["role"] == "judged" and judged["verdict"] in ("trustworthy", "overestimated")
+    assert judged["residual_ci"][0] <= judged["residual"] <= judged["residual_ci"][1]
 
 
 def test_report_has_voice_similarity_of_every_set(first):

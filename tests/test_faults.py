@@ -32,14 +32,15 @@ from pipeline.config import REPO_ROOT
 from pipeline.data.manifest import read_manifest
 from pipeline.fileio import is_temporary
 
-# The tiny experiment made tinier: 4 training speakers x 10 utterances, 2 epochs of 4 steps
+# The tiny experiment made tinier: 4 training speakers x 10 utterances (too few to select the
+# model on other validation speakers than those of EER_val), 2 epochs of 4 steps
 # with a checkpoint every 2 steps, the test split only, the anonymised-attacker attack (AA)
 # only. Every stage still runs: prepare, validate, anonymize, split, train, extract, score,
 # evaluate, report.
 EXPERIMENT = [
     "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu", "eval_splits=[test]", "~attacks.OO",
     "data.generate.subsets.train-synth.female=2", "data.generate.subsets.train-synth.male=2",
-    "data.generate.subsets.train-synth.utterances=10", "split.val_fraction=0.2",
+    "data.generate.subsets.train-synth.utterances=10", "split.val_fraction=0.2", "split.select_fraction=null",
     "attacker.training.epochs=2", "attacker.training.batch_size=8", "attacker.training.checkpoint_every=2",
 ]
 # In execution order; each applies to a fresh process resuming what the previous one left.

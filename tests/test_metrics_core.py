@@ -75,8 +75,11 @@ def test_perfect_separation():
     disclosure = zebra(tar, non)
     assert disclosure.d_ece == pytest.approx(1 / (2 * math.log(2)), rel=1e-12)  # area under H(pi)
     n_t, n_n = len(tar), len(non)
-    # Laplace bins: {pseudo pair + all non-targets} and {all targets + pseudo pair}
-    expected_l_w = max(abs(math.log(1 * n_n / ((n_n + 1) * n_t))), abs(math.log((n_t + 1) * n_n / n_t))) / math.log(10)
+    # Laplace bins: {pseudo pair + all non-targets} and {all targets + pseudo pair}; the last
+    # target also carries ZEBRA's monotonicity term (N - 1) * 1e-6 / N
+    n = n_t + n_n
+    expected_l_w = max(abs(math.log(1 * n_n / ((n_n + 1) * n_t))),
+                       math.log((n_t + 1) * n_n / n_t) + (n - 1) * 1e-6 / n) / math.log(10)
     assert disclosure.l_w == pytest.approx(expected_l_w, rel=1e-12)
     assert linkability(tar, non) == pytest.approx(reference_linkability(tar, non), abs=1e-15)
     # D = 1 wherever mated scores fall; the trapezoid over bin centres only loses half of
@@ -91,7 +94,11 @@ def test_identical_score_sets():
     assert eer(scores, scores) == 0.5
     assert eer_threshold(scores, scores) == 0.5
     assert min_cllr(scores, scores) == pytest.approx(1.0, abs=1e-15)
-    assert zebra(scores, scores) == (0.0, 0.0, "0")
+    disclosure = zebra(scores, scores)
+    assert disclosure.d_ece == 0.0
+    # the ZEBRA reference orders tied non-targets first and does not pool ties, so its
+    # worst case is not 0 even here: l_w = log10(3) at the lowest score (PAV block 1/4)
+    assert disclosure.l_w == pytest.approx(math.log10(3), abs=1e-6) and disclosure.tag == "A"
     assert linkability(scores, scores) == 0.0
 
 

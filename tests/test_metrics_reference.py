@@ -137,9 +137,20 @@ def reference_d_ece(tar, non) -> float:
     return (integral(tar_llr) + integral(-non_llr)) / math.log(2)
 
 
-def reference_l_w(tar, non) -> float:
-    tar_llr, non_llr = reference_pav_llrs(tar, non, laplace=True)
-    return float(np.abs(np.concatenate((tar_llr, non_llr))).max() / math.log(10))
+def reference_l_w(tar, non, monotonicity_epsilon: float = 1e-6) -> float:
+    """ZEBRA's max |LLR| / ln 10, step by step as its `optimal_llr(laplace=True)` goes: a
+    stable sort of [non-targets, targets] (tied non-targets first, so ties are not pooled),
+    PAV with a pseudo target and non-target at both ends, the LLR of every real trial plus
+    `i * epsilon / N` at sorted position i."""
+    n_tar, n_non = len(tar), len(non)
+    scores = np.concatenate((np.asarray(non, float), np.asarray(tar, float)))
+    labels = np.concatenate((np.zeros(n_non), np.ones(n_tar)))
+    ideal = [1.0, 0.0] + list(labels[np.argsort(scores, kind="mergesort")]) + [1.0, 0.0]
+    fitted = np.array(naive_pav(ideal)[0][2:-2])
+    with np.errstate(divide="ignore"):
+        llrs = np.log(fitted) - np.log1p(-fitted) - math.log(n_tar / n_non)
+    llrs = llrs + np.arange(n_tar + n_non) * monotonicity_epsilon / (n_tar + n_non)
+    return float(np.abs(llrs).max() / math.log(10))
 
 
 def reference_min_dcf(tar, non, p_target=0.01, c_miss=1.0, c_fa=1.0) -> float:

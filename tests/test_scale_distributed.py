@@ -341,7 +341,7 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
     from pipeline.stages.prepare import manifest_path
 
     everything = write_manifest(tmp_path / "all.jsonl", corpus[0] + corpus[1])
-    cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1},
+    cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1, "select_fraction": None},
                             "attacker": attacker_config(overrides=tuple(DDP_OVERRIDES))})
     results = {}
     for name, with_team in (("team", team), ("alone", None)):

@@ -10,9 +10,9 @@ from tests.helpers import utterances
 SPEAKERS = {"1": "f", "2": "f", "3": "m", "4": "m"}
 
 
-def run_split(tmp_path, utts, val_fraction=0.1, seed=3):
+def run_split(tmp_path, utts, val_fraction=0.1, seed=3, **options):
     manifest = write_manifest(tmp_path / "train.jsonl", utts)
-    cfg = {"val_fraction": val_fraction, "enroll_utterances": 5}
+    cfg = {"val_fraction": val_fraction, "enroll_utterances": 5, "select_fraction": None, **options}
     from omegaconf import OmegaConf
     return split.run(OmegaConf.create(cfg), manifest, Cache(tmp_path / "cache"), seed=seed)
 
@@ -49,3 +49,42 @@ def test_fallback_enrols_all_but_one_when_few_held_out(tmp_path):
 def test_speaker_with_too_few_utterances_is_named(tmp_path):
     with pytest.raises(VpevalError, match="speaker 1 has 8 training utterances"):
         run_split(tmp_path, utterances({"1": "f", "2": "m"}, 8))
+
+
+EIGHT = {str(i): "f" if i < 4 else "m" for i in range(8)}
+
+
+def test_selection_and_reported_protocols_have_disjoint_speakers(tmp_path):
+    out = run_split(tmp_path, utterances(EIGHT, 60), select_fraction=0.5)
+    speakers = {}
+    for part in ("select", "val"):
+        utts = read_manifest(manifest_path(out, f"{part}_enrolls")) + read_manifest(manifest_path(out, f"{part}_trials"))
+        speakers[part] = {u.speaker for u in utts}
+        trials = read_trials(trials_path(out, f"{part}_trials"))
+        assert {t.enroll for t in trials} == speakers[part] and any(t.target for t in trials)
+        assert any(not t.target for t in trials)
+    assert not speakers["select"] & speakers["val"] and speakers["select"] | speakers["val"] == set(EIGHT)
+    assert sorted(EIGHT[s] for s in speakers["select"]) == ["f", "f", "m", "m"]  # half of each gender
+    drawn = [frozenset(split.selection_speakers(split.by_speaker(split.hold_out(utterances(EIGHT, 60), s, 0.1)[1]),
+                                                s, 0.5)) for s in range(6)]
+    assert len(set(drawn)) > 1 and all(len(d) == 4 for d in drawn)  # the seed draws the speakers
+
+
+def test_sparse_trials_draw_that_many_per_speaker(tmp_path):
+    out = run_split(tmp_path, utterances(EIGHT, 100), sparse_trials={"target": 3, "nontarget": 5})
+    trials = read_trials(trials_path(out, "val_trials"))
+    for speaker in EIGHT:
+        own = [t for t in trials if t.enroll == speaker]
+        assert sum(t.target for t in own) == 3 and sum(not t.target for t in own) == 5
+    dense = read_trials(trials_path(run_split(tmp_path / "dense", utterances(EIGHT, 100)), "val_trials"))
+    assert len(dense) == 8 * 4 * 5  # every enrolled speaker x every same-gender trial utterance (5 each)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"select_fraction": 0.5}, r"the select protocol of 2 validation speaker\(s\) has 2 target and 0 non-target"),
+    ({"select_fraction": 1.5}, r"split.select_fraction must lie in \(0, 1\) or be null"),
+    ({"sparse_trials": {"target": 3}}, r"split.sparse_trials must be null or \{target: n, nontarget: m\}"),
+])
+def test_bad_selection_settings_are_named(tmp_path, options, message):
+    with pytest.raises(VpevalError, match=message):
+        run_split(tmp_path, utterances(SPEAKERS, 60), **options)

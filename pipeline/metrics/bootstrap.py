@@ -6,7 +6,7 @@ scores, so they land in the same groups.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -29,7 +29,9 @@ class Interval:
 
 @dataclass(frozen=True)
 class BootstrapResult:
-    """Percentile-bootstrap intervals; `n_discarded` resamples lacked one class."""
+    """Percentile-bootstrap intervals; `n_discarded` resamples lacked one class;
+    `eer_replicates` the EER of every kept resample (for intervals of derived quantities,
+    e.g. detection's relative drop; left out of `as_dict`)."""
 
     unit: str
     n_resamples: int
@@ -38,9 +40,12 @@ class BootstrapResult:
     n_discarded: int
     eer: Interval
     min_cllr: Interval
+    eer_replicates: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        found = asdict(self)
+        del found["eer_replicates"]
+        return found
 
 
 def bootstrap_ci(tar, non, n_resamples: int = 1000, unit: str = "speakers",
@@ -98,6 +103,7 @@ def bootstrap_ci(tar, non, n_resamples: int = 1000, unit: str = "speakers",
         n_discarded=int(n_resamples) - len(eers),
         eer=_interval(rocch_eer(full_bins, groups.n_target, groups.n_nontarget), eers, alpha),
         min_cllr=_interval(cllr_of_bins(full_bins, groups.n_target, groups.n_nontarget), cllrs, alpha),
+        eer_replicates=tuple(float(e) for e in eers),
     )
 
 

@@ -169,9 +169,13 @@ def _label(entry: dict) -> str:
     return f"{Path(entry['path']).name} ({s['d_ece']:.3f}, {s['l_w']:.3f}, {s['zebra_tag']})"
 
 
+UNCALIBRATED_NOTE = ("Cllr(raw): the scores read as LLRs, uncalibrated; on cosine scores (not LLRs) it measures "
+                     "their miscalibration as much as any disclosure; minCllr is the calibrated value.")
+
+
 def render(report: dict) -> str:
     """The report as a plain-text table (EER in %, Cllr-type values in bits)."""
-    header = ["file", "format", "#tar", "#non", "EER%", "EER-VPC%", "Cllr", "minCllr", "Dsys",
+    header = ["file", "format", "#tar", "#non", "EER%", "EER-VPC%", "Cllr(raw)", "minCllr", "Dsys",
               "D_ECE", "l_w", "tag", "minDCF"]
     rows, extra = [], []
     for entry in report["files"]:
@@ -191,6 +195,7 @@ def render(report: dict) -> str:
                 f"{_num(b['min_cllr']['high'], 3)}]"
                 + (f", {b['n_discarded']} resamples discarded (one class missing)" if b["n_discarded"] else "")
             )
+    extra.append(UNCALIBRATED_NOTE)
     lines = [_table(header, rows)]
     if extra:
         lines.append("\n".join(extra))

@@ -40,7 +40,7 @@ def summary(tar, non, *, p_target: float = 0.01, c_miss: float = 1.0, c_fa: floa
     n_tar, n_non = groups.n_target, groups.n_nontarget
     bins = pav_bins(groups)
     sweep = sweep_from_groups(groups)
-    disclosure = zebra_from_groups(groups, bins, pav_bins(groups, laplace=True))
+    disclosure = zebra_from_groups(groups, bins)
     notes = {}
     n_bins = min(n_tar // 10, 100)
     try:

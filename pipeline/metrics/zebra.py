@@ -9,15 +9,18 @@ import numpy as np
 from scipy.special import expit
 
 from pipeline.metrics.inputs import as_llrs
-from pipeline.metrics.roc import PavBins, ScoreGroups, bin_llrs, group_scores, pav_bins
+from pipeline.metrics.roc import PavBins, ScoreGroups, bin_llrs, group_scores, pav, pav_bins
 
 LN2 = np.log(2.0)
 LN10 = np.log(10.0)
 EPS = float(np.finfo(float).eps)
+MONOTONICITY_EPSILON = 1e-6  # the ZEBRA reference code's `monotonicity_epsilon`
 DEFAULT_PRIOR_LOG_ODDS = np.linspace(-10, 10, 201)
 
-# (tag, lower, upper): lower < l_w <= upper, l_w in log10 units (noe2022 Table 1); the
-# ZEBRA reference code puts the bound between "0" and "A" at machine epsilon.
+# (tag, lower, upper): lower < l_w <= upper, l_w in log10 units, the ZEBRA reference code's
+# convention (its tag is the range whose lower bound alone is below l_w); noe2022 Table 1
+# writes lower <= l_w < upper, which differs only for l_w exactly on a bound. The reference
+# code puts the bound between "0" and "A" at machine epsilon.
 TAG_RANGES = (
     ("0", 0.0, EPS),
     ("A", EPS, 1.0),
@@ -41,31 +44,52 @@ def zebra(tar, non) -> Zebra:
     """Expected (D_ECE) and worst-case (l_w, tag) privacy disclosure.
 
     D_ECE integrates the gap between the prior and the PAV-calibrated posterior ECE over
-    all priors (noe2022 eq. 13); l_w is the largest |LLR| of the PAV-calibrated scores
-    with Laplace's rule of succession, divided by ln 10.
+    all priors (noe2022 eq. 13); l_w is the worst case as the ZEBRA reference code computes
+    it (`worst_case_disclosure`).
 
-    >>> zebra([1.0, 2.0], [1.0, 2.0])
-    Zebra(d_ece=0.0, l_w=0.0, tag='0')
+    >>> round(zebra([1.0, 2.0], [1.0, 2.0]).l_w, 4)  # ties: the reference orders non-targets first
+    0.301
     """
     groups = group_scores(tar, non)
-    return zebra_from_groups(groups, pav_bins(groups), pav_bins(groups, laplace=True))
+    return zebra_from_groups(groups, pav_bins(groups))
 
 
-def zebra_from_groups(groups: ScoreGroups, bins: PavBins, laplace_bins: PavBins) -> Zebra:
-    """ZEBRA from precomputed PAV bins (without and with Laplace)."""
+def zebra_from_groups(groups: ScoreGroups, bins: PavBins) -> Zebra:
+    """ZEBRA from precomputed score groups and their PAV bins."""
     n_tar, n_non = groups.n_target, groups.n_nontarget
     d_ece = weighted_d_ece(bin_llrs(bins, n_tar, n_non), bins.targets, bins.nontargets, n_tar, n_non)
-    l_w = worst_case_disclosure(laplace_bins, n_tar, n_non)
+    l_w = worst_case_disclosure(groups)
     return Zebra(d_ece=d_ece, l_w=l_w, tag=zebra_tag(l_w))
 
 
-def worst_case_disclosure(laplace_bins: PavBins, n_target: int, n_nontarget: int) -> float:
-    """l_w: max |LLR| / ln 10 over the Laplace-PAV bins that hold real trials."""
-    llrs = bin_llrs(laplace_bins, n_target, n_nontarget)
-    real = laplace_bins.targets + laplace_bins.nontargets
-    real[0] -= 2  # the low pseudo target and non-target sit in the first bin
-    real[-1] -= 2  # the high pair in the last
-    return float(np.abs(llrs[real > 0]).max() / LN10)
+def worst_case_disclosure(groups: ScoreGroups) -> float:
+    """l_w (log10) exactly as the ZEBRA reference code (Nautsch et al.; `optimal_llr` with
+    `laplace=True`, then max |LLR| / ln 10) computes it, ties included.
+
+    The reference sorts the trials by score with a stable sort of [non-targets, targets],
+    so tied non-targets come before tied targets and ties are *not* pooled; runs PAV over
+    that sequence with a pseudo target and non-target at each end (Laplace); takes the LLR
+    logit(posterior) - log(Nt / Nn) of every real trial; adds `i · 1e-6 / N` at sorted
+    position i (its monotonicity term); l_w is the largest |LLR| / ln 10. Pooling ties (as
+    D_ECE, EER and Cllr do) would give less extreme LLRs: equal score sets have l_w = 0
+    pooled, 0.301 in the reference.
+    """
+    tar, non = groups.tar_sorted, groups.non_sorted
+    n_tar, n_non = len(tar), len(non)
+    total = n_tar + n_non
+    is_target = np.zeros(total, dtype=bool)  # sorted order, non-targets before tied targets
+    is_target[np.searchsorted(non, tar, side="right") + np.arange(n_tar)] = True
+    run_start = np.flatnonzero(np.concatenate(([True], is_target[1:] != is_target[:-1])))
+    run_size = np.diff(np.append(run_start, total))
+    run_tar = np.where(is_target[run_start], run_size, 0)
+    one = np.ones(1, dtype=np.int64)
+    bins = pav(np.concatenate((one, run_tar, one)), np.concatenate((one, run_size - run_tar, one)))
+    runs_per_bin = np.diff(np.append(bins.group_start, len(run_start) + 2))
+    run_llr = np.repeat(bin_llrs(bins, n_tar, n_non), runs_per_bin)[1:-1]  # pseudo groups dropped
+    step = MONOTONICITY_EPSILON / total
+    first = np.abs(run_llr + run_start * step)
+    last = np.abs(run_llr + (run_start + run_size - 1) * step)
+    return float(np.maximum(first, last).max() / LN10)
 
 
 def zebra_tag(l_w: float) -> str:

@@ -145,9 +145,13 @@ VERDICT_STYLE = {"trustworthy": ("C0", "o"), "overestimated": ("C3", "v"), "unde
 
 
 def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str | None = None) -> Path:
-    """EER_val (y) against EER_test (x), in %: matched pairs as green stars, the others by
-    verdict, with the fitted line and its one-sided lower prediction bound when there is one."""
-    from pipeline.stages.detect import Line, is_matched
+    """EER_val (y) against EER_test (x), in %: trusted pairs (the line's) as green stars, the
+    others by verdict, with the fitted line and its one-sided lower prediction bound when
+    there is one."""
+    from pipeline.stages.detect import Line
+
+    def is_trusted(row: dict) -> bool:
+        return row.get("role") == "trusted"
 
     figure = Figure(figsize=(6.4, 5.0))
     axes = figure.add_subplot()
@@ -159,19 +163,19 @@ def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str |
         grid = np.linspace(max(0.0, low - pad), min(0.5, high + pad) if high < 0.5 else high + pad, 100)
         predicted = line.predict(grid)
         bound = predicted - np.array([line.margin(x, fit["false_alarm"]) for x in grid])
-        axes.plot(100 * grid, 100 * predicted, color="C2", linestyle="--", label=f"matched line ({fit['source']})")
+        axes.plot(100 * grid, 100 * predicted, color="C2", linestyle="--", label=f"trusted line ({fit['source']})")
         axes.fill_between(100 * grid, 100 * bound, 100 * predicted, color="C2", alpha=0.15,
                           label=f"{100 * (1 - fit['false_alarm']):g} % one-sided prediction bound")
     for verdict, (colour, marker) in VERDICT_STYLE.items():
-        own = [r for r in rows if r.get("verdict") == verdict and not is_matched(r)]
+        own = [r for r in rows if r.get("verdict") == verdict and not is_trusted(r)]
         if own:
             axes.scatter([100 * r["eer_test"] for r in own], [100 * r["eer_val"] for r in own], color=colour,
                          marker=marker, label=verdict, zorder=3)
-    matched = [r for r in rows if is_matched(r)]
-    if matched:
-        axes.scatter([100 * r["eer_test"] for r in matched], [100 * r["eer_val"] for r in matched], color="C2",
-                     marker="*", s=120, label="matched", zorder=3,
-                     edgecolors=["C3" if r.get("flag") else "none" for r in matched])
+    trusted = [r for r in rows if is_trusted(r)]
+    if trusted:
+        axes.scatter([100 * r["eer_test"] for r in trusted], [100 * r["eer_val"] for r in trusted], color="C2",
+                     marker="*", s=120, label="trusted", zorder=3,
+                     edgecolors=["C3" if r.get("flag") else "none" for r in trusted])
     for r in rows:
         axes.annotate(f"({r['anonymizer']},{r['attacker_anonymizer']})", (100 * r["eer_test"], 100 * r["eer_val"]),
                       fontsize="x-small", xytext=(3, 3), textcoords="offset points")

@@ -27,7 +27,7 @@ SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both
 
 
 def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict], detection: list[dict],
-        fit: dict, stages: list[dict], score_files: dict[str, str] | None = None,
+        fit: list[dict], stages: list[dict], score_files: dict[str, str] | None = None,
         similarity: dict[str, dict] | None = None, utility: dict | None = None) -> Path:
     """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
     similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
@@ -51,7 +51,7 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
                 f"reused from the cache ({sum(s['seconds'] for s in built):.0f} s of stage work).")
     sections = [
         Section("Settings", activity, tables=[(["setting", "value"], [[k, v] for k, v in config_summary.items()])]),
-        metrics_section(records),
+        metrics_section(records, str(config_summary.get("backend", "backend"))),
         *utility_sections(utility, config_summary.get("anonymizer"), detection, out / "figures"),
         *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
@@ -66,7 +66,7 @@ def interval(ci) -> str:
     return "–" if not ci else f"[{percent(ci[0])}, {percent(ci[1])}]"
 
 
-def metrics_section(records: list[dict]) -> Section:
+def metrics_section(records: list[dict], backend: str) -> Section:
     rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], percent(r["eer"]),
              interval(detect.eer_interval(r)),
              percent(r["eer_threshold"]), r["cllr"], r["min_cllr"], r.get("linkability"), r.get("d_ece"),
@@ -74,31 +74,58 @@ def metrics_section(records: list[dict]) -> Section:
     return Section(
         "Privacy metrics",
         "EER is the ROCCH-EER (BOSARIS) with its 95 % speaker-bootstrap interval; the VPC column is the "
-        "threshold-sweep EER of the VPC 2024 toolkit. Cllr, min Cllr and D_ECE in bits. Every metric of "
-        "every condition is in results.csv.",
+        "threshold-sweep EER of the VPC 2024 toolkit. Cllr, min Cllr and D_ECE in bits. "
+        f"Cllr is computed on the uncalibrated {backend} scores read as LLRs: "
+        + ("cosine scores are not LLRs, so it measures their miscalibration as much as any disclosure; "
+           if "cosine" in backend else "they were never calibrated on held-out data, so it includes their miscalibration; ")
+        + "min Cllr (PAV-calibrated) is the calibrated value. Every metric of every condition is in results.csv.",
         tables=[(["attack", "set", "anonymizer", "attacker trained on", "EER %", "EER CI %", "EER (VPC thr.) %",
-                  "Cllr", "min Cllr", "linkability", "D_ECE", "ZEBRA tag", "# target", "# non-target"], rows)])
+                  f"Cllr (uncalibrated {backend} scores)", "min Cllr", "linkability", "D_ECE", "ZEBRA tag", "# target", "# non-target"], rows)])
 
 
 def describe_fit(fit: dict) -> str:
+    group = f"Group `{fit['group']}`: " if fit.get("group") else ""
     if "slope" not in fit:
-        return f"No matched line: {fit['reason']}."
-    return (f"Matched line fitted on {fit['n_points']} {fit['source']}: EER_val = {fit['intercept']:.4f} + "
+        return f"{group}no trusted line: {fit['reason']}."
+    return (f"{group}trusted line fitted on {fit['n_points']} {fit['source']}: EER_val = {fit['intercept']:.4f} + "
             f"{fit['slope']:.4f} · EER_test (residual std {100 * fit['residual_std']:.2f} points); a pair is "
             f"flagged when its EER_val lies below the line by more than the one-sided "
             f"{100 * (1 - fit['false_alarm']):g} % prediction bound (false-alarm rate {100 * fit['false_alarm']:g} % "
-            "for a matched pair). Matched pairs of the sweep are judged against the line of the others.")
+            "for a matched pair). Trusted pairs are judged against the line of the other trusted pairs.")
 
 
 def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
-    headers = ["attack", "evaluated", "attacker trained on", "EER_val %", "EER_val CI %", "EER_test %",
-               "EER_test CI %", "relative gap", "residual", "margin", "verdict", "reason"]
-    rows = [[d["attack"], d["anonymizer"], d["attacker_anonymizer"], percent(d["eer_val"]), interval(d.get("eer_val_ci")),
-             percent(d["eer_test"]), interval(d.get("eer_test_ci")),
-             "–" if d["relative_gap"] is None else f"{100 * d['relative_gap']:+.1f} %",
-             percent(d.get("residual")), percent(d.get("margin")), d.get("verdict"), d.get("reason")]
-            for d in detection]
+    headers = ["attack", "evaluated", "attacker trained on", "role", "EER_val %", "EER_val CI %", "EER_test %",
+               "EER_test CI %", "relative drop %", "drop CI %", "below line", "residual", "residual CI",
+               "margin", "verdict", "reason"]
+    if any(d.get("seed") is not None for d in detection):
+        headers.insert(3, "seed")
+    rows = []
+    for d in detection:
+        row = [d["attack"], d["anonymizer"], d["attacker_anonymizer"], d.get("role", "–"), percent(d["eer_val"]),
+               interval(d.get("eer_val_ci")), percent(d["eer_test"]), interval(d.get("eer_test_ci")),
+               percent(d.get("relative_drop")), interval(d.get("relative_drop_ci")),
+               {True: "yes", False: "no"}.get(d.get("below_line"), "–"), percent(d.get("residual")),
+               interval(d.get("residual_ci")), percent(d.get("margin")), d.get("verdict"), d.get("reason")]
+        if "seed" in headers:
+            row.insert(3, d.get("seed"))
+        rows.append(row)
     return headers, rows
+
+
+def seeds_section(seeds: list[dict]) -> Section:
+    """Points run with several seeds: mean ± standard deviation over the seeds."""
+    def spread(entry: dict, key: str) -> str:
+        mean, std = entry[f"{key}_mean"], entry[f"{key}_std"]
+        return "–" if mean is None else f"{percent(mean)} ± {percent(std) if std is not None else '–'}"
+
+    rows = [[e["group"], e["attack"], e["anonymizer"], e["attacker_anonymizer"], len(e["seeds"]),
+             spread(e, "eer_val"), spread(e, "eer_test"), spread(e, "relative_drop"), spread(e, "residual"),
+             f"{e['flagged']}/{len(e['seeds'])}"] for e in seeds]
+    return Section("Seeds", "Points run with several seeds (`-m seed=...`): mean ± standard deviation over the seeds, "
+                            "in %; every seed's row is in the detection table.",
+                   tables=[(["group", "attack", "evaluated", "attacker trained on", "seeds", "EER_val %", "EER_test %",
+                             "relative drop %", "residual %", "flagged"], rows)])
 
 
 def eer_matrix(detection: list[dict]) -> tuple[np.ndarray, list[str], list[str]]:
@@ -119,15 +146,25 @@ def _attacker_label(row: dict) -> str:
     return f"{system} ({row['attack']})" if system == detect.ORIGINAL else system
 
 
-def detection_sections(detection: list[dict], fit: dict, figures: Path) -> list[Section]:
+def detection_sections(detection: list[dict], fits: list[dict], figures: Path,
+                       seeds: list[dict] | None = None) -> list[Section]:
     from pipeline.report.figures import detection_figure, eer_matrix_figure
 
     matrix, attackers, evaluated = eer_matrix(detection)
+    drawn = [detection_figure([d for d in detection if d.get("group", "") == fit.get("group", "")], fit,
+                              figures / ("detection.png" if i == 0 else f"detection_{i}.png"),
+                              title=f"Overestimation detection: {fit['group']}" if fit.get("group") else None)
+             for i, fit in enumerate(fits)]
     sections = [Section(
         "Overestimation detection (EER_val vs EER_test)",
         "EER_test is the mean of the female and male test trials; EER_val is measured on the attacker's "
-        "held-out validation split (panariello2025 §4). " + describe_fit(fit),
-        tables=[detection_table(detection)], figures=[detection_figure(detection, fit, figures / "detection.png")])]
+        "held-out validation split (panariello2025 §4). Relative drop = (EER_test − EER_val) / EER_test, as "
+        "in panariello2025; below line: EER_val under the trusted line's prediction (residual < 0); intervals "
+        "are speaker-bootstrap percentile intervals (the residual's for the fitted line). Role: `trusted` pairs "
+        "(detect.trusted) define the line, `judged` pairs never do. " + " ".join(describe_fit(f) for f in fits),
+        tables=[detection_table(detection)], figures=drawn)]
+    if seeds:
+        sections.append(seeds_section(seeds))
     if matrix.size:
         table_rows = [[a, *[percent(v) if np.isfinite(v) else "–" for v in row]] for a, row in zip(attackers, matrix)]
         sections.append(Section("EER matrix (attacker system × evaluated system)",

@@ -1,8 +1,9 @@
 """Stage 4 — train: the attacker (ECAPA-TDNN) on a split's training data.
 
-Model selection uses the split's validation protocol: after every epoch the encoder embeds
-the validation enrolment and trial utterances, cosine scores the trials and the epoch with
-the lowest ROCCH-EER is kept. Checkpoints make an interrupted training resume where it stopped.
+Model selection uses the split's *selection* protocol (validation speakers disjoint from
+those of the reported EER_val, see `pipeline.stages.split`): after every epoch the encoder
+embeds its enrolment and trial utterances, cosine scores the trials and the epoch with the
+lowest ROCCH-EER is kept. Checkpoints make an interrupted training resume where it stopped.
 With a team (`distributed.gpus_per_node` / `nodes` > 1) every rank trains (DDP) and
 validates its share of the validation utterances; see `pipeline.asv.team`.
 
@@ -32,12 +33,12 @@ VERSION = 1
 
 
 def validation_eer(held_out: Path, world: World, batch_seconds: float, audio_cache: Path | None = None):
-    """A function encoder -> EER on the split's validation protocol (cosine scoring); on
+    """A function encoder -> EER on the split's selection protocol (cosine scoring); on
     several ranks each embeds its share of the utterances and every rank gets the EER. With
     `audio_cache` the validation audio is decoded once, not every epoch."""
-    enrolls = read_manifest(manifest_path(held_out, "val_enrolls"))
-    trial_utts = read_manifest(manifest_path(held_out, "val_trials"))
-    trials = read_trials(trials_path(held_out, "val_trials"))
+    enrolls = read_manifest(manifest_path(held_out, "select_enrolls"))
+    trial_utts = read_manifest(manifest_path(held_out, "select_trials"))
+    trials = read_trials(trials_path(held_out, "select_trials"))
     labels = [t.target for t in trials]
 
     def validate(encoder) -> float:
@@ -65,8 +66,8 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
     # pretrained (never trained here) and an unset init are left out, so that they do not change the folder
     params = {**without(attacker, "name", "pretrained", "init"),
               "training": without(attacker.training, *OPERATIONAL_KEYS), "seed": seed}
-    inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "val_enrolls", "val_trials")}
-    inputs["val_trial_list"] = file_digest(trials_path(held_out, "val_trials"))
+    inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "select_enrolls", "select_trials")}
+    inputs["select_trial_list"] = file_digest(trials_path(held_out, "select_trials"))
     if attacker.get("init"):
         params["init"] = str(attacker.init)
         inputs["init"] = {path.name: file_digest(path) for path in folder_files(attacker.init)}
