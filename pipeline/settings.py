@@ -59,6 +59,9 @@ RULES: list[tuple[str, str, Callable]] = [
     ("device", "auto, cpu, cuda or cuda:N", lambda v: isinstance(v, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", v)),
     ("split.val_fraction", FRACTION, open_range(0, 1)),
     ("split.enroll_utterances", COUNT, integer(1)),
+    ("split.select_fraction", "null or a number in (0, 1)", optional(open_range(0, 1))),
+    ("split.sparse_trials.target", COUNT, integer(1)),
+    ("split.sparse_trials.nontarget", COUNT, integer(1)),
     ("detect.false_alarm", "a number in (0, 0.5)", open_range(0, 0.5)),
     ("detect.bootstrap.n_resamples", COUNT, integer(1)),
     ("detect.bootstrap.confidence", FRACTION, open_range(0, 1)),
@@ -150,12 +153,20 @@ def _attacks(cfg: DictConfig) -> Iterator[str]:
                 yield f"attacks.{name}.{key}={value}: must be original or anonymized"
 
 
+def _anonymization_seed(cfg: DictConfig) -> Iterator[str]:
+    """Checked only when set apart from `seed` (by default it is `${seed}`, checked above)."""
+    value = cfg.get("anonymization_seed")
+    if value != cfg.get("seed") and not integer(0)(value):
+        yield f"anonymization_seed={value}: must be {COUNT0}"
+
+
 def _missing(cfg: DictConfig) -> Iterator[str]:
     for key in _missing_keys(cfg, ""):
         yield f"{key}: required, not set (add {key}=...)"
 
 
-COMBINATIONS: list[Callable[[DictConfig], Iterator[str]]] = [_eval_splits, _node_rank, _held_out, _attacks, _missing]
+COMBINATIONS: list[Callable[[DictConfig], Iterator[str]]] = [_eval_splits, _node_rank, _held_out, _attacks,
+                                                             _anonymization_seed, _missing]
 
 
 def _missing_keys(node: DictConfig, prefix: str) -> Iterator[str]:
