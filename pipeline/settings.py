@@ -60,8 +60,9 @@ RULES: list[tuple[str, str, Callable]] = [
     ("split.val_fraction", FRACTION, open_range(0, 1)),
     ("split.enroll_utterances", COUNT, integer(1)),
     ("split.select_fraction", "null or a number in (0, 1)", optional(open_range(0, 1))),
-    ("split.sparse_trials.target", COUNT, integer(1)),
-    ("split.sparse_trials.nontarget", COUNT, integer(1)),
+    ("split.sparse_trials", "null or {target: N, nontarget: N} with N >= 1",
+     optional(lambda v: isinstance(v, DictConfig) and set(v) == {"target", "nontarget"}
+              and all(integer(1)(n) for n in v.values()))),
     ("detect.false_alarm", "a number in (0, 0.5)", open_range(0, 0.5)),
     ("detect.bootstrap.n_resamples", COUNT, integer(1)),
     ("detect.bootstrap.confidence", FRACTION, open_range(0, 1)),

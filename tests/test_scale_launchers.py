@@ -2,6 +2,7 @@
 real sweep through submitit's local executor, one job per sweep point."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -61,6 +62,8 @@ def test_a_slurm_sweep_asks_submitit_for_one_job_per_point(monkeypatch, tmp_path
     from pipeline.cli import main
 
     real_executor = submitit.AutoExecutor
+    which = shutil.which  # the partition check (sinfo) has its own tests: here as on a machine without Slurm
+    monkeypatch.setattr(shutil, "which", lambda name, *args, **kwargs: None if name == "sinfo" else which(name, *args, **kwargs))
     RecordingExecutor.created.clear()
     monkeypatch.setattr(submitit, "AutoExecutor", RecordingExecutor)
     main(["-m", "hydra/launcher=slurm", "hydra.launcher.partition=gpu", "distributed.gpus_per_node=4",

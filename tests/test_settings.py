@@ -34,7 +34,7 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("distributed.port=80", "distributed.port=80: must be null or a port from 1024 to 65534"),
     ("anonymizer.batch_seconds=0", "anonymizer.batch_seconds=0: must be a number of seconds > 0"),
     ("split.select_fraction=1", "split.select_fraction=1: must be null or a number in (0, 1)"),
-    ("split.sparse_trials={target:0,nontarget:5}", "split.sparse_trials.target=0: must be an integer >= 1"),
+    ("split.sparse_trials={target:0,nontarget:5}", "split.sparse_trials={'target': 0, 'nontarget': 5}: must be null or"),
     ("anonymization_seed=-2", "anonymization_seed=-2: must be an integer >= 0"),
     ("anonymizer.lpc=covariance", "anonymizer.lpc=covariance: must be levinson or burg"),
     ("attacker.training.compile=fast", "attacker.training.compile=fast: must be null, false, true or one of default"),
