@@ -12,7 +12,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt scripts/ensure_torchaudio.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,slurm,utility]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,slurm,utility,docs]'
 	$(PY) scripts/ensure_torchaudio.py
 	touch $@
 

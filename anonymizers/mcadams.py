@@ -18,7 +18,9 @@ padded so that every sample lies under two frames, hence α = 1 returns the inpu
 is scaled to the input's peak level (VPC 2024 scales to full scale), so it never exceeds it.
 
 >>> anonymizer = McAdams(alpha=[0.5, 0.9], level="utterance", seed=0, device="cpu")
->>> out = anonymizer([torch.randn(16000) * 0.1], ["utt1"], ["spk1"], 16000)  # doctest: +SKIP
+>>> out = anonymizer([torch.randn(16000) * 0.1], ["utt1"], ["spk1"], 16000)
+>>> out[0].shape, out[0].dtype
+(torch.Size([16000]), torch.float32)
 """
 from __future__ import annotations
 

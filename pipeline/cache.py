@@ -8,8 +8,16 @@ incomplete one is handed back to its builder, which resumes from what is already
 A file lock serialises builders, so two experiments sharing the cache never build the
 same folder at once: one builds, the other waits and then reuses.
 
->>> cache = Cache("data/cache")                                   # doctest: +SKIP
->>> out = cache.build("split", {"val_fraction": 0.1}, {"train": digest}, make_split)  # doctest: +SKIP
+>>> import tempfile
+>>> cache = Cache(tempfile.mkdtemp())
+>>> def make_split(folder):
+...     (folder / "train.txt").write_text("u1\\nu2\\n")
+...     return {"utterances": 2}
+>>> out = cache.build("split", {"val_fraction": 0.1}, {"train": "3f2a"}, make_split)
+>>> sorted(p.name for p in out.iterdir())
+['_DONE', '_params.json', 'train.txt']
+>>> cache.build("split", {"val_fraction": 0.1}, {"train": "3f2a"}, make_split) == out  # reused
+True
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Config plumbing shared by the CLI and the tests: resolvers and composition.
 
->>> cfg = compose(["data=synthetic_tiny", "attacker=ecapa_tiny"])  # doctest: +SKIP
+>>> cfg = compose(["data=synthetic_tiny", "attacker=ecapa_tiny"])
+>>> cfg.attacker.name, cfg.data.sample_rate
+('ecapa_tiny', 16000)
 """
 from __future__ import annotations
 

@@ -24,8 +24,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
     The temporary name keeps the suffix so that format detection by extension works.
 
-    >>> with atomic_path("out.json") as tmp:  # doctest: +SKIP
-    ...     tmp.write_text("{}")
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> with atomic_path(folder / "out.json") as tmp:
+    ...     _ = tmp.write_text("{}")
+    >>> (folder / "out.json").read_text(), sorted(p.name for p in folder.iterdir())
+    ('{}', ['out.json'])
     """
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")  # see is_temporary

@@ -1,4 +1,4 @@
-"""Regenerate the "Bad inputs" table of README.md from the messages tests/test_bad_inputs.py observes.
+"""Regenerate the "Bad inputs" table of docs/robustness.md from the messages tests/test_bad_inputs.py observes.
 
     python tests/bad_inputs_table.py
 """

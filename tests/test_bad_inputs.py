@@ -1,10 +1,10 @@
-"""The bad-input catalogue: one test per row of the "Bad inputs" table in README.md.
+"""The bad-input catalogue: one test per row of the "Bad inputs" table in docs/robustness.md.
 
 Every row feeds one bad input to the code that meets it first and checks that it stops with
 a VpevalError (or, through the CLI, exit status 2) whose message is ONE line naming the file,
 line or key and the problem, and, where a file was being written, that no half-written
 output is left. Each test records the message it saw; the last test checks that the table in
-README.md's "Bad inputs" section shows exactly these messages (regenerate it with
+docs/robustness.md's "Bad inputs" section shows exactly these messages (regenerate it with
 `python tests/bad_inputs_table.py`).
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ from tests.helpers import (
     vpc_cfg,
 )
 
-README = REPO_ROOT / "README.md"
+CATALOGUE = REPO_ROOT / "docs" / "robustness.md"
 SECTION = "## Bad inputs\n"
 RATE = 16000
 SECONDS = 0.3
@@ -723,12 +723,12 @@ def render(rows: dict[str, tuple[str, str, str]]) -> str:
 
 def test_catalogue_table_is_current():
     """The whole table equals the observed one when every row ran; in a partial run (-k) every
-    row that ran is still in the README with the message it produced."""
+    row that ran is still in docs/robustness.md with the message it produced."""
     table = render(OBSERVED)
-    readme = README.read_text()
+    readme = CATALOGUE.read_text()
     start, end = readme_section(readme)
     if os.environ.get("VPEVAL_WRITE_TABLE"):
-        README.write_text(readme[:start] + table + "\n" + readme[end:])
+        CATALOGUE.write_text(readme[:start] + table + "\n" + readme[end:])
         return
     documented = readme[start:end].rstrip("\n") + "\n"
     rows = [line for line in documented.splitlines() if line.startswith("| ") and line[2].isdigit()]
@@ -737,11 +737,11 @@ def test_catalogue_table_is_current():
     for line in table.splitlines():
         if line.startswith("| ") and line[2].isdigit():
             row = line.split(" ", 2)[2]  # without the row number, which depends on what ran
-            assert any(r.split(" ", 2)[2] == row for r in rows), f"not in README.md: {row}"
+            assert any(r.split(" ", 2)[2] == row for r in rows), f"not in docs/robustness.md: {row}"
 
 
 def readme_section(readme: str) -> tuple[int, int]:
-    """Where the catalogue section of README.md starts and ends (at the next `## ` heading)."""
+    """Where the catalogue section of docs/robustness.md starts and ends (at the next `## ` heading)."""
     start = readme.index(SECTION)
     end = readme.find("\n## ", start + len(SECTION))
     return start, len(readme) if end < 0 else end + 1

@@ -1,7 +1,10 @@
 """Audio I/O through soundfile: mono float32 at a fixed rate, atomic writes.
 
->>> wav = read_audio("a.flac", sample_rate=16000)  # doctest: +SKIP
->>> write_audio("b.flac", wav, 16000)               # doctest: +SKIP
+>>> import tempfile
+>>> path = write_audio(Path(tempfile.mkdtemp()) / "a.flac", np.full(1600, 0.25), 16000)
+>>> wav = read_audio(path, sample_rate=8000)
+>>> wav.dtype, wav.shape, round(float(wav[400]), 3)
+(dtype('float32'), (800,), 0.25)
 """
 from __future__ import annotations
 

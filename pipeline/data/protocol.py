@@ -5,8 +5,13 @@ gender, a subset of the speakers enrols with a few utterances; every other utter
 every speaker of that gender is a trial utterance; each enrolled speaker is tried against
 every trial utterance of the same gender (target when the speaker matches).
 
->>> protocol = make_protocol(utts, seed=0, enroll_fraction=0.75, enroll_utterances=10)  # doctest: +SKIP
->>> protocol.trials["f"][:2]                                                             # doctest: +SKIP
+>>> utts = [Utterance(f"{spk}-{n}", spk, gender, f"{spk}-{n}.flac", 2.0)
+...         for spk, gender in [("f1", "f"), ("f2", "f"), ("m1", "m"), ("m2", "m")] for n in range(3)]
+>>> protocol = make_protocol(utts, seed=0, enroll_fraction=0.5, enroll_utterances=2)
+>>> [u.id for u in protocol.enrolls]
+['f2-1', 'f2-2', 'm1-0', 'm1-2']
+>>> protocol.trials["f"][:2]
+[Trial(enroll='f2', test='f1-0', target=False), Trial(enroll='f2', test='f1-1', target=False)]
 
 `GeneratedProtocol` is the protocol source (`data.protocol`) that applies it in preparation.
 """
