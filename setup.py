@@ -1,5 +1,6 @@
 """Ships conf/ and recipes/ inside the wheel as pipeline/conf and pipeline/recipes (package
-data read through Hydra's pkg:// search path), so the clone keeps its top-level layout."""
+data: conf/ read through Hydra's pkg:// search path, recipes/ by pipeline.recipe_source), so the
+clone keeps its top-level layout."""
 import shutil
 from pathlib import Path
 

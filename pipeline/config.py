@@ -14,13 +14,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
-# A wheel ships conf/ and recipes/ inside the package (pipeline/conf, pipeline/recipes, read
-# through Hydra's pkg:// search path); a clone keeps them at the top level.
+# A wheel ships conf/ and recipes/ inside the package (pipeline/conf, pipeline/recipes; conf/ read
+# through Hydra's pkg:// search path); a clone keeps them at the top level. The recipes (one folder
+# each) are read by pipeline.recipe_source.
 INSTALLED = (PACKAGE_DIR / "conf").is_dir()
 CONFIG_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "conf"
 RECIPES_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "recipes"
 CONFIG_SOURCE = "pkg://pipeline.conf" if INSTALLED else str(CONFIG_DIR)
-RECIPES_SOURCE = "pkg://pipeline.recipes" if INSTALLED else f"file://{RECIPES_DIR}"
+RECIPES_SOURCE = f"vpeval-recipes://{RECIPES_DIR}"
 
 
 def default_data_dir() -> Path:
@@ -37,6 +38,11 @@ if not OmegaConf.has_resolver("vpeval_slurm_gpus"):  # device=cpu asks Slurm for
     OmegaConf.register_new_resolver("vpeval_slurm_gpus", lambda device, gpus: None if device == "cpu" else gpus)
 if not OmegaConf.has_resolver("vpeval_recipes"):
     OmegaConf.register_new_resolver("vpeval_recipes", lambda: RECIPES_SOURCE)
+    from hydra.core.plugins import Plugins
+
+    from pipeline.recipe_source import RecipeConfigSource
+
+    Plugins.instance().register(RecipeConfigSource)
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:

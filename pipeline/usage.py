@@ -10,6 +10,7 @@ import difflib
 from omegaconf import OmegaConf
 
 from pipeline.config import CONFIG_DIR, RECIPES_DIR
+from pipeline.recipe_source import recipe_options
 
 # The keys a user sets most, shown with their defaults.
 MAIN_KEYS = ("name", "seed", "device", "eval_splits", "paths.data", "data.root", "split.val_fraction",
@@ -29,13 +30,14 @@ TRAINING_GROUPS = {"vc": "voice-converter training configs (python -m anonymizer
 
 
 def group_options() -> dict[str, list[str]]:
-    """Config group -> its options, from conf/ and the recipes' extra groups (recipes/<group>/)."""
+    """Config group -> its options, from conf/ and the recipes' groups (pipeline.recipe_source)."""
     groups: dict[str, set[str]] = {}
-    for root in (CONFIG_DIR, RECIPES_DIR):
-        for yaml in root.rglob("*.yaml"):
-            group = yaml.parent.relative_to(root).as_posix()
-            if group != "." and not group.startswith("hydra") and group not in TRAINING_GROUPS:
-                groups.setdefault(group, set()).add(yaml.stem)
+    for yaml in CONFIG_DIR.rglob("*.yaml"):
+        group = yaml.parent.relative_to(CONFIG_DIR).as_posix()
+        if group != "." and not group.startswith("hydra") and group not in TRAINING_GROUPS:
+            groups.setdefault(group, set()).add(yaml.stem)
+    for group, options in recipe_options(RECIPES_DIR).items():
+        groups.setdefault(group, set()).update(options)
     return {group: sorted(options) for group, options in sorted(groups.items())}
 
 

@@ -14,12 +14,14 @@ from anonymizers.base import Anonymizer
 from anonymizers.external import External
 from anonymizers.mcadams import McAdams
 from anonymizers.precomputed import Precomputed
+from pipeline.config import compose
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf" / "anonymizer"
 
 
 def build(name, **values):
-    cfg = OmegaConf.load(CONFIG_DIR / f"{name}.yaml")
+    cfg = compose(config_name=f"anonymizer/{name}").anonymizer  # with its defaults (a variant inherits its base)
+    OmegaConf.set_struct(cfg, False)
     assert cfg.name == name
     for key, value in values.items():
         cfg[key] = value

@@ -27,7 +27,7 @@ def test_help_lists_commands_groups_recipes_keys_and_docs(capsys):
         if group != "experiment":
             line = next(line for line in out.splitlines() if line.split()[:1] == [group])
             assert line.split(None, 1)[1] == ", ".join(options)
-    assert "mcadams_a05_07" in group_options()["anonymizer"]  # recipes/anonymizer/ counts too
+    assert "mcadams_a05_07" in group_options()["anonymizer"]  # recipes/<recipe>/anonymizer/ counts too
     assert "smoke, vpc2024" in out
     assert "seed=1986" in out and "device=auto" in out
     assert "docs: README.md" in out

@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from pipeline.config import CONFIG_DIR, compose, instantiate, without
 from pipeline.errors import VpevalError
+from pipeline.recipe_source import recipe_options
 
 # Mandatory values (???) each option needs to compose.
 REQUIRED = {
@@ -44,7 +45,7 @@ def test_group_option_composes_and_resolves(group, option):
     assert resolved[group] is not None
 
 
-@pytest.mark.parametrize("option", options("anonymizer") + options("anonymizer", RECIPES_DIR))  # conf/, recipes/
+@pytest.mark.parametrize("option", options("anonymizer") + sorted(recipe_options(RECIPES_DIR)["anonymizer"]))  # conf/, recipes/
 def test_anonymizers_instantiate(option, tmp_path):
     extra = ["anonymizer.folder=" + str(tmp_path)] if option == "precomputed" else REQUIRED.get(("anonymizer", option), [])
     cfg = compose([f"anonymizer={option}", *extra])
@@ -101,11 +102,12 @@ def test_unknown_key_override_is_refused():
         compose(["anonymizer.alpah=0.7"])
 
 
-# Recipes (recipes/experiment/<name>.yaml, `+experiment=<name>`) and their mandatory values.
+# Recipes (recipes/<name>/experiment.yaml, `+experiment=<name>`) and their mandatory values.
 RECIPE_REQUIRED = {"vpc2024": ["data.root=/corpora/vpc/data"], "mismatch_full": ["data.root=/corpora/LibriSpeech"],
                    "mismatch_partial": ["data.root=/corpora/LibriSpeech"],
                    "mismatch_hidden": ["data.root=/corpora/LibriSpeech"], "noe2022": ["data.root=/corpora/LibriSpeech"]}
-RECIPES = options("experiment", RECIPES_DIR)
+RECIPE_FILES = recipe_options(RECIPES_DIR)["experiment"]
+RECIPES = sorted(RECIPE_FILES)
 
 
 def test_every_recipe_folder_has_a_readme_and_the_papers_recipes_exist():
@@ -125,7 +127,7 @@ def test_recipe_composes_and_resolves(recipe):
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_sweep_points_compose(recipe):
     """Every value a recipe sweeps is an option of its group (conf/ or recipes/)."""
-    params = OmegaConf.select(OmegaConf.load(RECIPES_DIR / "experiment" / f"{recipe}.yaml"), "hydra.sweeper.params")
+    params = OmegaConf.select(OmegaConf.load(RECIPE_FILES[recipe]), "hydra.sweeper.params")
     for key, values in (params or {}).items():
         for value in str(values).split(","):
             cfg = compose([f"+experiment={recipe}", f"{key}={value}", *RECIPE_REQUIRED.get(recipe, [])])

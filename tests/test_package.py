@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import REPO_ROOT
+from pipeline.recipe_source import recipe_options
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +30,10 @@ def test_wheel_holds_configs_recipes_and_licence(wheel):
 
 def test_installed_package_composes_from_its_own_configs(wheel, tmp_path):
     """Unpacked as pip installs it and run from a folder outside the clone: configs come from
-    pkg://pipeline.conf, recipes from pkg://pipeline.recipes, data from $XDG_DATA_HOME/vpeval."""
+    pkg://pipeline.conf, recipes from the package's recipes folder, data from $XDG_DATA_HOME/vpeval."""
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    recipes = sorted(p.stem for p in (REPO_ROOT / "recipes" / "experiment").glob("*.yaml"))
+    recipes = sorted(recipe_options(REPO_ROOT / "recipes")["experiment"])
     probe = ("import json, pipeline, pipeline.config as c;"
              f"names = [c.compose(['+experiment=' + r]).name for r in {recipes!r}];"
              "cfg = c.compose(['+experiment=smoke']);"

@@ -1,0 +1,61 @@
+"""Every composed config equals its stored expectation (tests/fixtures/configs/composed.json),
+so variants that inherit (`defaults: [<base>, _self_]` plus the keys that change) compose to
+exactly what their full copies did. Regenerate after an intended change of a config:
+
+    python tests/test_config_inheritance.py
+"""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from omegaconf import OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pipeline.config import CONFIG_DIR  # noqa: E402
+from pipeline.usage import group_options  # noqa: E402
+
+EXPECTED = Path(__file__).resolve().parent / "fixtures" / "configs" / "composed.json"
+GROUPS = ("paths", "data", "anonymizer", "attacker", "backend", "attacks", "asr", "emotion", "attacker/scheduler")
+
+
+def cases() -> dict[str, tuple[str, list[str]]]:
+    """label -> (config name, overrides): every option of every group, experiment and vc config."""
+    target = {"attacker/scheduler": "attacker/scheduler@attacker.training.scheduler"}
+    found = {f"{group}={option}": ("config", [f"{target.get(group, group)}={option}"])
+             for group in GROUPS for option in group_options()[group]}
+    found.update({f"+experiment={name}": ("config", [f"+experiment={name}"]) for name in group_options()["experiment"]})
+    found.update({f"vc/{p.stem}": (f"vc/{p.stem}", []) for p in sorted((CONFIG_DIR / "vc").glob("*.yaml"))})
+    return found
+
+
+def composed(config_name: str, overrides: list[str]) -> dict:
+    """The unresolved config, with the multirun sweep of a recipe (hydra.sweeper.params)."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    params = OmegaConf.select(cfg, "hydra.sweeper.params")
+    sweep = OmegaConf.to_container(params) if params is not None else {}
+    plain = OmegaConf.to_container(cfg)
+    plain.pop("hydra", None)
+    return {"config": plain, "sweep": sweep}
+
+
+STORED = json.loads(EXPECTED.read_text()) if EXPECTED.is_file() else {}
+
+
+def test_every_option_of_today_is_stored():
+    assert set(cases()) >= set(STORED) and len(STORED) >= 50, sorted(set(STORED) - set(cases()))
+
+
+@pytest.mark.parametrize("label", sorted(STORED))
+def test_composed_config_equals_stored(label):
+    config_name, overrides = cases()[label]
+    assert composed(config_name, overrides) == STORED[label]
+
+
+if __name__ == "__main__":
+    EXPECTED.parent.mkdir(parents=True, exist_ok=True)
+    EXPECTED.write_text(json.dumps({label: composed(*case) for label, case in sorted(cases().items())}, indent=1) + "\n")
+    print(f"{EXPECTED}: {len(cases())} configs")
