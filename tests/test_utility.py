@@ -335,7 +335,8 @@ def test_privacy_utility_points_are_matched_anonymised_pairs():
 @pytest.mark.parametrize("wer", [True, False])
 def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
     out = report.run(tmp_path / "report", config_hash="x", config_summary={"anonymizer": "mcadams"}, records=[],
-                     detection=DETECTION, fit={"reason": "too few points"}, stages=[], utility=utility_result(wer))
+                     detection=DETECTION, fit=[{"group": "", "reason": "too few points"}], stages=[],
+                     utility=utility_result(wer))
     text = (out / "report.md").read_text()
     assert "## Utility metrics" in text and "| mcadams | test (pooled) | 0.700 |" in text
     assert ("WER anonymised %" in text) and (("| 30.00 |" in text) == wer)

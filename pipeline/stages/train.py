@@ -13,6 +13,7 @@ folder, e.g. a VPC 2024 ASV model, or an attacker folder) into an attacker folde
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -30,6 +31,7 @@ from pipeline.metrics import eer
 from pipeline.stages.prepare import manifest_path, trials_path
 
 VERSION = 1
+VALIDATION_AUDIO = "validation_audio"  # decoded validation audio, used while training only
 
 
 def validation_eer(held_out: Path, world: World, batch_seconds: float, audio_cache: Path | None = None):
@@ -55,7 +57,7 @@ def train_on_rank(world: World, attacker: dict, held_out: str, out: str, seed: i
     """This rank's part of training (all of it on a single process)."""
     attacker_cfg = OmegaConf.create(attacker)
     validate = validation_eer(Path(held_out), world, float(attacker_cfg.extraction.batch_seconds),
-                              audio_cache=Path(out) / "validation_audio")
+                              audio_cache=Path(out) / VALIDATION_AUDIO)
     train_attacker(attacker_cfg, read_manifest(manifest_path(Path(held_out), "train")), out, seed=seed,
                    validate=validate, world=world)
 
@@ -75,6 +77,8 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
     def build(out: Path) -> dict:
         run_on_ranks(team, device, train_on_rank, attacker=plain(attacker), held_out=str(held_out), out=str(out),
                      seed=seed)
+        # its sub-folders are keyed by the audio files' paths and times: not part of the result
+        shutil.rmtree(out / VALIDATION_AUDIO, ignore_errors=True)
         return {"attacker": attacker.name}
 
     return cache.build("train", params, inputs, build, VERSION)
