@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 from anonymizers.ohnn import OHNN
 from anonymizers.vc.checkpoints import build
 from anonymizers.vc.model import load_voice_converter, save_voice_converter
-from anonymizers.vc.train import train_vc
-from anonymizers.vc.train_ohnn import train_ohnn
+from anonymizers.training.vc import train_vc
+from anonymizers.training.ohnn import train_ohnn
 from anonymizers.xvector import XVector
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.model import SpeakerEncoder

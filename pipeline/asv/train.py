@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import math
 import time
@@ -44,24 +43,16 @@ from tqdm import tqdm
 
 from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
-from pipeline.asv.checkpoint import (
-    check_same_run,
-    differences,
-    load_resumable,
-    load_state_checked,
-    restore_rng_state,
-    rng_state,
-    save_checkpoint,
-)
+from pipeline.asv.checkpoint import differences
 from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.asv.embed import save_encoder
 from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
 from pipeline.asv.speechbrain_folder import load_attacker_folder
+from pipeline.asv.trainer import Trainer, write_log
 from pipeline.data.manifest import Utterance
 from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_lines
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.
@@ -85,16 +76,7 @@ def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utt
         raise ValueError("train_attacker needs either device or world")
     world = world or World.single(device)
     cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
-    trainer = _Trainer(cfg, train_utts, Path(out_dir), world, seed)
-    while trainer.state["epoch"] < trainer.epochs:
-        with cudnn_autotuning(world.device.type == "cuda"):
-            trainer.train_epoch()
-        trainer.end_epoch(float(validate(trainer.model.eval())))
-    world.barrier()  # rank 0's last files are written before any rank returns
-    if not (trainer.out_dir / "model.pt").is_file():
-        raise VpevalError(f"{out_dir}: no epoch gave a finite validation EER, so no model was kept "
-                          f"(see {trainer.out_dir / 'training_log.jsonl'})")
-    return trainer.out_dir
+    return _Trainer(cfg, train_utts, Path(out_dir), world, seed, validate).fit()
 
 
 @contextlib.contextmanager
@@ -124,12 +106,17 @@ class _TrainingStep(nn.Module):
         return self.head(embeddings, labels)
 
 
-class _Trainer:
-    """One attacker training run: its model, optimisation state, data and checkpoint."""
+class _Trainer(Trainer):
+    """One attacker training run, an epoch per unit: its model, optimisation state, data and checkpoint."""
 
-    def __init__(self, cfg: DictConfig, train_utts: Sequence[Utterance], out_dir: Path, world: World, seed: int):
+    checkpoint_format, what = CHECKPOINT_FORMAT, "attacker"
+    loaded_before_settings = ("model",)
+
+    def __init__(self, cfg: DictConfig, train_utts: Sequence[Utterance], out_dir: Path, world: World, seed: int,
+                 validate: Validate):
         training = cfg.training
         self.cfg, self.out_dir, self.world, self.device = cfg, out_dir, world, world.device
+        self.validate = validate
         device = world.device
         self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
         self.compile_mode = compile_mode(training.get("compile"), device, config_key="attacker.training.compile")
@@ -165,7 +152,7 @@ class _Trainer:
         self.scheduler = instantiate(training.scheduler)(self.optimizer,
                                                          total_steps=self.epochs * self.plan.steps_per_epoch)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
-        self.run = _run_identity(cfg, self.model, self.cache, seed)
+        self.run_identity = _run_identity(cfg, self.model, self.cache, seed)
         self.checkpoint_path = out_dir / "checkpoint.pt"
         self.checkpoint_every = int(training.checkpoint_every or 0)
         self.log_every = max(1, int(training.get("log_every") or 10))
@@ -175,8 +162,32 @@ class _Trainer:
         # current epoch's steps so far, over every rank.
         self.state = {"epoch": 0, "step": 0, "best_eer": math.inf, "best_epoch": 0, "history": [],
                       "loss_sum": 0.0, "correct": 0, "seen": 0}
-        self._resume()
+
+    def checkpointed(self) -> dict:
+        return {"model": self.model, "head": self.head, "optimizer": self.optimizer, "scheduler": self.scheduler,
+                "scaler": self.scaler}
+
+    def writes_checkpoint(self) -> bool:
+        return self.world.is_main  # every rank reads the same checkpoint; rank 0 writes it
+
+    def on_fit_start(self) -> None:
         self.step_module = self._step_module(self.amp_dtype)
+
+    def finished(self) -> bool:
+        return self.state["epoch"] >= self.epochs
+
+    def fit_unit(self) -> None:
+        """One epoch's remaining batches, then validation, the best model, the log and a checkpoint."""
+        with cudnn_autotuning(self.device.type == "cuda"):
+            self.train_epoch()
+        self.end_epoch(float(self.validate(self.model.eval())))
+
+    def on_fit_end(self) -> Path:
+        self.world.barrier()  # rank 0's last files are written before any rank returns
+        if not (self.out_dir / "model.pt").is_file():
+            raise VpevalError(f"{self.out_dir}: no epoch gave a finite validation EER, so no model was kept "
+                              f"(see {self.out_dir / 'training_log.jsonl'})")
+        return self.out_dir
 
     def _step_module(self, amp_dtype: torch.dtype | None) -> nn.Module:
         """The training forward: DDP across ranks, torch.compile'd if asked (built after resuming)."""
@@ -199,32 +210,6 @@ class _Trainer:
             raise VpevalError(f"attacker.training.compile={self.compile_mode}: torch.compile failed "
                               f"({reason}); set attacker.training.compile=false") from None
         return loss, cosines
-
-    def _resume(self) -> None:
-        """Restore everything from checkpoint.pt when there is one (every rank reads the same file)."""
-        path = self.checkpoint_path
-        checkpoint = load_resumable(path, CHECKPOINT_FORMAT, "attacker", self.device)
-        if checkpoint is None:
-            return
-        load_state_checked(self.model, checkpoint["model"], path, "model")
-        check_same_run(path, checkpoint["run"], self.run)
-        load_state_checked(self.head, checkpoint["head"], path, "head")
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
-        self.scheduler.load_state_dict(checkpoint["scheduler"])
-        if checkpoint["scaler"]:  # empty when saved without fp16 (e.g. a run begun on CPU)
-            self.scaler.load_state_dict(checkpoint["scaler"])
-        restore_rng_state(checkpoint["rng"], self.device)
-        self.state = {key: checkpoint[key] for key in self.state}
-
-    def save(self) -> None:
-        """Rank 0 writes checkpoint.pt (atomically)."""
-        if not self.world.is_main:
-            return
-        save_checkpoint(self.checkpoint_path, {
-            "format": CHECKPOINT_FORMAT, "run": self.run, "model": self.model.state_dict(),
-            "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
-            "rng": rng_state(self.device), **self.state})
 
     def train_epoch(self) -> None:
         """The remaining batches of the current epoch (this rank's rows of each), with mid-epoch checkpoints."""
@@ -285,7 +270,7 @@ class _Trainer:
             "lr": self.scheduler.get_last_lr()[0], "val_eer": val_eer, "best": is_best,
             "seconds": round(time.monotonic() - self.epoch_started, 3)})
         if main:
-            write_lines(self.out_dir / "training_log.jsonl", (json.dumps(record) for record in state["history"]))
+            write_log(self.out_dir / "training_log.jsonl", state["history"])
             epoch = state["history"][-1]
             log.info("train: epoch %d/%d loss %.3f accuracy %.3f validation EER %.2f %%%s (%.0f s)", epoch["epoch"],
                      self.epochs, epoch["loss"], epoch["accuracy"], 100 * val_eer, " best" if is_best else "",
