@@ -23,12 +23,12 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from pipeline.aggregate import aggregate
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_json
+from pipeline.layout import FAILED, LAUNCHED
 
 log = logging.getLogger(__name__)
-FAILED = "failed.json"
-LAUNCHED = "launched.json"
 
 
 def sweep_points(overrides: list[str]) -> list[list[str]]:
@@ -86,8 +86,6 @@ class AggregateCallback(Callback):
 
     @staticmethod
     def aggregate(sweep: Path, config: DictConfig) -> None:
-        from pipeline.aggregate import aggregate
-
         detect = config.get("detect") or {}
         try:
             trusted = detect.get("trusted")

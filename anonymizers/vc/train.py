@@ -80,7 +80,7 @@ from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
-from pipeline.stages.prepare import manifest_path
+from pipeline.layout import manifest_path
 
 log = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = "vpeval-vc-checkpoint-1"

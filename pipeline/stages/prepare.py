@@ -34,21 +34,12 @@ from pipeline.data.protocol import Protocol
 from pipeline.data.screening import conform, screen
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
+from pipeline.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 
 log = logging.getLogger(__name__)
 VERSION = 2
 SPLITS = ("dev", "test")
 PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad")
-SKIP_LIST = "skipped.txt"
-PROBLEM_LIST = "problems.txt"
-
-
-def manifest_path(prepared: Path, name: str) -> Path:
-    return Path(prepared) / "manifests" / f"{name}.jsonl"
-
-
-def trials_path(prepared: Path, name: str) -> Path:
-    return Path(prepared) / "trials" / f"{name}.txt"
 
 
 def corpus_root(data: DictConfig) -> Path:
