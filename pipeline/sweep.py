@@ -31,6 +31,27 @@ from pipeline.layout import FAILED, LAUNCHED
 log = logging.getLogger(__name__)
 
 
+def sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """Override lists that together use every value of every sweep once.
+
+    >>> sweep_variants(["seed=1,2", "anonymizer=mcadams"])
+    [['seed=1', 'anonymizer=mcadams'], ['seed=2', 'anonymizer=mcadams']]
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()]
+                   if o.is_sweep_override() else [o.input_line] for o in parsed]
+    except Exception:  # noqa: BLE001  (sweep syntax Hydra itself will report: globs, bad ranges)
+        return []
+    firsts = [values[0] for values in choices]
+    variants = [firsts]
+    for i, values in enumerate(choices):
+        variants += [[*firsts[:i], value, *firsts[i + 1:]] for value in values[1:]]
+    return variants
+
+
 def sweep_points(overrides: list[str]) -> list[list[str]]:
     """The overrides of every job Hydra's basic sweeper launches, in job-number order.
 

@@ -27,10 +27,10 @@ from omegaconf import DictConfig
 
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.config import instantiate
-from pipeline.data.corpus import MAIN, Entry, Problems, ProtocolSource, Reader, set_name
+from pipeline.data.corpus import MAIN, Entry, Problems, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
 from pipeline.data.manifest import GENDERS, Utterance, write_manifest, write_trials
-from pipeline.data.protocol import Protocol
+from pipeline.data.protocol import Protocol, ProtocolSource
 from pipeline.data.screening import conform, screen
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
