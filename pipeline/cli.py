@@ -22,7 +22,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline.config import CONFIG_SOURCE
+from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.errors import VpevalError
 
 log = logging.getLogger("vpeval")

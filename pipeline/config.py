@@ -10,15 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent
-# A wheel ships conf/ and recipes/ inside the package (pipeline/conf, pipeline/recipes, read
-# through Hydra's pkg:// search path); a clone keeps them at the top level.
-INSTALLED = (PACKAGE_DIR / "conf").is_dir()
-CONFIG_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "conf"
-RECIPES_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "recipes"
-CONFIG_SOURCE = "pkg://pipeline.conf" if INSTALLED else str(CONFIG_DIR)
-RECIPES_SOURCE = "pkg://pipeline.recipes" if INSTALLED else f"file://{RECIPES_DIR}"
+from pipeline.config_tree import CONFIG_DIR, INSTALLED, RECIPES_SOURCE, REPO_ROOT, did_you_mean, group_options
 
 
 def default_data_dir() -> Path:
@@ -78,7 +70,6 @@ def _compose(overrides: list[str], config_name: str) -> DictConfig:
 def _override_problem(error: Exception, overrides: list[str]) -> str:
     """Hydra's (multi-line) composition error as one line naming the override."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    from pipeline.usage import did_you_mean
 
     unknown = re.match(r"Could not override '([^']+)'", lines[0]) if lines else None
     if unknown and any(line.startswith("To append") for line in lines):
@@ -101,8 +92,6 @@ def _override_problem(error: Exception, overrides: list[str]) -> str:
 
 def known_keys() -> list[str]:
     """Every dotted key of the default config and every config group (for "did you mean")."""
-    from pipeline.usage import group_options
-
     def walk(node, prefix=""):
         for key, value in node.items():
             yield f"{prefix}{key}"

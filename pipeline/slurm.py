@@ -89,7 +89,7 @@ def check_slurm_sweep(overrides: list[str]) -> None:
         return
     from hydra import compose, initialize_config_dir
 
-    from pipeline.config import CONFIG_DIR
+    from pipeline.config_tree import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         variant = (sweep_variants([o for o in overrides if not o.startswith("-")]) or [[]])[0]

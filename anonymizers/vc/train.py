@@ -74,7 +74,7 @@ from pipeline.asv.checkpoint import (
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import autocast_dtype
 from pipeline.cache import Cache
-from pipeline.config import CONFIG_SOURCE
+from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.devices import resolve_device

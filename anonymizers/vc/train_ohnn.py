@@ -54,7 +54,7 @@ from pipeline.asv.checkpoint import (
     save_checkpoint,
 )
 from pipeline.cache import Cache
-from pipeline.config import CONFIG_SOURCE
+from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
