@@ -19,7 +19,9 @@ $(STAMP): pyproject.toml constraints.txt scripts/ensure_torchaudio.py
 run: setup
 	@$(PY) -m pipeline $(ARGS)
 
+# The import contract (.importlinter: one-way layers, independent stages, no cycles) first.
 test: setup
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q $(ARGS)
 
 test-all: setup

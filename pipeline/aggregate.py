@@ -33,14 +33,13 @@ from pathlib import Path
 
 from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import write_json, write_text
+from pipeline.layout import FAILED, LAUNCHED, RESULTS
+from pipeline.metrics.detection import assess, read_trusted, seed_summary
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
-from pipeline.stages import detect
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 from pipeline.stages.report import detection_sections, similarity_rows
-from pipeline.sweep import FAILED, LAUNCHED
 
-RESULTS = Path("report") / "results.json"
 OUT = "aggregate"
 
 
@@ -142,8 +141,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                 similarity.append({"job": name, "anonymizer": evaluated, **row})
         if "utility" in results and evaluated not in utilities:
             utilities[evaluated] = results["utility"]
-    judged, fit = detect.assess(rows, trusted=detect.read_trusted(trusted_spec(trusted)), false_alarm=false_alarm)
-    seeds = detect.seed_summary(judged)
+    judged, fit = assess(rows, trusted=read_trusted(trusted_spec(trusted)), false_alarm=false_alarm)
+    seeds = seed_summary(judged)
     write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "unfinished": unfinished,
                                       "records": records, "detection": judged, "detection_fit": fit, "seeds": seeds})
     write_text(out / "results.csv", results_csv(records))

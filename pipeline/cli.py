@@ -22,7 +22,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline.config import CONFIG_SOURCE
+from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.errors import VpevalError
 
 log = logging.getLogger("vpeval")
@@ -83,7 +83,7 @@ def validate_app(cfg: DictConfig) -> None:
 
 # Subcommands: tools (name -> module with `main(argv) -> int`) and Hydra apps other than the experiment.
 TOOLS = {
-    "metrics": "pipeline.metrics.cli",
+    "metrics": "pipeline.metrics_cli",
     "aggregate": "pipeline.aggregate",
     "export": "pipeline.export",
 }
@@ -135,6 +135,7 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
     from pipeline.config import compose
     from pipeline.settings import check_settings
     from pipeline.slurm import check_slurm_sweep
+    from pipeline.sweep import sweep_variants
 
     try:
         check_slurm_sweep(overrides)
@@ -144,24 +145,3 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
                 check_settings(cfg)
     except VpevalError as error:
         fail(error)
-
-
-def sweep_variants(overrides: list[str]) -> list[list[str]]:
-    """Override lists that together use every value of every sweep once.
-
-    >>> sweep_variants(["seed=1,2", "anonymizer=mcadams"])
-    [['seed=1', 'anonymizer=mcadams'], ['seed=2', 'anonymizer=mcadams']]
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-        choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()]
-                   if o.is_sweep_override() else [o.input_line] for o in parsed]
-    except Exception:  # noqa: BLE001  (sweep syntax Hydra itself will report: globs, bad ranges)
-        return []
-    firsts = [values[0] for values in choices]
-    variants = [firsts]
-    for i, values in enumerate(choices):
-        variants += [[*firsts[:i], value, *firsts[i + 1:]] for value in values[1:]]
-    return variants

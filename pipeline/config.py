@@ -10,18 +10,11 @@ import os
 import re
 from pathlib import Path
 
+from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent
-# A wheel ships conf/ and recipes/ inside the package (pipeline/conf, pipeline/recipes; conf/ read
-# through Hydra's pkg:// search path); a clone keeps them at the top level. The recipes (one folder
-# each) are read by pipeline.recipe_source.
-INSTALLED = (PACKAGE_DIR / "conf").is_dir()
-CONFIG_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "conf"
-RECIPES_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "recipes"
-CONFIG_SOURCE = "pkg://pipeline.conf" if INSTALLED else str(CONFIG_DIR)
-RECIPES_SOURCE = f"vpeval-recipes://{RECIPES_DIR}"
+from pipeline.config_tree import CONFIG_DIR, INSTALLED, RECIPES_SOURCE, REPO_ROOT, did_you_mean, group_options
+from pipeline.recipe_source import RecipeConfigSource
 
 
 def default_data_dir() -> Path:
@@ -38,10 +31,6 @@ if not OmegaConf.has_resolver("vpeval_slurm_gpus"):  # device=cpu asks Slurm for
     OmegaConf.register_new_resolver("vpeval_slurm_gpus", lambda device, gpus: None if device == "cpu" else gpus)
 if not OmegaConf.has_resolver("vpeval_recipes"):
     OmegaConf.register_new_resolver("vpeval_recipes", lambda: RECIPES_SOURCE)
-    from hydra.core.plugins import Plugins
-
-    from pipeline.recipe_source import RecipeConfigSource
-
     Plugins.instance().register(RecipeConfigSource)
 
 
@@ -86,7 +75,6 @@ def _compose(overrides: list[str], config_name: str) -> DictConfig:
 def _override_problem(error: Exception, overrides: list[str]) -> str:
     """Hydra's (multi-line) composition error as one line naming the override."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    from pipeline.usage import did_you_mean
 
     unknown = re.match(r"Could not override '([^']+)'", lines[0]) if lines else None
     if unknown and any(line.startswith("To append") for line in lines):
@@ -109,8 +97,6 @@ def _override_problem(error: Exception, overrides: list[str]) -> str:
 
 def known_keys() -> list[str]:
     """Every dotted key of the default config and every config group (for "did you mean")."""
-    from pipeline.usage import group_options
-
     def walk(node, prefix=""):
         for key, value in node.items():
             yield f"{prefix}{key}"

@@ -22,6 +22,8 @@ from pipeline.asv.team import Team, serve_node, team_spec
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.data.manifest import GENDERS
 from pipeline.devices import compile_mode, resolve_device
+from pipeline.layout import manifest_path, trials_path
+from pipeline.metrics.detection import ORIGINAL
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.stages import (
     anonymize,
@@ -37,8 +39,6 @@ from pipeline.stages import (
     train,
     validate,
 )
-from pipeline.stages.detect import ORIGINAL
-from pipeline.stages.prepare import manifest_path, trials_path
 
 log = logging.getLogger(__name__)
 

@@ -67,7 +67,8 @@ def export_data(out: Path, suffix: str | None, overrides: list[str]) -> list[Pat
     from pipeline.data.kaldi import write_data_dir
     from pipeline.data.manifest import GENDERS, read_manifest, read_trials
     from pipeline.experiment import Experiment
-    from pipeline.stages.prepare import kaldi_dir_name, trials_path
+    from pipeline.layout import trials_path
+    from pipeline.stages.prepare import kaldi_dir_name
 
     cfg = compose(overrides)
     suffix = str(suffix or cfg.anonymizer.name).lstrip("_")

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from pipeline.errors import VpevalError
+from pipeline.sweep import sweep_variants
 
 EXTRA = "pip install 'vpeval[slurm]' (hydra-submitit-launcher)"
 
@@ -88,8 +89,7 @@ def check_slurm_sweep(overrides: list[str]) -> None:
         return
     from hydra import compose, initialize_config_dir
 
-    from pipeline.config import CONFIG_DIR
-    from pipeline.cli import sweep_variants
+    from pipeline.config_tree import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         variant = (sweep_variants([o for o in overrides if not o.startswith("-")]) or [[]])[0]

@@ -23,12 +23,33 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from pipeline.aggregate import aggregate
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_json
+from pipeline.layout import FAILED, LAUNCHED
 
 log = logging.getLogger(__name__)
-FAILED = "failed.json"
-LAUNCHED = "launched.json"
+
+
+def sweep_variants(overrides: list[str]) -> list[list[str]]:
+    """Override lists that together use every value of every sweep once.
+
+    >>> sweep_variants(["seed=1,2", "anonymizer=mcadams"])
+    [['seed=1', 'anonymizer=mcadams'], ['seed=2', 'anonymizer=mcadams']]
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()]
+                   if o.is_sweep_override() else [o.input_line] for o in parsed]
+    except Exception:  # noqa: BLE001  (sweep syntax Hydra itself will report: globs, bad ranges)
+        return []
+    firsts = [values[0] for values in choices]
+    variants = [firsts]
+    for i, values in enumerate(choices):
+        variants += [[*firsts[:i], value, *firsts[i + 1:]] for value in values[1:]]
+    return variants
 
 
 def sweep_points(overrides: list[str]) -> list[list[str]]:
@@ -86,8 +107,6 @@ class AggregateCallback(Callback):
 
     @staticmethod
     def aggregate(sweep: Path, config: DictConfig) -> None:
-        from pipeline.aggregate import aggregate
-
         detect = config.get("detect") or {}
         try:
             trusted = detect.get("trusted")

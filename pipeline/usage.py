@@ -5,12 +5,10 @@ recipes' groups), the recipes, and the defaults of the most used keys.
 """
 from __future__ import annotations
 
-import difflib
-
 from omegaconf import OmegaConf
 
-from pipeline.config import CONFIG_DIR, RECIPES_DIR
-from pipeline.recipe_source import recipe_options
+from pipeline.config import compose
+from pipeline.config_tree import TRAINING_GROUPS, did_you_mean, group_options
 
 # The keys a user sets most, shown with their defaults.
 MAIN_KEYS = ("name", "seed", "device", "eval_splits", "paths.data", "data.root", "split.val_fraction",
@@ -26,24 +24,9 @@ COMMANDS = (
 )
 DOCS = ("README.md in the vpeval repository; an installed package holds the same text as its long "
         "description (importlib.metadata.metadata('vpeval')['Description'])")
-TRAINING_GROUPS = {"vc": "voice-converter training configs (python -m anonymizers.vc.train --config-name vc/<name>)"}
-
-
-def group_options() -> dict[str, list[str]]:
-    """Config group -> its options, from conf/ and the recipes' groups (pipeline.recipe_source)."""
-    groups: dict[str, set[str]] = {}
-    for yaml in CONFIG_DIR.rglob("*.yaml"):
-        group = yaml.parent.relative_to(CONFIG_DIR).as_posix()
-        if group != "." and not group.startswith("hydra") and group not in TRAINING_GROUPS:
-            groups.setdefault(group, set()).add(yaml.stem)
-    for group, options in recipe_options(RECIPES_DIR).items():
-        groups.setdefault(group, set()).update(options)
-    return {group: sorted(options) for group, options in sorted(groups.items())}
 
 
 def usage() -> str:
-    from pipeline.config import compose
-
     defaults = compose([])
     width = max(len(command) for command, _ in COMMANDS)
     lines = ["usage:"] + [f"  {command:<{width}}  {what}" for command, what in COMMANDS]
@@ -62,12 +45,6 @@ def usage() -> str:
         lines.append(f"  {key}={shown}")
     lines += ["", f"docs: {DOCS}"]
     return "\n".join(lines)
-
-
-def did_you_mean(word: str, choices) -> str:
-    """' (did you mean 'x'?)' for the closest choice, or ''."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def unknown_command(word: str, commands: list[str]) -> str:

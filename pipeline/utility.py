@@ -20,9 +20,9 @@ import numpy as np
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.emotion import unweighted_average_recall
 from pipeline.errors import VpevalError
+from pipeline.metrics.detection import ORIGINAL
 from pipeline.metrics.wer import WordErrors, normalise, ratio_interval, word_errors
 from pipeline.stages import anonymize, emotion, pitch, transcribe
-from pipeline.stages.detect import ORIGINAL
 
 log = logging.getLogger(__name__)
 ANONYMIZED = "anonymized"

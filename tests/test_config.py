@@ -163,7 +163,7 @@ def test_detect_defaults():
 
 
 def test_sweep_variants_use_every_value_once_with_the_others_at_their_first():
-    from pipeline.cli import sweep_variants
+    from pipeline.sweep import sweep_variants
 
     assert sweep_variants(["seed=1,2,3", "anonymizer=mcadams,mcadams_fixed", "~attacks.OO"]) == [
         ["seed=1", "anonymizer=mcadams", "~attacks.OO"],

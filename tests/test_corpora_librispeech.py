@@ -13,7 +13,7 @@ from pipeline.data.librispeech import LibriSpeech
 from pipeline.data.manifest import read_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
-from pipeline.stages.prepare import manifest_path
+from pipeline.layout import manifest_path
 from tests.helpers import librispeech_tree, tone
 
 SPEAKERS = {

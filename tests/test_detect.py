@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pipeline.errors import VpevalError
-from pipeline.stages.detect import (
+from pipeline.metrics.detection import (
     OVERESTIMATED,
     TRUSTWORTHY,
     UNDETERMINED,
@@ -16,9 +16,9 @@ from pipeline.stages.detect import (
     pairs,
     read_reference,
     read_trusted,
-    run,
     seed_summary,
 )
+from pipeline.stages.detect import run
 
 MATCHED = Trusted(systems=("s0", "s1", "s2", "s3", "s4"))
 

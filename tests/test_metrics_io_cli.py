@@ -22,7 +22,7 @@ from pipeline.metrics import (
     speaker_breakdown,
     summary,
 )
-from pipeline.metrics.cli import main
+from pipeline.metrics_cli import main
 from pipeline.report.figures import (
     det_figure,
     ece_profiles_figure,

@@ -231,4 +231,4 @@ def test_model_folders_load_safely(tmp_path):
     with pytest.raises(VpevalError, match="refused builder 'os.system'"):
         build({"_target_": "os.system", "command": "true"}, tmp_path / "model.json")
     with pytest.raises(VpevalError, match="anonymizer.ohnn_model is not set: .*train_ohnn"):
-        require_folder(None, "anonymizer.ohnn_model", "python -m anonymizers.vc.train_ohnn")
+        require_folder(None, "anonymizer.ohnn_model", "python -m anonymizers.training.ohnn")

@@ -34,10 +34,10 @@ def test_installed_package_composes_from_its_own_configs(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     recipes = sorted(recipe_options(REPO_ROOT / "recipes")["experiment"])
-    probe = ("import json, pipeline, pipeline.config as c;"
+    probe = ("import json, pipeline, pipeline.config as c, pipeline.config_tree as t;"
              f"names = [c.compose(['+experiment=' + r]).name for r in {recipes!r}];"
              "cfg = c.compose(['+experiment=smoke']);"
-             "print(json.dumps([pipeline.__file__, c.CONFIG_SOURCE, cfg.name, cfg.data.name, cfg.paths.data, names]))")
+             "print(json.dumps([pipeline.__file__, t.CONFIG_SOURCE, cfg.name, cfg.data.name, cfg.paths.data, names]))")
     env = {"PYTHONPATH": str(site), "XDG_DATA_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path),
            "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)

@@ -338,7 +338,7 @@ def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_m
 def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, corpus, tmp_path):
     from pipeline.cache import Cache, is_complete
     from pipeline.stages import extract, split, train
-    from pipeline.stages.prepare import manifest_path
+    from pipeline.layout import manifest_path, read_embeddings
 
     everything = write_manifest(tmp_path / "all.jsonl", corpus[0] + corpus[1])
     cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1, "select_fraction": None},
@@ -352,7 +352,7 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
                                extraction={"batch_seconds": 4.0, "precision": "fp32", "workers": 1}, team=with_team)
         assert is_complete(model) and is_complete(embedded) and (model / "model.pt").is_file()
         assert [record["epoch"] for record in read_log(model / "training_log.jsonl")] == [1, 2]
-        results[name] = extract.load(embedded)
+        results[name] = read_embeddings(embedded)
     assert results["team"].keys() == results["alone"].keys()
     team_emb, alone_emb = (np.stack([results[name][utt] for utt in results["alone"]]) for name in ("team", "alone"))
     assert cosine_distance(team_emb, alone_emb).max() < EMBEDDING_TOLERANCE

@@ -4,7 +4,7 @@ from pipeline.cache import Cache
 from pipeline.data.manifest import read_manifest, read_trials, write_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import split
-from pipeline.stages.prepare import manifest_path, trials_path
+from pipeline.layout import manifest_path, trials_path
 from tests.helpers import utterances
 
 SPEAKERS = {"1": "f", "2": "f", "3": "m", "4": "m"}

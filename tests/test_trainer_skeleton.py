@@ -97,10 +97,10 @@ def test_inference_modules_do_not_import_training():
     assert found.strip() == "[]"
 
 
-@pytest.mark.parametrize(("module", "arguments"), [("anonymizers.vc.train", ["--config-name", "vc/tiny"]),
-                                                   ("anonymizers.vc.train_ohnn", ["--config-name", "vc/ohnn_small",
+@pytest.mark.parametrize(("module", "arguments"), [("anonymizers.training.vc", ["--config-name", "vc/tiny"]),
+                                                   ("anonymizers.training.ohnn", ["--config-name", "vc/ohnn_small",
                                                                                   "vc_model=y"])])
-def test_old_training_commands_still_run_their_recipe(module, arguments):
+def test_training_commands_run_their_recipe(module, arguments):
     done = subprocess.run([sys.executable, "-m", module, "--cfg", "job", *arguments, "out=x"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -47,7 +47,7 @@ from anonymizers.training.recipe import (
 )
 from pipeline.asv.trainer import Trainer, write_log
 from pipeline.cache import Cache
-from pipeline.config import CONFIG_SOURCE
+from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 

@@ -21,7 +21,7 @@ from pipeline.cache import Cache
 from pipeline.data.manifest import Utterance, file_digest, read_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import prepare, split, train
-from pipeline.stages.prepare import manifest_path
+from pipeline.layout import manifest_path
 
 EMBEDDINGS_FORMAT = "vpeval-utterance-embeddings-1"
 

@@ -67,12 +67,12 @@ from pipeline.asv.trainer import Trainer, write_log
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import autocast_dtype
 from pipeline.cache import Cache
-from pipeline.config import CONFIG_SOURCE
+from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
-from pipeline.stages.prepare import manifest_path
+from pipeline.layout import manifest_path
 
 log = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = "vpeval-vc-checkpoint-1"

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 from typing import Protocol as Interface
 
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
-
-if TYPE_CHECKING:
-    from pipeline.data.protocol import Protocol
 
 MAIN = ""
 
@@ -48,15 +44,6 @@ class Entry:
 class Reader(Interface):
     def entries(self, subset: str) -> list[Entry]:
         """Every utterance of `subset`, in a stable order."""
-
-
-class ProtocolSource(Interface):
-    def entries(self, reader: Reader, subset: str) -> list[Entry]:
-        """The utterances the evaluation of `subset` draws on."""
-
-    def build(self, utterances: list[Utterance], *, reader: Reader, subset: str, name: str,
-              problems: "Problems") -> dict[str, "Protocol"]:
-        """Protocols by variant from the screened `utterances` of `subset`."""
 
 
 def set_name(split: str, variant: str) -> str:

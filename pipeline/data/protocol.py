@@ -18,6 +18,7 @@ every trial utterance of the same gender (target when the speaker matches).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol as Interface
 
 import numpy as np
 
@@ -56,6 +57,18 @@ class Protocol:
         trial_utts = {g: [ready[u.id] for u in us if u.id in ready] for g, us in self.trial_utts.items()}
         trials = {g: [t for t in ts if t.test in ready and t.enroll in enrolled] for g, ts in self.trials.items()}
         return Protocol(enrolls, trial_utts, trials)
+
+
+class ProtocolSource(Interface):
+    """Where a split's protocols come from (`data.protocol`): generated, or given by the corpus."""
+
+    def entries(self, reader: Reader, subset: str) -> list[Entry]:
+        """The utterances the evaluation of `subset` draws on."""
+
+    def build(self, utterances: list[Utterance], *, reader: Reader, subset: str, name: str,
+              problems: Problems) -> dict[str, Protocol]:
+        """Protocols by variant from the screened `utterances` of `subset`."""
+
 
 
 def cross_trials(enroll_speakers: list[str], trial_utts: list[Utterance]) -> list[Trial]:

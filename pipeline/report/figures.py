@@ -22,6 +22,7 @@ from scipy.stats import norm
 
 from pipeline.fileio import atomic_path
 from pipeline.metrics.dcf import DetCurve
+from pipeline.metrics.detection import Line
 from pipeline.metrics.similarity import SimilarityResult
 from pipeline.metrics.zebra import EceProfile
 
@@ -148,7 +149,6 @@ def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str |
     """EER_val (y) against EER_test (x), in %: trusted pairs (the line's) as green stars, the
     others by verdict, with the fitted line and its one-sided lower prediction bound when
     there is one."""
-    from pipeline.stages.detect import Line
 
     def is_trusted(row: dict) -> bool:
         return row.get("role") == "trusted"

@@ -17,6 +17,7 @@ from pipeline.asv.team import Team, run_on_ranks
 from pipeline.cache import Cache
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.fileio import write_lines, write_npy
+from pipeline.layout import EMBEDDING_IDS, EMBEDDINGS
 
 VERSION = 1
 
@@ -25,8 +26,8 @@ def extract_on_rank(world: World, model: str, manifest: str, out: str, extractio
     """This rank's share of the manifest's embeddings; rank 0 writes them all."""
     ids, embeddings = extract_embeddings(model, read_manifest(Path(manifest)), world=world, **extraction)
     if world.is_main:
-        write_npy(Path(out) / "embeddings.npy", embeddings)
-        write_lines(Path(out) / "ids.txt", ids)
+        write_npy(Path(out) / EMBEDDINGS, embeddings)
+        write_lines(Path(out) / EMBEDDING_IDS, ids)
 
 
 def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: dict, team: Team | None = None) -> Path:
@@ -40,14 +41,8 @@ def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: d
     def build(out: Path) -> dict:
         run_on_ranks(team, device, extract_on_rank, model=str(model), manifest=str(manifest), out=str(out),
                      extraction=dict(extraction))
-        return {"utterances": len((out / "ids.txt").read_text().split()),
-                "dim": int(np.load(out / "embeddings.npy", mmap_mode="r").shape[1])}
+        return {"utterances": len((out / EMBEDDING_IDS).read_text().split()),
+                "dim": int(np.load(out / EMBEDDINGS, mmap_mode="r").shape[1])}
 
     inputs = {"model": Path(model).name, "manifest": file_digest(manifest)}
     return cache.build("extract", {}, inputs, build, VERSION)
-
-
-def load(folder: Path) -> dict[str, np.ndarray]:
-    """Utterance id -> embedding of an extract-stage folder."""
-    ids = (Path(folder) / "ids.txt").read_text().split()
-    return dict(zip(ids, np.load(Path(folder) / "embeddings.npy")))

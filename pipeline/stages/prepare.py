@@ -27,28 +27,19 @@ from omegaconf import DictConfig
 
 from pipeline.cache import Cache, content_hash, plain
 from pipeline.config import instantiate
-from pipeline.data.corpus import MAIN, Entry, Problems, ProtocolSource, Reader, set_name
+from pipeline.data.corpus import MAIN, Entry, Problems, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
 from pipeline.data.manifest import GENDERS, Utterance, write_manifest, write_trials
-from pipeline.data.protocol import Protocol
+from pipeline.data.protocol import Protocol, ProtocolSource
 from pipeline.data.screening import conform, screen
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
+from pipeline.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 
 log = logging.getLogger(__name__)
 VERSION = 2
 SPLITS = ("dev", "test")
 PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad")
-SKIP_LIST = "skipped.txt"
-PROBLEM_LIST = "problems.txt"
-
-
-def manifest_path(prepared: Path, name: str) -> Path:
-    return Path(prepared) / "manifests" / f"{name}.jsonl"
-
-
-def trials_path(prepared: Path, name: str) -> Path:
-    return Path(prepared) / "trials" / f"{name}.txt"
 
 
 def corpus_root(data: DictConfig) -> Path:

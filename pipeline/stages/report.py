@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.fileio import write_json, write_text
+from pipeline.metrics.detection import ORIGINAL, eer_interval
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
-from pipeline.stages import detect
 
 SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
 
@@ -68,7 +68,7 @@ def interval(ci) -> str:
 
 def metrics_section(records: list[dict], backend: str) -> Section:
     rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], percent(r["eer"]),
-             interval(detect.eer_interval(r)),
+             interval(eer_interval(r)),
              percent(r["eer_threshold"]), r["cllr"], r["min_cllr"], r.get("linkability"), r.get("d_ece"),
              r.get("zebra_tag"), r["n_target"], r["n_nontarget"]] for r in records]
     return Section(
@@ -130,7 +130,7 @@ def seeds_section(seeds: list[dict]) -> Section:
 
 def eer_matrix(detection: list[dict]) -> tuple[np.ndarray, list[str], list[str]]:
     """EER_test of anonymised pairs: rows the attacker's system, columns the evaluated one."""
-    own = [d for d in detection if d["anonymizer"] != detect.ORIGINAL]
+    own = [d for d in detection if d["anonymizer"] != ORIGINAL]
     attackers = sorted({_attacker_label(d) for d in own})
     evaluated = sorted({d["anonymizer"] for d in own})
     matrix = np.full((len(attackers), len(evaluated)), np.nan)
@@ -143,7 +143,7 @@ def _attacker_label(row: dict) -> str:
     """The attacker's system; an attacker on original data is named with its attack (OA and
     AA-lazy share it but not their enrolment data)."""
     system = row["attacker_anonymizer"]
-    return f"{system} ({row['attack']})" if system == detect.ORIGINAL else system
+    return f"{system} ({row['attack']})" if system == ORIGINAL else system
 
 
 def detection_sections(detection: list[dict], fits: list[dict], figures: Path,

@@ -17,7 +17,7 @@ from pipeline.asv.scoring import score_trials, write_scores
 from pipeline.cache import Cache
 from pipeline.config import instantiate, without
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
-from pipeline.stages import extract
+from pipeline.layout import read_embeddings
 
 VERSION = 1
 
@@ -40,14 +40,14 @@ def run(backend: DictConfig, enroll_emb: Path, trial_emb: Path, enrolls: Path, t
     def build(out: Path) -> dict:
         if training is not None:
             folder, manifest = training
-            embeddings = extract.load(folder)
+            embeddings = read_embeddings(folder)
             utts = read_manifest(manifest)
             scorer.fit(np.stack([embeddings[u.id] for u in utts]), [u.speaker for u in utts])
         enroll_utts = read_manifest(enrolls)
-        enroll_vectors = extract.load(enroll_emb)
+        enroll_vectors = read_embeddings(enroll_emb)
         trial_list = read_trials(trials)
         scores = score_trials(scorer, enroll_utts, np.stack([enroll_vectors[u.id] for u in enroll_utts]),
-                              extract.load(trial_emb), trial_list)
+                              read_embeddings(trial_emb), trial_list)
         write_scores(out / "scores.txt", trial_list, scores)
         return {"trials": len(trial_list)}
 

@@ -26,9 +26,9 @@ from pipeline.asv.scoring import length_normalise
 from pipeline.cache import Cache
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.fileio import atomic_path, write_json
+from pipeline.layout import read_embeddings
 from pipeline.metrics import read_scores, similarity_metrics
 from pipeline.metrics.similarity import SETS
-from pipeline.stages import extract
 
 VERSION = 1
 SCORING = "cosine"
@@ -68,7 +68,7 @@ def run(original_emb: Path, anonymized_emb: Path, manifest: Path, cache: Cache) 
 
     def build(out: Path) -> dict:
         utts = read_manifest(manifest)
-        original, anonymized = extract.load(original_emb), extract.load(anonymized_emb)
+        original, anonymized = read_embeddings(original_emb), read_embeddings(anonymized_emb)
         speakers = np.asarray([u.speaker for u in utts])
         ids = np.asarray([u.id for u in utts])
         tables = trial_tables(np.stack([original[u] for u in ids]), np.stack([anonymized[u] for u in ids]))

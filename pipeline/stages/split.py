@@ -44,7 +44,7 @@ from pipeline.data.manifest import (
 )
 from pipeline.data.protocol import cross_trials
 from pipeline.errors import VpevalError
-from pipeline.stages.prepare import manifest_path, trials_path
+from pipeline.layout import manifest_path, trials_path
 
 VERSION = 2
 

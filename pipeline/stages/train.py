@@ -27,8 +27,8 @@ from pipeline.asv.train import OPERATIONAL_KEYS, train_attacker
 from pipeline.cache import Cache, plain
 from pipeline.config import without
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
+from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import eer
-from pipeline.stages.prepare import manifest_path, trials_path
 
 VERSION = 1
 VALIDATION_AUDIO = "validation_audio"  # decoded validation audio, used while training only

@@ -24,6 +24,7 @@ from pipeline.cache import PARAMS, Cache, summary_of
 from pipeline.data.manifest import GENDERS, Utterance, read_manifest, read_trials
 from pipeline.data.screening import decode_check, process_map
 from pipeline.errors import VpevalError
+from pipeline.layout import SKIP_LIST, manifest_path, trials_path
 from pipeline.report.tables import markdown_table
 
 SPLITS = ("dev", "test")
@@ -146,7 +147,6 @@ def validate_lists(manifests: dict[str, Path], trial_lists: dict[str, tuple[Path
 def check(prepared: Path, splits: tuple[str, ...] | None = None, workers: int | None = None) -> Validation:
     """Validate every evaluation set of a prepare-stage folder and its training list; `splits`
     (e.g. the experiment's `eval_splits`) must be among the prepared sets."""
-    from pipeline.stages.prepare import SKIP_LIST, manifest_path, trials_path
 
     prepared = Path(prepared)
     summary = summary_of(prepared)

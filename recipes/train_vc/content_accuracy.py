@@ -40,8 +40,8 @@ from pipeline.data.manifest import Utterance, read_manifest
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_json
+from pipeline.layout import manifest_path
 from pipeline.stages import anonymize, prepare
-from pipeline.stages.prepare import manifest_path
 
 HOP = 160
 EVAL_SETS = ("dev_enrolls", "dev_trials_f", "dev_trials_m", "test_enrolls", "test_trials_f", "test_trials_m")
