@@ -230,5 +230,5 @@ def test_model_folders_load_safely(tmp_path):
         load_module(tmp_path / "ohnn", OHNN_FORMAT, HouseholderMap, "OHNN", "cpu")
     with pytest.raises(VpevalError, match="refused builder 'os.system'"):
         build({"_target_": "os.system", "command": "true"}, tmp_path / "model.json")
-    with pytest.raises(VpevalError, match="anonymizer.ohnn_model is not set: .*train_ohnn"):
+    with pytest.raises(VpevalError, match="anonymizer.ohnn_model is not set: .*training.ohnn"):
         require_folder(None, "anonymizer.ohnn_model", "python -m anonymizers.training.ohnn")
