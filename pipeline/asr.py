@@ -51,6 +51,20 @@ def model_folder(folder: str | None, key: str, needed: str, kind: str) -> Path:
     return path
 
 
+def speechbrain_folder(folder: str | None, key: str, kind: str, interface: str, device: str):
+    """(checked folder, model): a SpeechBrain pretrained folder (`hyperparams.yaml`, config key
+    `key`) loaded offline by the `interface` class; a folder it cannot load is one line."""
+    from hydra.utils import get_class
+
+    path = model_folder(folder, key, "hyperparams.yaml", kind)
+    try:
+        return path, get_class(interface).from_hparams(source=str(path.resolve()), savedir=str(path.resolve()),
+                                                       run_opts={"device": device})
+    except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise VpevalError(f"{path}: not a {kind} folder for {interface}: {message}") from None
+
+
 class Recognizer(ABC):
     """16 kHz waveforms -> text."""
 
@@ -101,17 +115,9 @@ class SpeechBrainASR(Recognizer):
     def __init__(self, folder: str | None = None, interface: str = "speechbrain.inference.ASR.EncoderDecoderASR",
                  device: str = "cpu"):
         import torch
-        from hydra.utils import get_class
 
-        self.folder = model_folder(folder, "asr.folder", "hyperparams.yaml", "SpeechBrain ASR")
+        self.folder, self.model = speechbrain_folder(folder, "asr.folder", "SpeechBrain ASR", interface, device)
         self.device, self.torch = device, torch
-        try:
-            self.model = get_class(interface).from_hparams(source=str(self.folder.resolve()),
-                                                            savedir=str(self.folder.resolve()),
-                                                            run_opts={"device": device})
-        except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise VpevalError(f"{self.folder}: not a SpeechBrain ASR folder for {interface}: {message}") from None
 
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:
         chunk = [self.torch.as_tensor(np.asarray(w, dtype=np.float32)) for w in waves]

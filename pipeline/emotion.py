@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.asr import folder_fingerprint, model_folder
+from pipeline.asr import folder_fingerprint, speechbrain_folder
 from pipeline.data.audio import audio_info
 from pipeline.data.kaldi import table_lines
 from pipeline.data.manifest import Utterance
@@ -31,17 +31,9 @@ class EmotionClassifier:
     def __init__(self, folder: str | None, interface: str = "speechbrain.inference.classifiers.EncoderClassifier",
                  device: str = "cpu"):
         import torch
-        from hydra.utils import get_class
 
-        self.folder = model_folder(folder, "emotion.folder", "hyperparams.yaml", "SpeechBrain emotion")
+        self.folder, self.model = speechbrain_folder(folder, "emotion.folder", "SpeechBrain emotion", interface, device)
         self.device, self.torch = device, torch
-        try:
-            self.model = get_class(interface).from_hparams(source=str(self.folder.resolve()),
-                                                            savedir=str(self.folder.resolve()),
-                                                            run_opts={"device": device})
-        except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise VpevalError(f"{self.folder}: not a SpeechBrain emotion folder for {interface}: {message}") from None
 
     def classify(self, waves: list[np.ndarray]) -> list[str]:
         labels = []
