@@ -22,6 +22,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from pipeline.config import register_resolvers
 from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.errors import VpevalError
 
@@ -92,6 +93,7 @@ HYDRA_APPS = {"validate": validate_app}
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    register_resolvers()  # before any Hydra app composes conf/config.yaml (also `--cfg job`, regression)
     if argv[:1] in (["--version"], ["-V"]):
         from pipeline import __version__
 

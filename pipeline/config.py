@@ -25,13 +25,19 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "vpeval"
 
 
-if not OmegaConf.has_resolver("vpeval_data"):
-    OmegaConf.register_new_resolver("vpeval_data", lambda: str(default_data_dir()))
-if not OmegaConf.has_resolver("vpeval_slurm_gpus"):  # device=cpu asks Slurm for no GPU (no gres)
-    OmegaConf.register_new_resolver("vpeval_slurm_gpus", lambda device, gpus: None if device == "cpu" else gpus)
-if not OmegaConf.has_resolver("vpeval_recipes"):
-    OmegaConf.register_new_resolver("vpeval_recipes", lambda: RECIPES_SOURCE)
-    Plugins.instance().register(RecipeConfigSource)
+def register_resolvers() -> None:
+    """The `vpeval_*` resolvers and the recipe config source that conf/config.yaml uses; every
+    entry point that composes it (the CLI's Hydra apps, `compose`) needs them first."""
+    if not OmegaConf.has_resolver("vpeval_data"):
+        OmegaConf.register_new_resolver("vpeval_data", lambda: str(default_data_dir()))
+    if not OmegaConf.has_resolver("vpeval_slurm_gpus"):  # device=cpu asks Slurm for no GPU (no gres)
+        OmegaConf.register_new_resolver("vpeval_slurm_gpus", lambda device, gpus: None if device == "cpu" else gpus)
+    if not OmegaConf.has_resolver("vpeval_recipes"):
+        OmegaConf.register_new_resolver("vpeval_recipes", lambda: RECIPES_SOURCE)
+        Plugins.instance().register(RecipeConfigSource)
+
+
+register_resolvers()
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
