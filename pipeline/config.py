@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline.config_tree import CONFIG_DIR, INSTALLED, RECIPES_SOURCE, REPO_ROOT, did_you_mean, group_options
 from pipeline.recipe_source import RecipeConfigSource
+from pipeline.schemas import register_schemas, type_problems, typed_key
 
 
 def default_data_dir() -> Path:
@@ -26,8 +28,10 @@ def default_data_dir() -> Path:
 
 
 def register_resolvers() -> None:
-    """The `vpeval_*` resolvers and the recipe config source that conf/config.yaml uses; every
-    entry point that composes it (the CLI's Hydra apps, `compose`) needs them first."""
+    """The `vpeval_*` resolvers and the recipe config source that conf/config.yaml uses, and the
+    config schemas (pipeline.schemas); every entry point that composes it (the CLI's Hydra apps,
+    `compose`) needs them first."""
+    register_schemas()
     if not OmegaConf.has_resolver("vpeval_data"):
         OmegaConf.register_new_resolver("vpeval_data", lambda: str(default_data_dir()))
     if not OmegaConf.has_resolver("vpeval_slurm_gpus"):  # device=cpu asks Slurm for no GPU (no gres)
@@ -43,11 +47,16 @@ register_resolvers()
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
     """Compose the experiment config outside a Hydra run (tests, notebooks, the CLI's check).
 
-    A bad override (unknown key, unknown group option, bad syntax, or a value whose type
-    differs from the default's, e.g. `seed=abc`) raises a one-line VpevalError naming it.
+    A bad override (unknown key, unknown group option, bad syntax) raises a one-line VpevalError
+    naming it; so does a value of the wrong type: `config` is checked against its schemas
+    (pipeline.schemas, e.g. `seed=abc: must be an integer`), the keys no schema types against
+    their option's defaults (`check_value_types`).
     """
     overrides = list(overrides or [])
     cfg = _compose(overrides, config_name)
+    found = type_problems(cfg) if config_name == "config" else []
+    if found:
+        raise config_error(f"config: {len(found)} problem(s): " + "; ".join(found))
     check_value_types(overrides, config_name)
     return cfg
 
@@ -86,8 +95,9 @@ def _override_problem(error: Exception, overrides: list[str]) -> str:
     if unknown and any(line.startswith("To append") for line in lines):
         key = unknown.group(1)
         given = next((o for o in overrides if o.split("=", 1)[0] == key), key)
-        return (f"config override '{given}': unknown key '{key}'{did_you_mean(key, known_keys())} (check the "
-                f"spelling; '+{given}' adds a new key)")
+        add = f"; '+{given}' adds a new key" if typed_key(key) is not None else ""  # not under a schema without it
+        return (f"config override '{given}': unknown key '{key}'{did_you_mean(key, known_keys())} "
+                f"(check the spelling{add})")
     option = re.search(r"Could not find '([^']+)/([^'/]+)'", lines[0]) if lines else None
     listed = next((i for i, line in enumerate(lines) if line.startswith("Available options in")), None)
     if option and listed is not None:
@@ -117,20 +127,17 @@ def _group_choice(key: str) -> bool:
     return (CONFIG_DIR / key.split("@", 1)[0]).is_dir()
 
 
-# Keys whose value must be a list even though a string would compose (a string would be
-# iterated character by character).
-LIST_KEYS = ("eval_splits",)
-
-
 def check_value_types(overrides: list[str], config_name: str = "config") -> None:
-    """Refuse a value override that cannot be what the key's default is: a non-number for a
-    number (`seed=abc`; a list of numbers is allowed, as McAdams' alpha range), a non-boolean
-    for a boolean, a scalar for a mapping or for a key of LIST_KEYS (`eval_splits=test`).
-    Null is always allowed; string and list defaults take anything."""
+    """Refuse a value override of a key no schema types (a plugin's: `anonymizer.batch_seconds`,
+    `data.reader.seed`, ...; every key of a config other than `config`) that cannot be what the
+    key's default is: a non-number for a number (`anonymizer.batch_seconds=abc`; a list of
+    numbers is allowed, as McAdams' alpha range), a non-boolean for a boolean, a scalar for a
+    mapping. Null is always allowed; string and list defaults take anything."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    typed = (lambda key: typed_key(key) not in (Any, None)) if config_name == "config" else (lambda key: False)
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides)
-              if not (o.is_delete() or o.is_add() or o.is_force_add() or o.is_sweep_override()
+              if not (o.is_delete() or o.is_add() or o.is_force_add() or o.is_sweep_override() or typed(o.key_or_group)
                       or o.package is not None or _group_choice(o.key_or_group) or o.key_or_group.startswith("hydra."))]
     if not parsed:
         return
@@ -141,22 +148,20 @@ def check_value_types(overrides: list[str], config_name: str = "config") -> None
             default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
         except Exception:  # noqa: BLE001, S112  (an interpolation that cannot resolve here: no check)
             continue
-        expected = _expected_kind(key, default)
+        expected = _expected_kind(default)
         if value is not None and expected and not _is_kind(value, expected):
             shown = OmegaConf.to_container(default) if isinstance(default, (DictConfig, ListConfig)) else default
             raise config_error(f"config override '{override.input_line}': {key} must be {expected} "
                                f"(default {shown!r}), got {value!r}")
 
 
-def _expected_kind(key: str, default) -> str | None:
+def _expected_kind(default) -> str | None:
     if isinstance(default, bool):
         return "true or false"
     if isinstance(default, (int, float)):
         return "a number"
     if isinstance(default, DictConfig):
         return "a mapping"
-    if key in LIST_KEYS:
-        return "a list"
     return None
 
 
@@ -169,9 +174,7 @@ def _is_kind(value, expected: str) -> bool:
         return isinstance(value, bool)
     if expected == "a number":
         return _number(value) or (isinstance(value, list) and all(_number(v) for v in value))
-    if expected == "a mapping":
-        return isinstance(value, dict)
-    return isinstance(value, list)
+    return isinstance(value, dict)
 
 
 def without(cfg: DictConfig, *keys: str) -> dict:

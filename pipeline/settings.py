@@ -1,13 +1,16 @@
 """Every setting checked before any stage runs (`vpeval`, `vpeval validate`, each sweep point).
 
-RULES is the table of single keys: (key, what is allowed, test). A `*` in a key matches every
-child (`data.generate.subsets.*.utterances`); a key the config does not have is skipped (the
-groups differ). COMBINATIONS are checks of several keys at once. `check_settings` runs them
+Types come from the config schemas (pipeline.schemas: a value of the wrong type, a key a schema
+does not have); a key whose type is wrong is not checked further. RULES is the table of single
+keys: (key, what is allowed, test); a `*` in a key matches every child
+(`data.generate.subsets.*.utterances`); a key the config does not have is skipped (the groups
+differ). COMBINATIONS are checks of several keys at once. `check_settings` runs them
 all and raises one VpevalError listing every problem, each as `key=value: must be ...`.
 With `build=True` the anonymisers are also built (their constructors check their own
 parameters) and the device is resolved.
 
-To check a new key, add a row to RULES; a new relation between keys, a function to COMBINATIONS.
+To check a new key, give it a field in its schema (pipeline.schemas) and a row in RULES for its
+range; a new relation between keys, a function to COMBINATIONS.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline.devices import COMPILE_MODES
 from pipeline.errors import VpevalError
+from pipeline.schemas import type_problems
 
 
 def _number(value) -> bool:
@@ -195,12 +199,12 @@ def _shown(value):
 
 def problems(cfg: DictConfig, build: bool = False) -> list[str]:
     """Every problem of `cfg`, one line each (empty when it is fine)."""
-    found = []
+    found = type_problems(cfg)
     for pattern, allowed, test in RULES:
         for key in _matching(cfg, pattern):
             value = OmegaConf.select(cfg, key, throw_on_missing=False)
-            if value == "???":
-                continue  # reported by _missing
+            if value == "???" or any(p.startswith(f"{key}=") for p in found):
+                continue  # reported by _missing, or its type is wrong
             if not test(value):
                 found.append(f"{key}={_shown(value)}: must be {allowed}")
     for combination in COMBINATIONS:

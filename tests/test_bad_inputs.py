@@ -392,7 +392,7 @@ CONFIG_ROWS = [  # row, input, where detected, override, needles
     ("unknown-key", "override of a key the config does not have (`attacker.trainig.epochs=3`)",
      "config (compose, before any work)", "attacker.trainig.epochs=3", ("attacker.trainig.epochs=3", "unknown key")),
     ("wrong-type", "override with a value of the wrong type (`seed=abc`)", "config (compose)", "seed=abc",
-     ("seed=abc", "must be a number")),
+     ("seed=abc", "must be an integer")),
     ("wrong-list", "a scalar where a list is expected (`eval_splits=test`)", "config (compose)", "eval_splits=test",
      ("eval_splits", "must be a list")),
     ("unknown-option", "a config group option that does not exist (`anonymizer=mcadam`)", "config (compose)",

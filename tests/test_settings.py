@@ -29,7 +29,6 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("data.generate.subsets.dev-synth.utterances=0",
      "data.generate.subsets.dev-synth.utterances=0: must be an integer >= 1"),
     ("attacker.training.epochs=0", "attacker.training.epochs=0: must be an integer >= 1"),
-    ("attacker.training.batch_size=2.5", "attacker.training.batch_size=2.5: must be an integer >= 1"),
     ("attacker.training.precision=fp8", "attacker.training.precision=fp8: must be fp32 or bf16 or fp16"),
     ("distributed.port=80", "distributed.port=80: must be null or a port from 1024 to 65534"),
     ("anonymizer.batch_seconds=0", "anonymizer.batch_seconds=0: must be a number of seconds > 0"),

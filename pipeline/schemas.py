@@ -1,0 +1,343 @@
+"""Typed schemas of the config sections whose keys are the same in every option, registered in
+Hydra's ConfigStore (group `schema`, package = the section), and the check of a composed
+config against them.
+
+A schema gives types only: every field is MISSING (the values live in conf/), ranges and
+relations between keys are pipeline.settings' RULES and COMBINATIONS. `type_problems` merges a
+plain copy of each section into its schema, so the config the pipeline runs and hashes never
+becomes typed (no int -> float coercion, no new keys). A key a schema does not have is refused
+with the closest name; an `Any` field (a `_target_` plugin: data.reader, data.protocol,
+attacker.model, the optimiser and scheduler) is not typed here, nor are the plugin groups
+whose keys differ per option (anonymizer, attacker_anonymizer, asr, emotion): their overrides
+are checked against the option's own defaults (pipeline.config.check_value_types).
+
+>>> from omegaconf import OmegaConf
+>>> type_problems(OmegaConf.create({"seed": "abc", "split": {"val_fraction": 0.1, "val_fraktion": 0.2}}))
+['seed=abc: must be an integer', "split.val_fraktion=0.2: unknown key (did you mean 'split.val_fraction'?)"]
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from pipeline.config_tree import did_you_mean
+
+GROUP = "schema"
+ROOT = "_global_"  # the package of the top-level keys
+ABSENT = object()
+
+
+@dataclass
+class Run:
+    """The top-level scalars (the root also holds the groups, so only these keys are looked at)."""
+    name: str = MISSING
+    seed: int = MISSING
+    anonymization_seed: int = MISSING
+    device: str = MISSING
+    eval_splits: list[str] = MISSING
+    similarity: bool = MISSING
+
+
+@dataclass
+class Paths:
+    data: str = MISSING
+    cache: str = MISSING
+    runs: str = MISSING
+    corpora: str = MISSING
+
+
+@dataclass
+class GeneratedSubset:
+    female: int = MISSING
+    male: int = MISSING
+    utterances: int = MISSING
+
+
+@dataclass
+class Generate:
+    seed: int = MISSING
+    duration: list[float] = MISSING
+    chapters_per_speaker: int = MISSING
+    subsets: dict[str, GeneratedSubset] = MISSING
+
+
+@dataclass
+class Data:
+    name: str = MISSING
+    tag: str = MISSING
+    root: str = MISSING
+    sample_rate: int = MISSING
+    convert_audio: bool = MISSING
+    skip_bad: bool = MISSING
+    workers: int | None = MISSING
+    reader: Any = MISSING  # _target_ plugin: its arguments differ per reader
+    generate: Generate | None = MISSING
+    subsets: dict[str, Any] = MISSING  # train: a list of folders, the others one folder
+    protocol: Any = MISSING  # _target_ plugin
+
+
+@dataclass
+class SparseTrials:
+    target: int = MISSING
+    nontarget: int = MISSING
+
+
+@dataclass
+class Split:
+    val_fraction: float = MISSING
+    enroll_utterances: int = MISSING
+    select_fraction: float | None = MISSING
+    sparse_trials: SparseTrials | None = MISSING
+
+
+@dataclass
+class Bootstrap:
+    n_resamples: int = MISSING
+    confidence: float = MISSING
+    unit: str = MISSING
+
+
+@dataclass
+class Detect:
+    trusted: Any = MISSING  # null, a list of systems or a CSV file (omegaconf has no unions)
+    false_alarm: float = MISSING
+    test_split: str = MISSING
+    bootstrap: Bootstrap = MISSING
+
+
+@dataclass
+class Distributed:
+    gpus_per_node: int = MISSING
+    nodes: int = MISSING
+    node_rank: int | None = MISSING
+    master_addr: str | None = MISSING
+    port: int | None = MISSING
+    timeout_s: float = MISSING
+
+
+@dataclass
+class Utility:
+    pitch_correlation: bool = MISSING
+    wer: bool = MISSING
+
+
+@dataclass
+class Head:
+    margin: float = MISSING
+    scale: float = MISSING
+
+
+@dataclass
+class Training:
+    epochs: int = MISSING
+    batch_size: int = MISSING
+    crop_seconds: float = MISSING
+    examples_per_epoch: str = MISSING
+    optimizer: Any = MISSING  # _target_ plugin (torch.optim.*)
+    scheduler: Any = MISSING  # the attacker/scheduler group: keys differ per schedule
+    precision: str = MISSING
+    compile: Any = MISSING  # null, a boolean or a torch.compile mode
+    sync_batchnorm: bool = MISSING
+    checkpoint_every: int | None = MISSING
+    log_every: int = MISSING
+    num_workers: int = MISSING
+    cache_workers: int = MISSING
+    cache_dir: str | None = MISSING
+
+
+@dataclass
+class Extraction:
+    batch_seconds: float = MISSING
+    precision: str = MISSING
+    workers: int = MISSING
+    audio_cache: str | None = MISSING
+
+
+@dataclass
+class Attacker:
+    name: str = MISSING
+    pretrained: str | None = MISSING
+    init: str | None = MISSING
+    model: Any = MISSING  # _target_ plugin (the speaker encoder)
+    head: Head = MISSING
+    training: Training = MISSING
+    extraction: Extraction = MISSING
+
+
+@dataclass
+class Backend:
+    """The keys of every backend class; `_target_` picks one (a key its class does not take
+    stops when the backend is built)."""
+    _target_: str = MISSING
+    name: str = MISSING
+    mean_subtraction: bool = MISSING  # pipeline.asv.scoring.CosineBackend
+    lda_dim: int | None = MISSING  # pipeline.asv.plda.PLDABackend
+    length_norm: bool = MISSING
+    enrolment: str = MISSING
+    iterations: int = MISSING
+
+
+SCHEMAS = {ROOT: Run, "paths": Paths, "data": Data, "split": Split, "detect": Detect, "distributed": Distributed,
+           "utility": Utility, "attacker": Attacker, "backend": Backend}
+
+
+def register_schemas() -> None:
+    """Store SCHEMAS in Hydra's ConfigStore as `schema/<section>` (package: the section)."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    if GROUP not in store.repo:
+        for package, schema in SCHEMAS.items():
+            store.store(group=GROUP, name=package.strip("_"), node=schema, package=package)
+
+
+def sections() -> dict[str, type]:
+    """Section path ('' for the top level) -> its schema, as registered in the ConfigStore."""
+    from hydra.core.config_store import ConfigStore
+
+    register_schemas()
+    store = ConfigStore.instance()
+    found = {}
+    for name in store.list(GROUP):
+        entry = store.load(f"{GROUP}/{name}")
+        found["" if entry.package == ROOT else entry.package] = OmegaConf.get_type(entry.node)
+    return found
+
+
+def type_problems(cfg: DictConfig) -> list[str]:
+    """Every value of `cfg` whose type its schema refuses, and every key a schema does not have,
+    one line each: `key=value: must be <type>`. Interpolations are left unresolved (their target
+    is checked where it stands); a value omegaconf would convert (the string '5' for an integer,
+    1 for a boolean) is refused, since the pipeline reads the value as written."""
+    plain = OmegaConf.to_container(cfg)
+    order = {key: i for i, key in enumerate(plain)}  # the top level first, then the sections as in cfg
+    found = []
+    for path, schema in sorted(sections().items(), key=lambda item: order.get(item[0].split(".")[0], -1)):
+        node = _select(plain, path) if path else {k: v for k, v in plain.items() if k in _hints(schema)}
+        if isinstance(node, dict):
+            found += _section_problems(schema, node, f"{path}." if path else "")
+        elif node is not ABSENT:
+            found.append(f"{path}={node}: must be {describe(schema)}")
+    return found
+
+
+def _section_problems(schema: type, node: dict, prefix: str) -> list[str]:
+    """Merge `node` into `schema`, dropping each refused key and merging again, so that every
+    top-level key with a problem is named."""
+    found = []
+    while True:
+        try:
+            merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(schema), node))
+            break
+        except (ValidationError, ConfigKeyError) as error:
+            key = re.sub(r"\[\d+\]$", "", error.full_key)  # a list element: name the list
+            found.append(_problem(schema, node, key, prefix, unknown=isinstance(error, ConfigKeyError)))
+            node = dict(node)
+            del node[key.split(".")[0]]  # (a KeyError here would be a bug, not a loop)
+    return found + [_problem(schema, node, key, prefix, quoted=True) for key in _converted(node, merged)]
+
+
+def _problem(schema: type, node: dict, key: str, prefix: str, unknown: bool = False, quoted: bool = False) -> str:
+    value = _select(node, key)
+    shown = repr(value) if quoted and isinstance(value, str) else value
+    if unknown:
+        parent = key.rpartition(".")[0]
+        base = f"{prefix}{parent}." if parent else prefix
+        known = [base + name for name in _hints(type_at(schema, parent))]
+        return f"{prefix}{key}={shown}: unknown key{did_you_mean(prefix + key, known)}"
+    return f"{prefix}{key}={shown}: must be {describe(type_at(schema, key))}"
+
+
+def _converted(before, after, key: str = "") -> list[str]:
+    """Keys whose value omegaconf converted to fit its field (a string to a number or a boolean,
+    a number to a boolean); an integer for a number or a number for a string (`name=2024`) is
+    taken as written."""
+    if isinstance(before, dict):
+        return [k for name, value in before.items()
+                for k in _converted(value, after[name], f"{key}.{name}".lstrip("."))]
+    if isinstance(before, list):
+        changed = len(before) != len(after) or any(_converted(b, a) for b, a in zip(before, after))
+        return [key] if changed else []
+    number = isinstance(before, (int, float)) and not isinstance(before, bool)
+    same = before == after and all(isinstance(before, kind) == isinstance(after, kind) for kind in (bool, str))
+    return [] if same or (number and isinstance(after, str)) else [key]
+
+
+def _select(node, path: str):
+    for part in filter(None, path.split(".")):
+        node = node.get(part, ABSENT) if isinstance(node, dict) else ABSENT
+    return node
+
+
+def _hints(schema: type) -> dict[str, Any]:
+    return typing.get_type_hints(schema) if dataclasses.is_dataclass(schema) else {}
+
+
+def _optional(hint) -> tuple[bool, Any]:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        return True, next(a for a in args if a is not type(None))
+    return False, hint
+
+
+def type_at(schema: type, key: str):
+    """The type a schema gives the dotted `key` below it: Any where it leaves the value untyped
+    (an `Any` field and what lies below it), None where it has no such key.
+
+    >>> type_at(Attacker, "training.epochs"), type_at(Attacker, "training.optimizer.lr"), type_at(Attacker, "trainig")
+    (<class 'int'>, typing.Any, None)
+    """
+    hint: Any = schema
+    for part in filter(None, key.split(".")):
+        hint = _optional(hint)[1]
+        if hint is Any:
+            return Any
+        if typing.get_origin(hint) is dict:
+            hint = typing.get_args(hint)[1]
+        elif dataclasses.is_dataclass(hint) and part in _hints(hint):
+            hint = _hints(hint)[part]
+        else:
+            return None
+    return hint
+
+
+def typed_key(key: str):
+    """The type the schemas give a dotted key of the composed config: Any where no schema types
+    it (a plugin's key, a top-level key other than Run's), None where a schema has no such key
+    (so `+key=...` cannot add it)."""
+    schemas = sections()
+    path = max((p for p in schemas if key == p or key.startswith(f"{p}.")), key=len, default="")
+    rest = key[len(path):].lstrip(".")
+    if not path and rest.split(".")[0] not in _hints(schemas[""]):
+        return Any
+    return type_at(schemas[path], rest)
+
+
+NAMES = {int: ("an integer", "integers"), float: ("a number", "numbers"), bool: ("true or false", "booleans"),
+         str: ("a string", "strings")}
+
+
+def describe(hint) -> str:
+    """What a type allows, in words.
+
+    >>> describe(SparseTrials | None), describe(list[float])
+    ('null or a mapping {target, nontarget}', 'a list of numbers')
+    """
+    optional, hint = _optional(hint)
+    if optional:
+        return f"null or {describe(hint)}"
+    if hint in NAMES:
+        return NAMES[hint][0]
+    if typing.get_origin(hint) is list:
+        item = typing.get_args(hint)[0]
+        return f"a list of {NAMES[item][1]}" if item in NAMES else "a list"
+    if dataclasses.is_dataclass(hint):
+        return "a mapping {" + ", ".join(_hints(hint)) + "}"
+    return "a mapping"
