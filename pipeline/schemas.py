@@ -250,7 +250,7 @@ def _problem(schema: type, node: dict, key: str, prefix: str, unknown: bool = Fa
     if unknown:
         parent = key.rpartition(".")[0]
         base = f"{prefix}{parent}." if parent else prefix
-        known = [base + name for name in _hints(type_at(schema, parent))]
+        known = [base + name for name in _hints(_optional(type_at(schema, parent))[1])]
         return f"{prefix}{key}={shown}: unknown key{did_you_mean(prefix + key, known)}"
     return f"{prefix}{key}={shown}: must be {describe(type_at(schema, key))}"
 
