@@ -133,34 +133,58 @@ class SpeechBrainASR(Recognizer):
 
 
 class Whisper(Recognizer):
-    """A Whisper model folder saved by transformers, decoded greedily in `language`."""
+    """A Whisper model folder saved by transformers (model and processor), loaded in float32 on
+    `device`, a batch decoded at once as the folder's generation config says (greedily, for
+    OpenAI's). `language` (a name or code the generation config knows) fixes the language; null
+    leaves it to the model (English-only `.en` models, or language detection). Audio longer than
+    the 30 s window is not cut: transformers decodes it window after window (long-form)."""
 
-    def __init__(self, folder: str | None = None, language: str = "english", device: str = "cpu"):
+    def __init__(self, folder: str | None = None, language: str | None = "english", device: str = "cpu"):
         try:
             import transformers
         except ImportError:
             raise missing_library("transformers", "whisper", "asr=whisper") from None
+        import torch
+
+        from pipeline.devices import resolve_device
+
         self.folder = model_folder(folder, "asr.folder", "config.json", "Whisper model")
+        self.device = resolve_device(device)
         try:
             self.processor = transformers.WhisperProcessor.from_pretrained(self.folder, local_files_only=True)
             self.model = transformers.WhisperForConditionalGeneration.from_pretrained(
-                self.folder, local_files_only=True).to(device).eval()
+                self.folder, local_files_only=True, dtype=torch.float32).to(self.device).eval()
         except Exception as error:  # noqa: BLE001  (transformers raises many kinds for a wrong folder)
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise VpevalError(f"{self.folder}: not a Whisper model folder: {message}") from None
-        self.language, self.device = language, device
+        self.options = {} if language is None else {"language": self.language_token(language), "task": "transcribe"}
+
+    def language_token(self, language: str) -> str:
+        """`<|en|>` for 'english', 'English' or 'en', checked against the model's languages."""
+        from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
+
+        generation = self.model.generation_config
+        known = getattr(generation, "lang_to_id", None)
+        if not known or getattr(generation, "is_multilingual", True) is False:
+            raise VpevalError(f"{self.folder}: an English-only Whisper model (its generation_config.json names no "
+                              f"languages); set asr.language=null")
+        token = f"<|{TO_LANGUAGE_CODE.get(language.lower(), language.lower())}|>"
+        if token not in known:
+            raise VpevalError(f"asr.language={language!r}: not a language of the Whisper model in {self.folder} "
+                              f"(it knows {len(known)}, e.g. {', '.join(list(known)[:5])})")
+        return token
 
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:
         import torch
 
-        texts = []
-        for wave in waves:
-            features = self.processor(np.asarray(wave, dtype=np.float32), sampling_rate=SAMPLE_RATE,
-                                      return_tensors="pt").input_features.to(self.device)
-            with torch.no_grad():
-                tokens = self.model.generate(features, language=self.language, task="transcribe")
-            texts.append(self.processor.batch_decode(tokens, skip_special_tokens=True)[0])
-        return texts
+        waves = [np.asarray(wave, dtype=np.float32) for wave in waves]
+        beyond_window = max(len(wave) for wave in waves) > self.processor.feature_extractor.n_samples
+        inputs = self.processor(waves, sampling_rate=SAMPLE_RATE, return_tensors="pt", return_attention_mask=True,
+                                **({"truncation": False, "padding": "longest"} if beyond_window else {}))
+        with torch.no_grad():
+            tokens = self.model.generate(inputs.input_features.to(self.device),
+                                         attention_mask=inputs.attention_mask.to(self.device), **self.options)
+        return self.processor.batch_decode(tokens, skip_special_tokens=True)
 
     def fingerprint(self) -> dict:
         import transformers

@@ -3,6 +3,7 @@ counting, the transcript cache, the experiment's WER step with the offline recog
 English speech (original vs McAdams), emotion UAR with a SpeechBrain folder of random weights,
 bad inputs, and the report."""
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -194,6 +195,77 @@ def test_speechbrain_asr_folder_transcribes_through_the_stage(tmp_path):
     assert transcribe.run(asr, manifest, cache) != folder
 
 
+WHISPER_SPECIAL = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>",
+                   "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>"]
+
+
+def whisper_folder(folder: Path, seed: int = 0, dtype: torch.dtype = torch.float32) -> Path:
+    """A Whisper folder (model, generation config, feature extractor, tokenizer) with random
+    weights, saved by transformers' own classes: a 1-layer d_model 32 model over a vocabulary of
+    letters (byte-level symbols, Ġ the space), Whisper's special tokens and its 1501 timestamp
+    tokens, English as its one language, at most 12 tokens a window (the prompt included); every
+    token but letters and <|endoftext|> suppressed, so that random weights still write letters."""
+    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+
+    tokenizer = WhisperTokenizer(vocab={c: i for i, c in enumerate("Ġ" + LETTERS[:-1])}, merges=[],
+                                 extra_special_tokens=WHISPER_SPECIAL[1:])
+    tokenizer.add_tokens([f"<|{i * 0.02:.2f}|>" for i in range(1501)])
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in WHISPER_SPECIAL}
+    end, others = ids["<|endoftext|>"], list(range(ids["<|startoftranscript|>"], len(tokenizer)))
+    torch.manual_seed(seed)
+    model = WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_target_positions=16,
+        pad_token_id=end, bos_token_id=end, eos_token_id=end, decoder_start_token_id=ids["<|startoftranscript|>"]))
+    model.generation_config = GenerationConfig(  # what generate(language=, task=) reads, as in openai/whisper-*
+        decoder_start_token_id=ids["<|startoftranscript|>"], bos_token_id=end, eos_token_id=end, pad_token_id=end,
+        max_length=12, begin_suppress_tokens=[end], suppress_tokens=others,
+        is_multilingual=True, lang_to_id={"<|en|>": ids["<|en|>"]}, no_timestamps_token_id=ids["<|notimestamps|>"],
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]})
+    model.to(dtype).save_pretrained(folder)
+    WhisperProcessor(WhisperFeatureExtractor(), tokenizer).save_pretrained(folder)
+    return folder
+
+
+def test_whisper_folder_transcribes_through_the_stage(tmp_path):
+    manifest = speech_manifest(tmp_path)
+    model = whisper_folder(tmp_path / "whisper")
+    asr = compose(["data=synthetic_tiny", "asr=whisper", f"asr.folder='{model}'"]).asr
+    cache = Cache(tmp_path / "cache")
+    folder = transcribe.run(asr, manifest, cache)
+    found = transcribe.load(folder, manifest)
+    recognizer = Whisper(str(model))
+    waves = [read_audio(SPEECH / f"{utt}.flac") for utt in found]
+    direct = recognizer.transcribe(waves)                   # a batch, where the stage gave one at a time
+    assert direct == recognizer.transcribe(waves) and all(isinstance(text, str) for text in direct)
+    assert list(found.values()) == [" ".join(text.split()) for text in direct]
+    assert any(found.values()) and set("".join(found.values())) <= set(LETTERS)
+    assert transcribe.run(asr, manifest, cache) == folder and cache.events[-1].reused
+    whisper_folder(model, seed=1)                           # other weights in the same folder: transcribed again
+    assert transcribe.run(asr, manifest, cache) != folder
+
+
+def test_whisper_half_precision_folder_and_audio_beyond_one_window(tmp_path, monkeypatch):
+    recognizer = Whisper(str(whisper_folder(tmp_path / "whisper", dtype=torch.float16)))  # as whisper-large-v3 ships
+    assert recognizer.model.dtype == torch.float32
+    short = read_audio(SPEECH / "speech1.flac")
+    long = np.concatenate([read_audio(SPEECH / f"speech{i}.flac") for i in (1, 2, 3)] * 3)
+    assert len(long) > recognizer.processor.feature_extractor.n_samples       # over the 30 s window
+    generate, frames = recognizer.model.generate, []
+
+    def counting_generate(features, attention_mask, **options):
+        frames.append((features.shape[-1], attention_mask.sum(-1).tolist()))
+        return generate(features, attention_mask=attention_mask, **options)
+
+    monkeypatch.setattr(recognizer.model, "generate", counting_generate)
+    texts = recognizer.transcribe([long, short])
+    [(total, (long_mask, short_mask))] = frames                       # one batch
+    assert total == long_mask == len(long) // 160                      # all of it (10 ms a frame), not cut at 3000
+    assert short_mask == pytest.approx(len(short) / 160, abs=1)
+    assert all(isinstance(text, str) for text in texts)
+
+
 def test_missing_transcripts_are_named(tmp_path):
     manifest = speech_manifest(tmp_path)
     folder = tmp_path / "t"
@@ -216,10 +288,32 @@ def test_recogniser_folders_missing_or_of_the_wrong_kind(tmp_path):
     (wrong / "hyperparams.yaml").write_text("modules: {}\n")
     with pytest.raises(VpevalError, match=r"wrong: not a SpeechBrain ASR folder for .*EncoderDecoderASR: "):
         SpeechBrainASR(folder=str(wrong))
-    with pytest.raises(VpevalError, match=r"^asr=whisper needs the transformers package: pip install .*\[whisper\]"):
+    with pytest.raises(VpevalError, match=r"empty: not a Whisper model folder \(no config.json\)$"):
+        Whisper(folder=str(tmp_path / "empty"))
+    (wrong / "config.json").write_text('{"model_type": "bert"}')
+    with pytest.raises(VpevalError, match=r"wrong: not a Whisper model folder: "):
         Whisper(folder=str(wrong))
     with pytest.raises(VpevalError, match=r"missing.dict: asr.dict not found$"):
         PocketSphinx(dict=str(tmp_path / "missing.dict"))
+
+
+def test_whisper_language_the_model_lacks_and_no_transformers(tmp_path, monkeypatch):
+    model = whisper_folder(tmp_path / "whisper")
+    with pytest.raises(VpevalError, match=r"^asr.language='french': not a language of the Whisper model in .*whisper "
+                                          r"\(it knows 1, e.g. <\|en\|>\)$"):
+        Whisper(str(model), language="french")
+    assert Whisper(str(model), language="EN").options == {"language": "<|en|>", "task": "transcribe"}
+    config = json.loads((model / "generation_config.json").read_text())
+    del config["lang_to_id"]                                # as the English-only whisper-*.en models ship it
+    (model / "generation_config.json").write_text(json.dumps(config))
+    with pytest.raises(VpevalError, match=r"whisper: an English-only Whisper model .* set asr.language=null$"):
+        Whisper(str(model))
+    with pytest.raises(VpevalError, match=r"^device='cuda:99' requested but "):
+        Whisper(str(model), device="cuda:99")
+    assert isinstance(Whisper(str(model), language=None).transcribe([read_audio(SPEECH / "speech1.flac")])[0], str)
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(VpevalError, match=r"^asr=whisper needs the transformers package: pip install .*\[whisper\]"):
+        Whisper(str(model))
 
 
 # Emotion
