@@ -29,7 +29,7 @@ def write_job(sweep, num, system, anonymization_seed, shift):
     (job / "report").mkdir(parents=True)
     rng = np.random.default_rng(num)
     files = {}
-    for label in ("OA/test_f", "OO/test_f", "AA/val"):
+    for label in ("OA/test_f", "OO/test_f", "AA/val", "AA/test_f"):
         path = job / f"{label.replace('/', '_')}.txt"
         lines = [f"s{i % 5} u{i} {rng.normal(shift if i % 3 == 0 else 0, 1):.4f} "
                  f"{'target' if i % 3 == 0 else 'nontarget'}" for i in range(300)]
@@ -48,7 +48,7 @@ def test_c_ece_pairs_the_two_anonymisation_seeds_of_a_system(tmp_path, capsys):
     write_job(sweep, 2, "mcadams_fixed", 1, 2.0)  # one seed only: no pair
     script = c_ece_script()
     assert script.main([str(sweep)]) == 0
-    (row,) = json.loads((sweep / "aggregate" / "c_ece.json").read_text())
+    (row,) = json.loads((sweep / "aggregate" / "c_ece.json").read_text())  # not AA: two attackers, one per seed
     assert (row["anonymizer"], row["attack"], row["set"], row["anonymization_seeds"]) == ("mcadams_b2r", "OA",
                                                                                          "test_f", [1, 2])
     from pipeline.metrics import read_scores

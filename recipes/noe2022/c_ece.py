@@ -2,10 +2,12 @@
 
 Pairs the jobs that differ only in `anonymization_seed` (same system, attacker, data, seed:
 the same attacker scores two anonymisations of the same sets) and, for every condition on
-anonymised speech (OA, AA-lazy, AA) and evaluation set, trains a calibration on the first
-run's scores and applies it to the second (`pipeline.metrics.calibration_extension`: linear
+anonymised speech scored by the attacker trained on original data (OA, AA-lazy) and evaluation
+set, trains a calibration on the first run's scores and applies it to the second (`pipeline.metrics.calibration_extension`: linear
 and isotonic C_ECE with the Cllr of the calibrated run, and each run's D_ECE). Prints a
-table and writes `<sweep>/aggregate/c_ece.json`.
+table and writes `<sweep>/aggregate/c_ece.json`. AA is left out: its attacker is retrained on
+training data anonymised with the same anonymization seed, so its two runs are two attackers,
+not one attacker facing two anonymisations.
 
     python recipes/noe2022/c_ece.py data/runs/noe2022-multirun/<date>
 """
@@ -41,7 +43,7 @@ def c_ece_rows(sweep: Path) -> list[dict]:
         (seed0, files0), (seed1, files1) = sorted(runs.items())[:2]
         for label in sorted(set(files0) & set(files1)):
             attack, evaluation_set = label.split("/")
-            if attack == "OO" or evaluation_set == "val":
+            if attack in ("OO", "AA") or evaluation_set == "val":  # AA: another attacker per seed
                 continue
             run0, run1 = read_scores(files0[label]), read_scores(files1[label])
             extension = calibration_extension(run0.target_scores, run0.nontarget_scores, run1.target_scores,
