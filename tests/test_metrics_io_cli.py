@@ -23,8 +23,12 @@ from pipeline.metrics import (
     summary,
 )
 from pipeline.metrics_cli import main
+from pipeline.metrics.detection import Trusted, assess
 from pipeline.report.figures import (
+    LABEL_LIMIT,
     det_figure,
+    detection_figure,
+    detection_plot,
     ece_profiles_figure,
     similarity_matrices_figure,
 )
@@ -253,6 +257,46 @@ def test_figures_are_written_atomically_as_images(tmp_path):
     assert (tmp_path / "ece.pdf").read_bytes().startswith(b"%PDF")
     assert (tmp_path / "sim.png").read_bytes().startswith(PNG)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def _detection_sweep(systems: list[str]) -> tuple[list[dict], dict]:
+    """Every (evaluated, attacker) pair of `systems`, judged against the line of the matched ones;
+    the pairs whose attacker's index exceeds the evaluated one's learnt their own system (low EER_val)."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for i, evaluated in enumerate(systems):
+        for j, attacker in enumerate(systems):
+            eer_test = 0.1 + 0.05 * i + 0.02 * j + rng.uniform(0, 0.01)
+            eer_val = (0.5 * eer_test if i == j else 0.2 * eer_test if j > i else 0.45 * eer_test) + 0.01 * i
+            rows.append({"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
+                         "eer_test": eer_test, "eer_val_ci": [0.8 * eer_val, 1.2 * eer_val],
+                         "eer_test_ci": [eer_test - 0.02, eer_test + 0.02]})
+    judged, (fit,) = assess(rows, trusted=Trusted(systems=tuple(systems)))
+    return judged, fit
+
+
+def test_detection_figure_of_a_large_sweep_has_legends_not_labels(tmp_path):
+    systems = [f"system_{k}" for k in range(5)]
+    rows, fit = _detection_sweep(systems)
+    assert len(rows) == 25 > LABEL_LIMIT and {r["verdict"] for r in rows} >= {"trustworthy", "overestimated"}
+    figure = detection_plot(rows, fit)
+    (axes,) = figure.axes
+    assert len(axes.texts) == 0  # no "(evaluated, attacker)" label on any point
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    attackers = legend[legend.index("attacker trained on") + 1: legend.index("evaluated system")]
+    assert attackers == systems  # one coloured entry per attacker system
+    assert {"trustworthy", "overestimated", "trusted pair (defines the line)", "bootstrap intervals"} <= set(legend)
+    detection_figure(rows, fit, tmp_path / "detection.png")
+    assert (tmp_path / "detection.png").read_bytes().startswith(PNG)
+
+
+def test_detection_figure_labels_a_few_points():
+    rows, fit = _detection_sweep(["a", "b"])
+    rows = [r for r in rows if r["anonymizer"] != "b" or r["attacker_anonymizer"] != "a"]
+    figure = detection_plot(rows, {"reason": "no line"})
+    labels = sorted(text.get_text() for text in figure.axes[0].texts)
+    assert labels == ["(a, a)", "(a, b)", "(b, b)"]
+    assert "trusted line" not in " ".join(t.get_text() for t in figure.axes[0].get_legend().get_texts())
 
 
 # ---------------------------------------------------------------- zoo

@@ -6,7 +6,7 @@
 - `det_figure`: DET curves on probit axes, with the ROC convex hull and the ROCCH-EER;
 - `eer_matrix_figure`: EER of every attacker system x evaluated system (panariello2025 Table 1);
 - `detection_figure`: EER_val against EER_test with the matched line, its one-sided
-  prediction bound and the flagged pairs (panariello2025 Fig. 2).
+  prediction bound and the flagged pairs (panariello2025 Fig. 2); `detection_plot` draws it.
 
 Each takes results of `pipeline.metrics` and a path; the file type follows the suffix.
 """
@@ -16,13 +16,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from scipy.stats import norm
 
 from pipeline.fileio import atomic_path
 from pipeline.metrics.dcf import DetCurve
-from pipeline.metrics.detection import Line
+from pipeline.metrics.detection import OVERESTIMATED, TRUSTWORTHY, UNDETERMINED, Line
 from pipeline.metrics.similarity import SimilarityResult
 from pipeline.metrics.zebra import EceProfile
 
@@ -142,47 +145,121 @@ def eer_matrix_figure(matrix: np.ndarray, attackers: list[str], evaluated: list[
     return save_figure(figure, path)
 
 
-VERDICT_STYLE = {"trustworthy": ("C0", "o"), "overestimated": ("C3", "v"), "undetermined": ("grey", "s")}
+LABEL_LIMIT = 6
+MARKERS = ("o", "s", "D", "^", "v", "P", "X", "h", "<", ">", "p", "d")
+# tab20 without its greens (the trusted line's) and reds (the flag's), dark shades first
+PALETTE = (0, 2, 8, 10, 12, 14, 16, 18, 1, 3, 9, 11, 13, 15, 17, 19)
+FLAG = "red"
 
 
 def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str | None = None) -> Path:
-    """EER_val (y) against EER_test (x), in %: trusted pairs (the line's) as green stars, the
-    others by verdict, with the fitted line and its one-sided lower prediction bound when
-    there is one."""
+    """Write `detection_plot(rows, fit, title)` to `path`."""
+    return save_figure(detection_plot(rows, fit, title), path)
 
-    def is_trusted(row: dict) -> bool:
-        return row.get("role") == "trusted"
 
-    figure = Figure(figsize=(6.4, 5.0))
+def detection_plot(rows: list[dict], fit: dict, title: str | None = None) -> Figure:
+    """EER_val (y) against EER_test (x), in %, one point per row, with the fitted line and its
+    one-sided lower prediction bound when there is one.
+
+    Colour: the attacker's training system; marker: the evaluated system (a star for a trusted
+    pair, which is matched); filled when trustworthy, ringed in red when overestimated, hollow
+    when undetermined; thin bars: the bootstrap intervals. Up to LABEL_LIMIT points are also
+    labelled "(evaluated, attacker)"; the legend sits right of the axes."""
+    attackers = sorted({r["attacker_anonymizer"] for r in rows})
+    evaluated = sorted({r["anonymizer"] for r in rows if r.get("role") != "trusted"})
+    colours = dict(zip(attackers, _palette(len(attackers))))
+    markers = {system: MARKERS[i % len(MARKERS)] for i, system in enumerate(evaluated)}
+    entries: list[tuple] = []  # (legend handle, label); a None handle is a section header
+    figure = Figure()
     axes = figure.add_subplot()
-    xs = [r["eer_test"] for r in rows]
     if "slope" in fit:
-        line = Line.from_fit(fit)
-        low, high = min(xs + [fit["mean_x"]]), max(xs + [fit["mean_x"]])
-        pad = 0.1 * (high - low) + 0.01
-        grid = np.linspace(max(0.0, low - pad), min(0.5, high + pad) if high < 0.5 else high + pad, 100)
-        predicted = line.predict(grid)
-        bound = predicted - np.array([line.margin(x, fit["false_alarm"]) for x in grid])
-        axes.plot(100 * grid, 100 * predicted, color="C2", linestyle="--", label=f"trusted line ({fit['source']})")
-        axes.fill_between(100 * grid, 100 * bound, 100 * predicted, color="C2", alpha=0.15,
-                          label=f"{100 * (1 - fit['false_alarm']):g} % one-sided prediction bound")
-    for verdict, (colour, marker) in VERDICT_STYLE.items():
-        own = [r for r in rows if r.get("verdict") == verdict and not is_trusted(r)]
-        if own:
-            axes.scatter([100 * r["eer_test"] for r in own], [100 * r["eer_val"] for r in own], color=colour,
-                         marker=marker, label=verdict, zorder=3)
-    trusted = [r for r in rows if is_trusted(r)]
-    if trusted:
-        axes.scatter([100 * r["eer_test"] for r in trusted], [100 * r["eer_val"] for r in trusted], color="C2",
-                     marker="*", s=120, label="trusted", zorder=3,
-                     edgecolors=["C3" if r.get("flag") else "none" for r in trusted])
+        entries += _draw_line(axes, fit, [r["eer_test"] for r in rows])
     for r in rows:
-        axes.annotate(f"({r['anonymizer']},{r['attacker_anonymizer']})", (100 * r["eer_test"], 100 * r["eer_val"]),
-                      fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+        _draw_point(axes, r, colours[r["attacker_anonymizer"]],
+                    "*" if r.get("role") == "trusted" else markers[r["anonymizer"]])
+        if len(rows) <= LABEL_LIMIT:
+            axes.annotate(f"({r['anonymizer']}, {r['attacker_anonymizer']})", (100 * r["eer_test"], 100 * r["eer_val"]),
+                          fontsize="x-small", xytext=(5, 5), textcoords="offset points")
+    if any(r.get("eer_test_ci") or r.get("eer_val_ci") for r in rows):
+        entries.append((Line2D([], [], color="dimgrey", linewidth=0.7, alpha=0.5), "bootstrap intervals"))
+    entries.append((None, "verdict"))
+    entries += [(_verdict_handle(v), v) for v in (TRUSTWORTHY, OVERESTIMATED, UNDETERMINED)
+                if any(r.get("verdict") == v for r in rows)]
+    if any(r.get("role") == "trusted" for r in rows):
+        entries.append((_marker_handle("*", markersize=11), "trusted pair (defines the line)"))
+    entries += [(None, "attacker trained on"), *((Patch(color=colours[a]), a) for a in attackers)]
+    if evaluated:
+        entries += [(None, "evaluated system"), *((_marker_handle(markers[e]), e) for e in evaluated)]
+    legend = axes.legend([h or Line2D([], [], linestyle="none") for h, _ in entries], [label for _, label in entries],
+                         loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize="small",
+                         frameon=False)
+    for text, (handle, _) in zip(legend.get_texts(), entries):
+        if handle is None:
+            text.set_fontweight("bold")
+    figure.set_size_inches(6.4, max(4.8, 0.18 * len(entries)))
     axes.set_xlabel("EER_test [%]")
     axes.set_ylabel("EER_val [%]")
     axes.set_ylim(bottom=max(axes.get_ylim()[0], -1))
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
     axes.set_title(title or "Overestimation detection: (evaluated, attacker) pairs")
-    return save_figure(figure, path)
+    return figure
+
+
+def _draw_line(axes, fit: dict, xs: list[float]) -> list[tuple]:
+    """The trusted line and its prediction band over the points' EER_test; their legend entries."""
+    line = Line.from_fit(fit)
+    low, high = min(xs + [fit["mean_x"]]), max(xs + [fit["mean_x"]])
+    pad = 0.1 * (high - low) + 0.01
+    grid = np.linspace(max(0.0, low - pad), min(0.5, high + pad) if high < 0.5 else high + pad, 100)
+    predicted = line.predict(grid)
+    bound = predicted - np.array([line.margin(x, fit["false_alarm"]) for x in grid])
+    (drawn,) = axes.plot(100 * grid, 100 * predicted, color="C2", linestyle="--")
+    band = axes.fill_between(100 * grid, 100 * bound, 100 * predicted, color="C2", alpha=0.15)
+    return [(drawn, f"trusted line ({fit['source']})"),
+            (band, f"{100 * (1 - fit['false_alarm']):g} % one-sided prediction bound")]
+
+
+def _draw_point(axes, row: dict, colour, marker: str) -> None:
+    """One pair: its intervals as thin bars, the marker filled or hollow by verdict, a red ring
+    when overestimated."""
+    x, y = 100 * row["eer_test"], 100 * row["eer_val"]
+    axes.errorbar(x, y, xerr=_bar(row.get("eer_test_ci"), x), yerr=_bar(row.get("eer_val_ci"), y), fmt="none",
+                  ecolor=colour, elinewidth=0.7, alpha=0.5, zorder=2)
+    size = 180 if marker == "*" else 50
+    hollow = row.get("verdict") == UNDETERMINED
+    axes.scatter([x], [y], s=size, marker=marker, facecolors="white" if hollow else [colour],
+                 edgecolors=[colour] if hollow else "black", linewidths=1.3 if hollow else 0.5, zorder=3)
+    if row.get("verdict") == OVERESTIMATED:
+        axes.scatter([x], [y], s=2.5 * size + 60, marker="o", facecolors="none", edgecolors=FLAG, linewidths=1.4,
+                     zorder=3)
+
+
+def _bar(interval: list | None, value: float) -> list | None:
+    """errorbar's [[below], [above]] of a [low, high] interval (fractions) around `value` (%)."""
+    if not interval:
+        return None
+    return [[max(0.0, value - 100 * interval[0])], [max(0.0, 100 * interval[1] - value)]]
+
+
+def _marker_handle(marker: str, **style) -> Line2D:
+    """A grey legend marker, edged like the points."""
+    return Line2D([], [], linestyle="none", marker=marker, markerfacecolor="dimgrey", markeredgecolor="black",
+                  markeredgewidth=0.5, **style)
+
+
+def _verdict_handle(verdict: str):
+    """The legend entry of a verdict, drawn on a grey circle."""
+    if verdict == UNDETERMINED:
+        return Line2D([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="dimgrey",
+                      markeredgewidth=1.3)
+    if verdict == OVERESTIMATED:
+        return (_marker_handle("o"), Line2D([], [], linestyle="none", marker="o", markersize=13,
+                                            markerfacecolor="none", markeredgecolor=FLAG, markeredgewidth=1.4))
+    return _marker_handle("o")
+
+
+def _palette(n: int) -> list:
+    """`n` distinct colours, none green or red: tab20's sixteen (PALETTE), then viridis."""
+    if n <= len(PALETTE):
+        return [colormaps["tab20"].colors[i] for i in PALETTE[:n]]
+    return [colormaps["viridis"](t) for t in np.linspace(0, 1, n)]
