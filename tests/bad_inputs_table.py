@@ -11,4 +11,4 @@ if __name__ == "__main__":
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "VPEVAL_WRITE_TABLE": "1", "PYTHONPATH": str(root)}
     sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "tests/test_bad_inputs.py"], cwd=root, env=env, check=False).returncode)
+                             "tests/faults/test_bad_inputs.py"], cwd=root, env=env, check=False).returncode)

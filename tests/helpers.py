@@ -21,6 +21,8 @@ from pipeline.data.manifest import Utterance
 from pipeline.fileio import write_json
 from pipeline.stages.prepare import manifest_path
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures/
+
 
 def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
     """A harmonic tone with a little noise: cheap, decodable, speaker-ish audio."""

@@ -23,9 +23,9 @@ from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stre
 from pipeline.metrics.wer import normalise, ratio_interval, word_errors
 from pipeline.report.utility import semi_informed_points
 from pipeline.stages import emotion, pitch, report, transcribe
-from tests.helpers import kaldi_dir
+from tests.helpers import FIXTURES, kaldi_dir
 
-SPEECH = Path(__file__).parent / "fixtures" / "speech"
+SPEECH = FIXTURES / "speech"
 RATE = 16000
 
 

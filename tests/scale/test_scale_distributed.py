@@ -36,6 +36,7 @@ from pipeline.asv.embed import embed_utterances, extract_embeddings
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.team import Team, TeamSpec, _free_port_pair, _job_port, team_spec
 from pipeline.asv.train import train_attacker
+from pipeline.config import REPO_ROOT
 from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages.extract import extract_on_rank
@@ -320,7 +321,7 @@ def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_m
     follower = subprocess.Popen([sys.executable, "-c", (
         "from pipeline.asv.team import TeamSpec, serve_node; "
         f"serve_node(TeamSpec(1, 2, 1, '127.0.0.1', {leader.port}, 'cpu', 120.0))")],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ["PYTHONPATH"]])})
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ["PYTHONPATH"]])})
     utts = corpus[1]
     manifest = write_manifest(tmp_path / "utts.jsonl", utts)
     extraction = {"batch_seconds": 3.0, "precision": "fp32", "workers": 1}

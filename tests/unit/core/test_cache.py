@@ -1,9 +1,9 @@
 import json
-from pathlib import Path
 
 import pytest
 
 from pipeline.cache import DONE, Cache, content_hash, is_complete, summary_of
+from pipeline.config import REPO_ROOT
 from pipeline.errors import VpevalError
 from pipeline.fileio import is_temporary
 
@@ -93,7 +93,7 @@ def test_fault_hook_kills_at_the_named_point(tmp_path):
               f"Cache(Path({str(tmp_path)!r})).build('stage', {{}}, {{}}, build)\n")
     env = {**os.environ, "VPEVAL_FAULT": "stage.write:3", "VPEVAL_FAULT_TRACE": str(tmp_path / "trace")}
     env.pop("VPEVAL_FAULT_PID", None)
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=Path(__file__).parents[1], check=False)
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO_ROOT, check=False)
     assert done.returncode == -signal.SIGKILL
     out = Cache(tmp_path).path("stage", {}, {})
     names = sorted(p.name for p in out.iterdir())

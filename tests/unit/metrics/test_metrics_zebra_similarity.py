@@ -273,7 +273,7 @@ def test_trial_table_errors():
 def test_worst_case_on_ties_equals_the_zebra_reference():
     """Regression: tied scores were pooled before l_w; the ZEBRA reference code orders tied
     non-targets before targets (a stable sort of [non, tar]) and does not pool them."""
-    from tests.test_metrics_reference import reference_l_w
+    from tests.unit.metrics.test_metrics_reference import reference_l_w
 
     assert zebra([1.0, 2.0], [1.0, 2.0]).l_w == pytest.approx(reference_l_w([1.0, 2.0], [1.0, 2.0]), rel=1e-12)
     assert zebra([1.0, 2.0], [1.0, 2.0]).l_w == pytest.approx(math.log(2) / math.log(10), abs=1e-6)  # was 0

@@ -20,7 +20,7 @@ from pipeline.metrics import (
     zebra_tag,
 )
 from pipeline.metrics.zebra import TAG_RANGES
-from tests.test_metrics_reference import (
+from tests.unit.metrics.test_metrics_reference import (
     reference_d_ece,
     reference_eer_threshold,
     reference_l_w,
