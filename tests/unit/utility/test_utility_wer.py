@@ -1,0 +1,188 @@
+"""Utility metrics, WER: counting, the transcript cache, recognisers (PocketSphinx, a SpeechBrain
+folder of random weights) and their bad inputs, and the experiment's WER step with the offline
+recogniser on real English speech (original vs McAdams)."""
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from pocketsphinx import get_model_path
+
+from pipeline.asr import PocketSphinx, SpeechBrainASR, Whisper
+from pipeline.cache import Cache
+from pipeline.config import compose, without
+from pipeline.data.audio import read_audio, write_audio
+from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
+from pipeline.errors import VpevalError
+from pipeline.metrics.wer import normalise, ratio_interval, word_errors
+from pipeline.stages import transcribe
+from tests.helpers import FIXTURES
+
+SPEECH = FIXTURES / "speech"
+RATE = 16000
+
+
+def speech_manifest(folder: Path, waves: dict[str, np.ndarray] | None = None) -> Path:
+    """Manifest of the espeak-ng fixture (or of `waves` written under `folder`), with its texts."""
+    texts = dict(line.split(" ", 1) for line in (SPEECH / "text").read_text().splitlines())
+    utts = []
+    for utt, text in texts.items():
+        path = SPEECH / f"{utt}.flac"
+        if waves is not None:
+            path = write_audio(folder / f"{utt}.flac", waves[utt], RATE)
+        utts.append(Utterance(id=utt, speaker="tts", gender="f", path=str(path),
+                              duration=len(read_audio(path)) / RATE, text=text))
+    return write_manifest(folder / "manifest.jsonl", utts)
+
+
+# WER
+
+def test_normalisation_and_hand_counted_word_errors():
+    assert normalise("It's  seven o'clock, Tom!") == "IT'S SEVEN O'CLOCK TOM"
+    counts = word_errors(["the cat sat", "on the mat"], ["the bat sat down", ""])
+    assert (counts.substitutions, counts.deletions, counts.insertions, counts.words) == (1, 3, 1, 6)
+    assert counts.wer == pytest.approx(5 / 6) and counts.per_utterance == (2, 3)
+    assert ratio_interval([1, 2, 3, 0], [3, 3, 3, 3], n_resamples=2000) == pytest.approx((1 / 6, 5 / 6))
+    assert ratio_interval([0.5] * 4, [1] * 4) == (0.5, 0.5)
+    with pytest.raises(ValueError, match="at least one word"):
+        word_errors(["..."], ["x"])
+
+
+def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path):
+    manifest = speech_manifest(tmp_path)
+    cache = Cache(tmp_path / "cache")
+    asr = compose(["data=synthetic_tiny"]).asr
+    folder = cache.path("transcribe", {"asr": without(asr, *transcribe.LABEL_KEYS)},
+                        {"manifest": file_digest(manifest), "model": PocketSphinx().fingerprint()}, transcribe.VERSION)
+    folder.mkdir(parents=True)
+    (folder / transcribe.PARTIAL).write_text("speech1 as resumed\nspeech2 cut by a ki")  # last line incomplete
+    built = transcribe.run(asr, manifest, cache)
+    assert built == folder
+    found = transcribe.load(built, manifest)
+    assert found["speech1"] == "as resumed"                                   # not recognised again
+    assert found["speech3"] == "we will meet at the station at seven o'clock tomorrow morning"
+    assert not (folder / transcribe.PARTIAL).exists()
+    assert transcribe.run(asr, manifest, cache) == folder and cache.events[-1].reused
+    same_model_named = OmegaConf.merge(asr, {"hmm": str(Path(get_model_path()) / "en-us" / "en-us")})
+    assert transcribe.run(same_model_named, manifest, cache) != folder       # another recogniser config, another key
+
+
+ASR_HPARAMS = """n_mels: 20
+tokenizer: !new:speechbrain.dataio.encoder.CTCTextEncoder
+compute_features: !new:speechbrain.lobes.features.Fbank
+    n_mels: !ref <n_mels>
+output: !new:speechbrain.nnet.linear.Linear
+    input_size: !ref <n_mels>
+    n_neurons: 29
+log_softmax: !new:speechbrain.nnet.activations.Softmax
+    apply_log: True
+encoder: !new:speechbrain.nnet.containers.LengthsCapableSequential
+    - !ref <compute_features>
+    - !ref <output>
+    - !ref <log_softmax>
+decoding_function: !name:speechbrain.decoders.ctc_greedy_decode
+    blank_id: 0
+modules:
+    encoder: !ref <encoder>
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+        encoder: !ref <encoder>
+        tokenizer: !ref <tokenizer>
+"""
+LETTERS = "abcdefghijklmnopqrstuvwxyz' "
+
+
+def speechbrain_asr_folder(folder: Path, seed: int = 0) -> Path:
+    """A SpeechBrain CTC ASR folder (EncoderASR: Fbank, a linear layer, greedy CTC over letters)
+    with random weights, saved by SpeechBrain's own classes."""
+    from speechbrain.dataio.encoder import CTCTextEncoder
+    from speechbrain.lobes.features import Fbank
+    from speechbrain.nnet.activations import Softmax
+    from speechbrain.nnet.containers import LengthsCapableSequential
+    from speechbrain.nnet.linear import Linear
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hyperparams.yaml").write_text(ASR_HPARAMS)
+    torch.manual_seed(seed)
+    encoder = LengthsCapableSequential(Fbank(n_mels=20), Linear(input_size=20, n_neurons=29), Softmax(apply_log=True))
+    torch.save(encoder.state_dict(), folder / "encoder.ckpt")
+    tokenizer = CTCTextEncoder()
+    tokenizer.insert_blank(index=0)
+    tokenizer.update_from_iterable(list(LETTERS))
+    tokenizer.save(folder / "tokenizer.ckpt")
+    return folder
+
+
+def test_speechbrain_asr_folder_transcribes_through_the_stage(tmp_path):
+    manifest = speech_manifest(tmp_path)
+    model = speechbrain_asr_folder(tmp_path / "asr")
+    asr = OmegaConf.merge(compose(["data=synthetic_tiny", "asr=speechbrain"]).asr,
+                          {"folder": str(model), "interface": "speechbrain.inference.ASR.EncoderASR"})
+    cache = Cache(tmp_path / "cache")
+    folder = transcribe.run(asr, manifest, cache)
+    found = transcribe.load(folder, manifest)
+    direct = SpeechBrainASR(str(model), interface=asr.interface).transcribe([read_audio(SPEECH / "speech1.flac")])
+    assert found["speech1"] == " ".join(direct[0].split()) and set(found["speech1"]) <= set(LETTERS)
+    speechbrain_asr_folder(model, seed=1)                  # other weights in the same folder: transcribed again
+    assert transcribe.run(asr, manifest, cache) != folder
+
+
+def test_missing_transcripts_are_named(tmp_path):
+    manifest = speech_manifest(tmp_path)
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / transcribe.TEXT).write_text("speech1 a\n")
+    with pytest.raises(VpevalError, match=r"t/text: no transcript for 2 utterance\(s\) of .*manifest.jsonl, first speech2$"):
+        transcribe.load(folder, manifest)
+
+
+def test_recogniser_folders_missing_or_of_the_wrong_kind(tmp_path):
+    with pytest.raises(VpevalError, match=r"asr.folder: no model folder given \(set asr.folder="):
+        SpeechBrainASR(folder=None)
+    with pytest.raises(VpevalError, match=r"nowhere: asr.folder folder not found$"):
+        SpeechBrainASR(folder=str(tmp_path / "nowhere"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(VpevalError, match=r"empty: not a SpeechBrain ASR folder \(no hyperparams.yaml\)$"):
+        SpeechBrainASR(folder=str(tmp_path / "empty"))
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "hyperparams.yaml").write_text("modules: {}\n")
+    with pytest.raises(VpevalError, match=r"wrong: not a SpeechBrain ASR folder for .*EncoderDecoderASR: "):
+        SpeechBrainASR(folder=str(wrong))
+    with pytest.raises(VpevalError, match=r"^asr=whisper needs the transformers package: pip install .*\[whisper\]"):
+        Whisper(folder=str(wrong))
+    with pytest.raises(VpevalError, match=r"missing.dict: asr.dict not found$"):
+        PocketSphinx(dict=str(tmp_path / "missing.dict"))
+
+
+# The experiment's WER step on real speech
+
+def test_wer_step_pools_a_split_with_intervals_and_names_untranscribed_utterances(tmp_path):
+    from anonymizers.mcadams import McAdams
+    from pipeline.utility import word_error_rates
+
+    original = speech_manifest(tmp_path / "o")
+    texts = [line.split(" ", 1)[0] for line in (SPEECH / "text").read_text().splitlines()]
+    waves = McAdams(alpha=0.6, seed=0, device="cpu")([torch.from_numpy(read_audio(SPEECH / f"{u}.flac")) for u in texts],
+                                                    texts, ["tts"] * len(texts), RATE)
+    anonymized = speech_manifest(tmp_path / "a", {u: w.numpy() for u, w in zip(texts, waves)})
+    cfg = compose(["data=vpc", "detect.bootstrap.n_resamples=200"])
+    lists, sets, result = {"test_f": {"original": original, "anonymized": anonymized}}, {"test_f": ("test", "x")}, \
+        {"sets": {"test_f": {}}, "splits": {}}
+    word_error_rates(cfg, Cache(tmp_path / "cache"), lists, sets, result)
+    found, pooled = result["sets"]["test_f"], result["splits"]["test"]
+    assert found["words"] == 35
+    assert found["wer_original"] < 0.6                          # measured 0.40 (espeak-ng en-us+f2, pocketsphinx 5.1.1)
+    assert found["wer_anonymized"] > found["wer_original"] + 0.2  # measured 0.97 at McAdams alpha 0.6
+    assert pooled["wer_original"] == found["wer_original"]               # one set: pooled is the same count
+    low, high = pooled["wer_anonymized_ci"]
+    assert low <= pooled["wer_anonymized"] <= high and low < high
+    utts = read_manifest(original)
+    write_manifest(original, [u if u.id != "speech2" else replace(u, text="") for u in utts])
+    with pytest.raises(VpevalError, match=r"o/manifest.jsonl: 1 of 3 utterances have no reference transcript, "
+                                          r"first speech2$"):
+        word_error_rates(cfg, Cache(tmp_path / "cache"), lists, sets, result)
+    with pytest.raises(VpevalError, match=r"^the built-in synthetic corpus has no words"):
+        word_error_rates(compose(["data=synthetic_tiny"]), Cache(tmp_path / "cache"), lists, sets, result)
