@@ -1,5 +1,4 @@
 """Scoring backends, enrolment means, trial scoring and score files."""
-
 import numpy as np
 import pytest
 from hydra.utils import instantiate

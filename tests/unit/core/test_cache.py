@@ -61,24 +61,6 @@ def test_summary_of_incomplete_folder_is_an_error(tmp_path):
         summary_of(tmp_path)
 
 
-def test_resumed_build_removes_temporaries_a_killed_writer_left(tmp_path):
-    """Regression: a SIGKILLed atomic write leaves `.<stem>.tmp<pid><suffix>`; the folder that is
-    completed later must not keep it (found by tests/test_faults.py)."""
-    cache = Cache(tmp_path)
-    out = cache.path("stage", {}, {})
-    (out / "audio").mkdir(parents=True)
-    (out / ".manifest.tmp4242.jsonl").write_text("half")
-    (out / "audio" / ".u1.tmp99.flac").write_bytes(b"half")
-    (out / "audio" / ".keep.me").write_text("not a temporary of ours")
-
-    def resuming(out):
-        (out / "manifest.jsonl").write_text("{}\n")
-
-    cache.build("stage", {}, {}, resuming)
-    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert names == ["_DONE", "_params.json", "audio/.keep.me", "manifest.jsonl"]
-
-
 def test_fault_hook_kills_at_the_named_point(tmp_path):
     """`VPEVAL_FAULT=<stage>.<event>:<n>` SIGKILLs the process at the n-th such point; `_DONE`
     is never written for the stage it killed."""
