@@ -31,7 +31,7 @@ def build(name, **values):
 def test_every_config_file_is_covered():
     assert {p.stem for p in CONFIG_DIR.glob("*.yaml")} == {
         "mcadams", "mcadams_fixed", "mcadams_speaker", "external", "precomputed",
-        "xvector", "xvector_speaker", "ohnn", "ohnn_rand"}  # the neural ones: tests/test_neural_system.py
+        "xvector", "xvector_speaker", "ohnn", "ohnn_rand"}  # the neural ones: tests/unit/anonymizers/test_neural_system.py
 
 
 @pytest.mark.parametrize("name, level, alpha_range", [
