@@ -1,4 +1,5 @@
-"""Regenerate the "Bad inputs" table of docs/robustness.md from the messages tests/test_bad_inputs.py observes.
+"""Regenerate the "Bad inputs" table of docs/robustness.md from the messages the tests of
+tests/faults/bad_inputs/ observe.
 
     python tests/bad_inputs_table.py
 """
@@ -11,4 +12,4 @@ if __name__ == "__main__":
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "VPEVAL_WRITE_TABLE": "1", "PYTHONPATH": str(root)}
     sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "tests/test_bad_inputs.py"], cwd=root, env=env, check=False).returncode)
+                             "tests/faults/bad_inputs"], cwd=root, env=env, check=False).returncode)

@@ -12,6 +12,7 @@ import torch
 from scipy.signal import lfilter
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
+from anonymizers.signals import speech_like
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import length_normalise
@@ -21,6 +22,8 @@ from pipeline.data.manifest import Utterance
 from pipeline.fileio import write_json
 from pipeline.stages.prepare import manifest_path
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures/
+
 
 def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
     """A harmonic tone with a little noise: cheap, decodable, speaker-ish audio."""
@@ -28,6 +31,11 @@ def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndar
     wav = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 6))
     wav += 0.01 * np.random.default_rng(seed).standard_normal(t.size)
     return (0.3 * wav / np.abs(wav).max()).astype(np.float32)
+
+
+def waves(*specs) -> list[np.ndarray]:
+    """(seconds, seed) pairs -> float32 numpy speech-like waveforms (`anonymizers.signals.speech_like`)."""
+    return [speech_like(seconds, seed) for seconds, seed in specs]
 
 
 def librispeech_tree(root: Path, speakers: dict[str, dict[str, str]], utterances: int = 4,

@@ -10,7 +10,7 @@ folded into the cosine and sine rows), not `torch.fft`: no complex tensors, so I
 generates code for the whole fbank and a compiled training step has no fallback kernels.
 Against the FFT it differs by float32 rounding only: at most 2e-3 in a log-mel value (measured
 1.2e-3 on a tone with a 100 dB range, 2.5e-4 on noise), and it is as close to a float64 Kaldi
-fbank as the FFT was (tests/test_asv_model.py). The product must
+fbank as the FFT was (tests/unit/asv/test_asv_model.py). The product must
 run in full float32 (PyTorch's default; TF32 matmuls, `torch.backends.cuda.matmul.allow_tf32`,
 would cost about three decimal digits of the power).
 """

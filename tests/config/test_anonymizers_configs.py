@@ -1,7 +1,6 @@
 """Every `conf/anonymizer/*.yaml` instantiates the way the anonymize stage does it:
 `name` removed, then `hydra.utils.instantiate(cfg, seed=..., device=...)`."""
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +13,9 @@ from anonymizers.base import Anonymizer
 from anonymizers.external import External
 from anonymizers.mcadams import McAdams
 from anonymizers.precomputed import Precomputed
-from pipeline.config import compose
+from pipeline.config import REPO_ROOT, compose
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf" / "anonymizer"
+CONFIG_DIR = REPO_ROOT / "conf" / "anonymizer"
 
 
 def build(name, **values):
@@ -32,7 +31,7 @@ def build(name, **values):
 def test_every_config_file_is_covered():
     assert {p.stem for p in CONFIG_DIR.glob("*.yaml")} == {
         "mcadams", "mcadams_fixed", "mcadams_speaker", "external", "precomputed",
-        "xvector", "xvector_speaker", "ohnn", "ohnn_rand"}  # the neural ones: tests/test_neural_system.py
+        "xvector", "xvector_speaker", "ohnn", "ohnn_rand"}  # the neural ones: tests/unit/anonymizers/test_neural_system.py
 
 
 @pytest.mark.parametrize("name, level, alpha_range", [

@@ -26,7 +26,7 @@ from pipeline.metrics import (
     summary,
     zebra,
 )
-from tests.test_metrics_reference import (
+from tests.unit.metrics.test_metrics_reference import (
     TABLE1,
     reference_eer_threshold,
     reference_linkability,

@@ -18,7 +18,7 @@ from anonymizers.xvector import XVector
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.cache import Cache
-from pipeline.config import compose, instantiate, without
+from pipeline.config import REPO_ROOT, compose, instantiate, without
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest
 from pipeline.errors import VpevalError
@@ -263,7 +263,7 @@ def test_recipe_and_systems_on_cuda_with_bf16(trained, tmp_path):
 
 def test_content_accuracy_labels_chance_and_copy_synthesis(trained):
     spec = importlib.util.spec_from_file_location(
-        "content_accuracy", Path(__file__).parents[1] / "recipes" / "train_vc" / "content_accuracy.py")
+        "content_accuracy", REPO_ROOT / "recipes" / "train_vc" / "content_accuracy.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     utts = trained["trials"][:2]

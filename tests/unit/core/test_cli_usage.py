@@ -1,7 +1,4 @@
 """`vpeval --help`, `--version`, "did you mean" for subcommands, group options and keys."""
-import subprocess
-import sys
-
 import pytest
 
 from pipeline import __version__, cli
@@ -68,12 +65,3 @@ def test_job_is_named_vpeval(tmp_path, monkeypatch, capsys):
                          f"hydra.run.dir={tmp_path / 'run'}")
     assert code == 2  # no corpus there; the job had started and opened its log
     assert sorted(p.name for p in (tmp_path / "run").glob("*.log")) == ["vpeval.log"]
-
-
-def test_cfg_job_prints_a_recipe_config():
-    """Regression: `vpeval --cfg job +experiment=...` stopped at "Unsupported interpolation type
-    vpeval_recipes" (the resolvers were registered only when the CLI checked overrides)."""
-    done = subprocess.run([sys.executable, "-m", "pipeline", "--cfg", "job", "+experiment=vpc2024", "data.root=/tmp"],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "name: mcadams_b2" in done.stdout and "lpc: burg" in done.stdout

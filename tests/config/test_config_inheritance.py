@@ -2,7 +2,7 @@
 so variants that inherit (`defaults: [<base>, _self_]` plus the keys that change) compose to
 exactly what their full copies did. Regenerate after an intended change of a config:
 
-    python tests/test_config_inheritance.py
+    python tests/config/test_config_inheritance.py
 """
 import json
 import sys
@@ -13,11 +13,12 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, when run as a script
 from pipeline.config import CONFIG_DIR  # noqa: E402
 from pipeline.usage import group_options  # noqa: E402
+from tests.helpers import FIXTURES  # noqa: E402
 
-EXPECTED = Path(__file__).resolve().parent / "fixtures" / "configs" / "composed.json"
+EXPECTED = FIXTURES / "configs" / "composed.json"
 GROUPS = ("paths", "data", "anonymizer", "attacker", "backend", "attacks", "asr", "emotion", "attacker/scheduler")
 
 

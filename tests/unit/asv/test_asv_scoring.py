@@ -1,6 +1,4 @@
 """Scoring backends, enrolment means, trial scoring and score files."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -15,9 +13,10 @@ from pipeline.asv.scoring import (
 )
 from pipeline.data.manifest import Trial, Utterance
 from pipeline.errors import VpevalError
+from pipeline.config import REPO_ROOT
 from pipeline.metrics import read_scores
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = REPO_ROOT / "conf"
 
 
 def utterance(utt_id: str, speaker: str) -> Utterance:

@@ -19,7 +19,7 @@ REQUIRED = {
     ("anonymizer", "precomputed"): ["anonymizer.folder=/anon"],
 }
 # Systems that need trained weights: without them they stop naming the key and the recipe
-# (built with weights in tests/test_neural_system.py).
+# (built with weights in tests/unit/anonymizers/test_neural_system.py).
 NEEDS_TRAINING = {"xvector": "vc_model", "xvector_speaker": "vc_model", "ohnn": "vc_model", "ohnn_rand": "vc_model",
                   "xvector_b1": "vc_model"}
 

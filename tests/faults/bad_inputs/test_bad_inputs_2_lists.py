@@ -1,0 +1,128 @@
+"""Bad inputs: manifests and trial lists."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.cache import Cache
+from pipeline.stages import prepare
+from pipeline.stages.prepare import manifest_path, trials_path
+from tests.faults.bad_inputs.catalogue import append_line, raised, record, validation_error
+from tests.helpers import damaged, edit_manifest, vpc_cfg
+
+
+def test_missing_manifest(prepared, tmp_path):
+    manifest_path(prepared, "test_enrolls").unlink()
+    record("missing-manifest", "a manifest the prepared folder should hold is missing", "validate",
+           validation_error(prepared), tmp_path, "test_enrolls.jsonl", "not found")
+
+
+def test_missing_trial_list(prepared, tmp_path):
+    trials_path(prepared, "test_trials_m").unlink()
+    record("missing-trials", "a trial list is missing", "validate", validation_error(prepared), tmp_path,
+           "test_trials_m.txt", "not found")
+
+
+def test_manifest_line_not_json(prepared, tmp_path):
+    append_line(manifest_path(prepared, "train"), "t1-9 t1 f /x.flac")
+    record("manifest-json", "manifest line that is not JSON", "validate (manifest reader)",
+           validation_error(prepared), tmp_path, "train.jsonl:5", "not a JSON object")
+
+
+def test_manifest_missing_field(prepared, tmp_path):
+    edit_manifest(prepared, "train", lambda r: [{k: v for k, v in r.items() if k != "speaker"}])
+    record("manifest-field", "manifest record without a required field", "validate (manifest reader)",
+           validation_error(prepared), tmp_path, "train.jsonl:1", "speaker")
+
+
+def test_duplicate_utterance_id(prepared, tmp_path):
+    edit_manifest(prepared, "train", lambda r: [r, r] if r["id"] == "t1-0" else [r])
+    record("duplicate-id", "the same utterance id twice in one manifest", "validate (manifest reader)",
+           validation_error(prepared), tmp_path, "train.jsonl:2", "duplicate utterance id 't1-0'")
+
+
+def test_one_id_two_files(prepared, tmp_path):
+    other = tmp_path / "audio" / "t1-0.flac"
+    edit_manifest(prepared, "test_trials_f", lambda r: [{**r, "id": "t1-0"} if r["id"] == "e1-tri" else r])
+    record("id-two-files", "one utterance id naming different files in two lists", "validate",
+           validation_error(prepared), tmp_path, "t1-0", str(other).replace(str(tmp_path), ""))
+
+
+def test_speaker_with_two_genders(prepared, tmp_path):
+    edit_manifest(prepared, "test_enrolls", lambda r: [{**r, "gender": "m"} if r["speaker"] == "e1" else r])
+    record("two-genders", "a speaker listed as female in one list and male in another", "validate",
+           validation_error(prepared), tmp_path, "speaker e1")
+
+
+def test_trial_names_unknown_speaker(prepared, tmp_path):
+    append_line(trials_path(prepared, "test_trials_f"), "e9 e1-tri nontarget")
+    record("unknown-speaker", "trial naming a speaker who does not enrol", "validate", validation_error(prepared),
+           tmp_path, "test_trials_f.txt:5", "e9")
+
+
+def test_trial_names_unknown_utterance(prepared, tmp_path):
+    append_line(trials_path(prepared, "test_trials_f"), "e1 e2-xyz nontarget")
+    record("unknown-utterance", "trial naming an utterance not in the trial manifest", "validate",
+           validation_error(prepared), tmp_path, "test_trials_f.txt:5", "e2-xyz")
+
+
+def prepare_vpc_error(vpc_folder: Path, tmp: Path, dir_name: str, file_name: str, edit) -> str:
+    """The prepare stage's error on a copy of the VPC recipe folder with one file edited."""
+    data = damaged(vpc_folder, tmp, {(dir_name, file_name): [edit]})
+    return raised(prepare.run, vpc_cfg(data, workers=1), Cache(tmp / "cache"))
+
+
+def test_enrolment_list_names_unknown_utterance(vpc_folder, tmp_path):
+    message = prepare_vpc_error(vpc_folder, tmp_path, "libri_dev_enrolls", "enrolls", lambda t: t + "21-100-0007\n")
+    record("unknown-enrolment", "VPC `enrolls` list naming an utterance the enrolment dir does not have",
+           "prepare (Kaldi dirs, before any audio is read)", message, tmp_path, "enrolls:5", "21-100-0007")
+
+
+def test_data_list_command_is_never_run(vpc_folder, tmp_path):
+    marker = tmp_path / "executed"
+    message = prepare_vpc_error(vpc_folder, tmp_path, "libri_dev_trials_f", "wav.scp",
+                                lambda t: t.replace("\n", f"\n21-100-0009 touch {marker} |\n", 1))
+    assert not marker.exists()
+    record("wav-scp-command", "wav.scp entry that is a shell command other than a flac/sox decode",
+           "prepare (paths from data lists are never executed)", message, tmp_path, "wav.scp:2", "21-100-0009")
+
+
+def test_mixed_gender_trial(prepared, tmp_path):
+    append_line(trials_path(prepared, "test_trials_f"), "e3 e1-tri nontarget")
+    edit_manifest(prepared, "test_trials_f", lambda r: [r])
+    record("mixed-gender", "male enrolment speaker tried on a female utterance (same-gender protocol)",
+           "validate", validation_error(prepared), tmp_path, "test_trials_f.txt:5", "mixed-gender")
+
+
+def test_trial_label_contradicts_speakers(prepared, tmp_path):
+    append_line(trials_path(prepared, "test_trials_f"), "e1 e2-tri target")
+    record("wrong-label", "trial labelled target for two different speakers", "validate",
+           validation_error(prepared), tmp_path, "test_trials_f.txt:5", "contradicts")
+
+
+def test_bad_trial_label(prepared, tmp_path):
+    append_line(trials_path(prepared, "test_trials_f"), "e1 e1-tri maybe")
+    record("bad-label", "trial list line with an unknown label", "validate (trial reader)",
+           validation_error(prepared), tmp_path, "test_trials_f.txt:5", "'maybe'")
+
+
+def test_one_class_trial_list(prepared, tmp_path):
+    path = trials_path(prepared, "test_trials_m")
+    path.write_text("".join(f"{line}\n" for line in path.read_text().splitlines() if line.endswith(" target")))
+    record("one-class-trials", "trial list with target trials only", "validate", validation_error(prepared),
+           tmp_path, "test_trials_m.txt", "both target and non-target")
+
+
+def test_utterance_both_enrols_and_is_tried(prepared, tmp_path):
+    edit_manifest(prepared, "test_trials_f", lambda r: [r, {**r, "id": "e2-enr", "path": str(tmp_path / "audio" /
+                                                                                                  "e2-enr.flac")}]
+                  if r["id"] == "e2-tri" else [r])
+    record("enrol-and-trial", "an utterance used both to enrol and as a trial", "validate",
+           validation_error(prepared), tmp_path, "e2-enr", "both enrolment")
+
+
+def test_evaluation_speaker_in_training_data(prepared, tmp_path):
+    edit_manifest(prepared, "train", lambda r: [r, {**r, "id": "e1-extra", "speaker": "e1", "gender": "f",
+                                                    "path": str(tmp_path / "audio" / "e1-enr.flac")}]
+                  if r["id"] == "t1-0" else [r])
+    record("seen-speaker", "an evaluation speaker in the attacker's training data", "validate",
+           validation_error(prepared), tmp_path, "test_trials_f.txt", "'e1'", "training data")

@@ -1,0 +1,104 @@
+"""Bad inputs: config overrides, settings and the command line."""
+import pytest
+
+from pipeline.config import compose
+from tests.faults.bad_inputs.catalogue import cli_message, raised, record, vpeval
+from tests.helpers import librispeech_tree
+
+CONFIG_ROWS = [  # row, input, where detected, override, needles
+    ("unknown-key", "override of a key the config does not have (`attacker.trainig.epochs=3`)",
+     "config (compose, before any work)", "attacker.trainig.epochs=3", ("attacker.trainig.epochs=3", "unknown key")),
+    ("wrong-type", "override with a value of the wrong type (`seed=abc`)", "config (compose)", "seed=abc",
+     ("seed=abc", "must be an integer")),
+    ("wrong-list", "a scalar where a list is expected (`eval_splits=test`)", "config (compose)", "eval_splits=test",
+     ("eval_splits", "must be a list")),
+    ("unknown-option", "a config group option that does not exist (`anonymizer=mcadam`)", "config (compose)",
+     "anonymizer=mcadam", ("anonymizer=mcadam", "did you mean 'mcadams'")),
+]
+
+
+@pytest.mark.parametrize("row, what, where, override, needles", CONFIG_ROWS, ids=[row[0] for row in CONFIG_ROWS])
+def test_config_rows(tmp_path, row, what, where, override, needles):
+    record(row, what, where, raised(compose, [override]), tmp_path, *needles)
+
+
+SETTINGS_ROWS = [  # row, input, override, needles (pipeline.settings, before any stage)
+    ("out-of-range", "a fraction outside its open interval (`split.val_fraction=1.5`)", "split.val_fraction=1.5",
+     ("split.val_fraction=1.5", "(0, 1)")),
+    ("no-such-device", "a device name torch does not know (`device=gpu`)", "device=gpu", ("device=gpu", "cuda:N")),
+    ("count-below-one", "a count below 1 (`attacker.training.epochs=0`)", "attacker.training.epochs=0",
+     ("attacker.training.epochs=0", ">= 1")),
+    ("split-not-in-corpus", "an evaluation split the corpus does not have (`eval_splits=[test,tst]`)",
+     "eval_splits=[test,tst]", ("eval_splits", "'tst'", "data=synthetic")),
+    ("too-few-held-out", "a validation fraction that holds out fewer than 2 utterances per speaker "
+     "(`split.val_fraction=0.02`)", "split.val_fraction=0.02", ("split.val_fraction=0.02", "at least 2")),
+    ("required-unset", "a required value left unset (`anonymizer=external` without `anonymizer.command`)",
+     "anonymizer=external", ("anonymizer.command", "required")),
+]
+
+
+@pytest.mark.parametrize("row, what, override, needles", SETTINGS_ROWS, ids=[row[0] for row in SETTINGS_ROWS])
+def test_settings_rows(tmp_path, row, what, override, needles):
+    from pipeline.settings import check_settings
+
+    record(row, what, "settings (pipeline.settings, before any stage)",
+           raised(check_settings, compose([override])), tmp_path, *needles)
+
+
+def test_cli_every_bad_setting_at_once(tmp_path):
+    message = cli_message(vpeval("seed=-1", "split.val_fraction=2", "device=gpu", tmp=tmp_path))
+    record("cli-bad-settings", "`vpeval seed=-1 split.val_fraction=2 device=gpu` (three bad settings)",
+           "CLI (exit 2, before Hydra starts)", message, tmp_path, "3 problem(s)", "seed=-1", "split.val_fraction=2",
+           "device=gpu")
+
+
+def test_cli_misspelt_command(tmp_path):
+    message = cli_message(vpeval("valdate", tmp=tmp_path))
+    record("cli-misspelt-command", "`vpeval valdate` (a misspelt subcommand)", "CLI (exit 2)", message, tmp_path,
+           "did you mean 'validate'")
+
+
+def test_slurm_without_the_extra(tmp_path, monkeypatch):
+    from pipeline import slurm
+
+    real = slurm.importlib.util.find_spec
+    monkeypatch.setattr(slurm.importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("hydra_plugins") else real(name, *a))
+    record("slurm-extra-missing", "`vpeval -m hydra/launcher=slurm ...` from a wheel installed without the slurm extra",
+           "CLI (exit 2, before anything is submitted)",
+           raised(slurm.check_slurm_sweep, ["-m", "hydra/launcher=slurm", "seed=1,2"]), tmp_path, "vpeval[slurm]")
+
+
+def test_cli_unknown_key(tmp_path):
+    message = cli_message(vpeval("data=synthetic_tiny", "split.val_fractoin=0.2", tmp=tmp_path))
+    record("cli-unknown-key", "`vpeval split.val_fractoin=0.2` (misspelt key)", "CLI (exit 2, before Hydra starts)",
+           message, tmp_path, "split.val_fractoin", "unknown key")
+
+
+def test_cli_sweep_unknown_option(tmp_path):
+    """Regression: a sweep (-m) skipped the check, so a misspelt value failed in Hydra's multi-line error."""
+    message = cli_message(vpeval("-m", "anonymizer=mcadams,mcadams_fixd", tmp=tmp_path))
+    record("cli-sweep-unknown-option", "`vpeval -m anonymizer=mcadams,mcadams_fixd` (a misspelt sweep value)",
+           "CLI (exit 2, before Hydra starts a job)", message, tmp_path, "mcadams_fixd")
+
+
+def test_cli_wrong_type(tmp_path):
+    message = cli_message(vpeval("validate", "split.val_fraction=half", tmp=tmp_path))
+    record("cli-wrong-type", "`vpeval validate split.val_fraction=half`", "CLI (exit 2, before Hydra starts)",
+           message, tmp_path, "split.val_fraction", "must be a number")
+
+
+def test_cli_missing_corpus(tmp_path):
+    message = cli_message(vpeval("validate", "data=librispeech", f"data.root={tmp_path / 'LibriSpeech'}",
+                                 tmp=tmp_path))
+    record("cli-missing-corpus", "`vpeval validate data=librispeech` with a corpus folder that does not exist",
+           "CLI / prepare (exit 2)", message, tmp_path, "LibriSpeech", "not found")
+
+
+def test_cli_evaluation_speaker_in_training_data(tmp_path):
+    root = librispeech_tree(tmp_path / "LibriSpeech", {
+        "train-clean-360": {"11": "F", "13": "M"}, "dev-clean": {"21": "F", "23": "M"},
+        "test-clean": {"11": "F", "33": "M"}}, utterances=2, seconds=0.2)
+    message = cli_message(vpeval("validate", "data=librispeech", f"data.root={root}", tmp=tmp_path))
+    record("cli-seen-speaker", "`vpeval validate` on a corpus whose test speaker 11 is also a training speaker",
+           "CLI / prepare (exit 2, before any audio is read)", message, tmp_path, "['11']", "training data")

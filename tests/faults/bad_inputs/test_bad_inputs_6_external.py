@@ -1,0 +1,63 @@
+"""Bad inputs: the external anonymiser command."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from anonymizers.external import External
+from tests.faults.bad_inputs.catalogue import RATE, raised, record
+from tests.helpers import tone
+
+SYSTEM = """
+import sys, time
+import soundfile as sf
+list_file, output_dir, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+if mode == "fail":
+    print("loading model"); print("RuntimeError: CUDA out of memory", file=sys.stderr); sys.exit(3)
+if mode == "hang":
+    time.sleep(600)
+for line in open(list_file):
+    utt, speaker, path = line.split()
+    audio, rate = sf.read(path, dtype="float32")
+    sf.write(f"{output_dir}/{utt}.wav", audio[: len(audio) // 4] if mode == "short" else audio, rate)
+"""
+
+
+def run_external(tmp: Path, mode: str, timeout: float = 120.0, command: list[str] | None = None) -> str:
+    script = tmp / "my_system.py"
+    script.write_text(SYSTEM)
+    command = command or [sys.executable, str(script), "{list_file}", "{output_dir}", mode]
+
+    def go():
+        system = External(command=command, timeout_seconds=timeout, device="cpu", workdir=str(tmp))
+        return system([tone(1.0, 120), tone(1.0, 150)], ["spk1-a", "spk2-a"], ["spk1", "spk2"], RATE)
+    message = raised(go)
+    assert not any(tmp.glob("vpeval-external-*")), "the scratch folder was left behind"
+    return message.replace(sys.executable, "python")
+
+
+def test_external_command_fails(tmp_path):
+    record("external-fails", "external anonymiser exiting with status 3", "anonymize (external)",
+           run_external(tmp_path, "fail"), tmp_path, "exit status 3", "CUDA out of memory")
+
+
+def test_external_command_hangs(tmp_path):
+    record("external-hangs", "external anonymiser that never finishes", "anonymize (external, timeout)",
+           run_external(tmp_path, "hang", timeout=2.0), tmp_path, "timed out after 2 s", "anonymizer.timeout_seconds")
+
+
+def test_external_command_wrong_lengths(tmp_path):
+    record("external-lengths", "external anonymiser writing a quarter of each utterance", "anonymize (external)",
+           run_external(tmp_path, "short"), tmp_path, "spk1-a", "length off")
+
+
+def test_external_program_missing(tmp_path):
+    record("external-missing", "external anonymiser program that does not exist", "anonymize (external)",
+           run_external(tmp_path, "ok", command=["no-such-anonymiser", "{input_dir}"]), tmp_path,
+           "'no-such-anonymiser' not found")
+
+
+def test_external_command_as_shell_string(tmp_path):
+    message = raised(External, command="python my_system.py {input_dir} | tee log", device="cpu")
+    record("external-shell", "external command given as a shell string", "anonymizer config",
+           message, tmp_path, "anonymizer.command", "argv list")

@@ -1,0 +1,40 @@
+"""Bad inputs: VoicePrivacy model folders and score files."""
+from pipeline.fileio import write_lines
+from tests.faults.bad_inputs.catalogue import cli_message, raised, record, vpeval
+from tests.helpers import VPC_HYPERPARAMS, speechbrain_asv_folder
+
+
+def test_speechbrain_folder_of_another_architecture(tmp_path):
+    from pipeline.asv.speechbrain_folder import load_speechbrain_encoder
+
+    folder = speechbrain_asv_folder(tmp_path / "asv_orig", hyperparams=VPC_HYPERPARAMS.replace(
+        "speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN", "speechbrain.lobes.models.Xvector.Xvector"))
+    record("sb-architecture", "SpeechBrain model folder (`attacker.pretrained` / `init`) of another architecture",
+           "attacker import (hyperparams.yaml parsed, never run)", raised(load_speechbrain_encoder, folder), tmp_path,
+           "hyperparams.yaml", "another architecture", "Xvector")
+
+
+def test_speechbrain_folder_missing_its_weights(tmp_path):
+    from pipeline.asv.speechbrain_folder import load_speechbrain_encoder
+
+    folder = speechbrain_asv_folder(tmp_path / "asv_orig")
+    (folder / "embedding_model.ckpt").unlink()
+    record("sb-missing-file", "SpeechBrain model folder without `embedding_model.ckpt`", "attacker import",
+           raised(load_speechbrain_encoder, folder), tmp_path, "embedding_model.ckpt", "missing")
+
+
+def test_speechbrain_checkpoint_that_does_not_fit(tmp_path):
+    from pipeline.asv.speechbrain_folder import load_speechbrain_encoder
+
+    folder = speechbrain_asv_folder(tmp_path / "asv_orig", hyperparams=VPC_HYPERPARAMS.replace(
+        "lin_neurons: 12", "lin_neurons: 192"))
+    record("sb-tensors", "SpeechBrain checkpoint whose tensors do not fit its hyperparams.yaml", "attacker import",
+           raised(load_speechbrain_encoder, folder), tmp_path, "embedding_model.ckpt", "shape mismatches")
+
+
+def test_vpc_score_file_with_a_trials_file_that_does_not_match(tmp_path):
+    scores = write_lines(tmp_path / "scores", ["e1 u1 2.0", "e1 u2 -1.0", "e2 u1 0.5", "e2 u2 1.5"])
+    trials = write_lines(tmp_path / "trials", ["e1 u1 target", "e1 u2 nontarget", "e2 u2 target", "e2 u1 nontarget"])
+    message = cli_message(vpeval("metrics", str(scores), "--trials", str(trials), tmp=tmp_path))
+    record("vpc-trials-mismatch", "VPC 3-field score file whose trials file lists other trials (`--trials`)",
+           "CLI (exit 2, score reader)", message, tmp_path, "scores:3", "trials", "line for line")

@@ -1,0 +1,48 @@
+"""Regressions of the command line, the cache and model loading: each test names the bug it pins."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.asv.embed import load_encoder
+from pipeline.cache import Cache
+from pipeline.errors import VpevalError
+
+
+def test_cfg_job_prints_a_recipe_config():
+    """Regression: `vpeval --cfg job +experiment=...` stopped at "Unsupported interpolation type
+    vpeval_recipes" (the resolvers were registered only when the CLI checked overrides)."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", "--cfg", "job", "+experiment=vpc2024", "data.root=/tmp"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "name: mcadams_b2" in done.stdout and "lpc: burg" in done.stdout
+
+
+def test_resumed_build_removes_temporaries_a_killed_writer_left(tmp_path):
+    """Regression: a SIGKILLed atomic write leaves `.<stem>.tmp<pid><suffix>`; the folder that is
+    completed later must not keep it (found by tests/faults/test_faults.py)."""
+    cache = Cache(tmp_path)
+    out = cache.path("stage", {}, {})
+    (out / "audio").mkdir(parents=True)
+    (out / ".manifest.tmp4242.jsonl").write_text("half")
+    (out / "audio" / ".u1.tmp99.flac").write_bytes(b"half")
+    (out / "audio" / ".keep.me").write_text("not a temporary of ours")
+
+    def resuming(out):
+        (out / "manifest.jsonl").write_text("{}\n")
+
+    cache.build("stage", {}, {}, resuming)
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert names == ["_DONE", "_params.json", "audio/.keep.me", "manifest.jsonl"]
+
+
+def test_attacker_folder_naming_another_builder_is_refused_not_run(tmp_path):
+    """Regression: load_encoder instantiated whatever model.json named, so a model folder could
+    make it call any function; now only builders under pipeline.asv. are accepted."""
+    marker = tmp_path / "ran"
+    (tmp_path / "model.json").write_text(json.dumps({"model": {"_target_": "subprocess.call",
+                                                              "args": ["touch", str(marker)]}}))
+    with pytest.raises(VpevalError, match=r"model\.json: refused builder 'subprocess\.call'"):
+        load_encoder(tmp_path, "cpu")
+    assert not marker.exists()

@@ -1,0 +1,209 @@
+"""Utility metrics: ρF0 (hand-computed tracks, pitch-shifted and constant-F0 signals), emotion
+UAR with a SpeechBrain folder of random weights, their bad inputs, and the report. WER is in
+test_utility_wer.py."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from pipeline.cache import Cache
+from pipeline.config import compose
+from pipeline.data.audio import read_audio, write_audio
+from pipeline.data.manifest import Utterance, write_manifest
+from pipeline.emotion import EmotionClassifier, read_emotion_data, unweighted_average_recall
+from pipeline.errors import VpevalError
+from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stretched
+from pipeline.report.utility import semi_informed_points
+from pipeline.stages import emotion, pitch, report
+from tests.helpers import kaldi_dir
+
+RATE = 16000
+
+
+def glide(f_start: float, f_end: float, seconds: float = 1.0) -> np.ndarray:
+    """A harmonic tone whose F0 moves linearly from f_start to f_end."""
+    t = np.arange(int(seconds * RATE)) / RATE
+    phase = 2 * np.pi * np.cumsum(np.linspace(f_start, f_end, t.size)) / RATE
+    wave = sum(np.sin(k * phase) / k for k in range(1, 5))
+    return (0.3 * wave / np.abs(wave).max()).astype(np.float32)
+
+
+# ρF0
+
+def test_pitch_correlation_of_hand_computed_tracks():
+    a = np.array([100.0, 110, 0, 130, 600, 120])   # 600 Hz is out of range: unvoiced
+    b = np.array([150.0, 200, 170, 190, 200, 0])
+    # frames voiced in both: (100, 150), (110, 200), (130, 190)
+    da, db = np.array([100, 110, 130]) - 340 / 3, np.array([150, 200, 190]) - 180
+    assert pitch_correlation(a, b) == pytest.approx((da @ db) / np.sqrt((da @ da) * (db @ db)))
+    assert pitch_correlation(a, b) == pytest.approx(0.6186, abs=1e-4)
+
+
+def test_constant_or_too_short_tracks_correlate_zero_as_vpc_fills_nan():
+    assert pitch_correlation(np.full(10, 150.0), np.linspace(100, 200, 10)) == 0.0
+    assert pitch_correlation(150 + np.linspace(0, 0.9, 10), np.linspace(100, 200, 10)) == 0.0  # spans < 1 Hz
+    assert pitch_correlation(np.array([100.0, 0, 0]), np.array([120.0, 130, 140])) == 0.0
+
+
+def test_shorter_track_is_stretched_to_the_longer():
+    assert stretched(np.array([100.0, 200.0]), 5).tolist() == [100, 125, 150, 175, 200]
+    assert pitch_correlation(np.array([100.0, 200.0]), np.linspace(150, 250, 5)) == pytest.approx(1.0)
+
+
+def test_pitch_shifted_copy_correlates_one_and_a_mirrored_glide_minus_one():
+    original = f0_track(glide(120, 200), RATE)
+    assert original[20] == pytest.approx(120 + 80 * 0.2, rel=0.03)
+    assert pitch_correlation(original, f0_track(glide(156, 260), RATE)) > 0.99     # shifted up 30 %
+    assert pitch_correlation(original, f0_track(glide(200, 120), RATE)) < -0.99
+
+
+def test_constant_f0_signal_has_no_defined_correlation():
+    constant = f0_track(glide(150, 150), RATE)
+    assert np.count_nonzero(constant) > 80 and np.ptp(constant[constant > 0]) < 1
+    assert pitch_correlation(f0_track(glide(120, 200), RATE), constant) == 0.0
+
+
+def test_pitch_stage_averages_utterances_and_names_a_missing_version(tmp_path):
+    def manifest(name: str, waves: dict[str, np.ndarray]) -> Path:
+        utts = [Utterance(id=u, speaker="s", gender="f", path=str(write_audio(tmp_path / name / f"{u}.flac", w, RATE)),
+                          duration=1.0) for u, w in waves.items()]
+        return write_manifest(tmp_path / name / "manifest.jsonl", utts)
+
+    original = manifest("o", {"u1": glide(120, 200), "u2": glide(200, 120)})
+    shifted = manifest("a", {"u1": glide(156, 260), "u2": glide(120, 200)})
+    cache = Cache(tmp_path / "cache")
+    found = pitch.load(pitch.run(original, shifted, cache))
+    assert found["utterances"]["u1"] > 0.99 and found["utterances"]["u2"] < -0.99
+    assert found["mean"] == pytest.approx(np.mean(list(found["utterances"].values())))
+    partial = manifest("p", {"u1": glide(156, 260)})
+    with pytest.raises(VpevalError, match=r"p/manifest.jsonl: no anonymised version of utterance u2$"):
+        pitch.run(original, partial, cache)
+
+
+# Emotion
+
+HPARAMS = """n_mels: 20
+compute_features: !new:speechbrain.lobes.features.Fbank
+    n_mels: !ref <n_mels>
+mean_var_norm: !new:speechbrain.processing.features.InputNormalization
+    norm_type: sentence
+    std_norm: False
+embedding_model: !new:speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN
+    input_size: !ref <n_mels>
+    channels: [16, 16, 16, 16, 48]
+    lin_neurons: 8
+classifier: !new:speechbrain.lobes.models.ECAPA_TDNN.Classifier
+    input_size: 8
+    out_neurons: 4
+label_encoder: !new:speechbrain.dataio.encoder.CategoricalEncoder
+modules:
+    compute_features: !ref <compute_features>
+    mean_var_norm: !ref <mean_var_norm>
+    embedding_model: !ref <embedding_model>
+    classifier: !ref <classifier>
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+        embedding_model: !ref <embedding_model>
+        classifier: !ref <classifier>
+        label_encoder: !ref <label_encoder>
+"""
+EMOTIONS = ["ang", "hap", "neu", "sad"]
+
+
+def emotion_folder(folder: Path) -> Path:
+    """A SpeechBrain EncoderClassifier folder with random weights, saved by SpeechBrain's classes."""
+    from speechbrain.dataio.encoder import CategoricalEncoder
+    from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN, Classifier
+
+    folder.mkdir(parents=True)
+    (folder / "hyperparams.yaml").write_text(HPARAMS)
+    torch.manual_seed(0)
+    torch.save(ECAPA_TDNN(20, channels=[16, 16, 16, 16, 48], lin_neurons=8).state_dict(), folder / "embedding_model.ckpt")
+    torch.save(Classifier(8, out_neurons=4).state_dict(), folder / "classifier.ckpt")
+    encoder = CategoricalEncoder()
+    encoder.update_from_iterable(EMOTIONS)
+    encoder.save(folder / "label_encoder.ckpt")
+    return folder
+
+
+def emotion_data(folder: Path, labels: bool = True) -> Path:
+    rows = [(f"e{i}", f"spk{i % 2}", "fm"[i % 2], str(write_audio(folder / f"e{i}.flac", glide(100 + 20 * i, 150), RATE)))
+            for i in range(4)]
+    kaldi_dir(folder, rows)
+    if labels:
+        (folder / "utt2emo").write_text("".join(f"e{i} {EMOTIONS[i]}\n" for i in range(4)))
+    return folder
+
+
+def test_unweighted_average_recall_by_hand():
+    assert unweighted_average_recall(["a", "a", "b", "c"], ["a", "b", "b", "a"]) == pytest.approx((0.5 + 1 + 0) / 3)
+
+
+def test_emotion_stage_with_a_speechbrain_folder(tmp_path):
+    model = emotion_folder(tmp_path / "model")
+    cfg = OmegaConf.merge(compose(["data=synthetic_tiny"]).emotion, {"folder": str(model),
+                                                                     "data": str(emotion_data(tmp_path / "iemocap"))})
+    cache = Cache(tmp_path / "cache")
+    prepared = emotion.prepare(cfg.data, cache)
+    truth = emotion.load(prepared, "utt2emo")
+    assert truth == {f"e{i}": EMOTIONS[i] for i in range(4)}
+    predicted = emotion.load(emotion.run(cfg, prepared / "manifest.jsonl", cache))
+    direct = EmotionClassifier(str(model)).classify([read_audio(tmp_path / "iemocap" / f"e{i}.flac") for i in range(4)])
+    assert [predicted[f"e{i}"] for i in range(4)] == direct and set(direct) <= set(EMOTIONS)
+
+
+def test_emotion_data_without_labels_or_with_an_unlabelled_utterance(tmp_path):
+    with pytest.raises(VpevalError, match=r"bare/utt2emo: not found: an emotion dataset needs"):
+        read_emotion_data(emotion_data(tmp_path / "bare", labels=False))
+    data = emotion_data(tmp_path / "some")
+    (data / "utt2emo").write_text("e0 ang\ne1 hap\ne2 neu\n")
+    with pytest.raises(VpevalError, match=r"some/utt2emo: utterance e3 \(.*wav.scp:4\) has no emotion label$"):
+        read_emotion_data(data)
+    with pytest.raises(VpevalError, match=r"emotion.folder folder not found$"):
+        EmotionClassifier(str(tmp_path / "nomodel"))
+
+
+# Report
+
+def utility_result(wer: bool = True) -> dict:
+    sets = {"test_f": {"pitch_correlation": 0.8, "pitch_correlation_std": 0.1, "utterances": 3},
+            "test_m": {"pitch_correlation": 0.6, "pitch_correlation_std": 0.2, "utterances": 3}}
+    splits = {"test": {"pitch_correlation": 0.7, "pitch_correlation_std": 0.2, "pitch_correlation_ci": [0.6, 0.8]}}
+    if wer:
+        for values in (*sets.values(), *splits.values()):
+            values.update(wer_original=0.1, wer_anonymized=0.3)
+        splits["test"]["wer_anonymized_ci"] = [0.25, 0.35]
+    skipped = {} if wer else {"wer": "the built-in synthetic corpus has no words (its transcripts spell random phones)"}
+    return {"sets": sets, "splits": splits, "emotion": {}, "skipped": {**skipped, "emotion": "off: set emotion.folder"},
+            "asr": "pocketsphinx"}
+
+
+DETECTION = [{"attack": "AA", "anonymizer": "mcadams", "attacker_anonymizer": "mcadams", "eer_test": 0.2,
+              "eer_test_ci": [0.15, 0.25], "eer_val": 0.2, "relative_gap": 0.0},
+             {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_test": 0.02,
+              "eer_test_ci": [0.01, 0.03], "eer_val": 0.02, "relative_gap": 0.0}]
+
+
+def test_privacy_utility_points_are_matched_anonymised_pairs():
+    points = semi_informed_points(DETECTION, {"mcadams": utility_result()})
+    assert points == [{"system": "mcadams", "eer": 0.2, "eer_ci": [0.15, 0.25], "wer": 0.3, "wer_ci": [0.25, 0.35],
+                       "pitch_correlation": 0.7, "pitch_correlation_ci": [0.6, 0.8]}]
+
+
+@pytest.mark.parametrize("wer", [True, False])
+def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
+    out = report.run(tmp_path / "report", config_hash="x", config_summary={"anonymizer": "mcadams"}, records=[],
+                     detection=DETECTION, fit=[{"group": "", "reason": "too few points"}], stages=[],
+                     utility=utility_result(wer))
+    text = (out / "report.md").read_text()
+    assert "## Utility metrics" in text and "| mcadams | test (pooled) | 0.700 |" in text
+    assert ("WER anonymised %" in text) and (("| 30.00 |" in text) == wer)
+    assert "| [0.600, 0.800] |" in text and (("| [25.00, 35.00] |" in text) == wer)
+    assert "emotion skipped: off: set emotion.folder." in text
+    assert ("wer skipped: the built-in synthetic corpus has no words (its transcripts spell random phones)." in text) != wer
+    assert (out / "figures" / "privacy_utility.png").is_file()
+    assert json.loads((out / "results.json").read_text())["utility"]["asr"] == "pocketsphinx"
+    assert (out / "utility.csv").read_text().count("\n") == 4
