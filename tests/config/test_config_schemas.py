@@ -12,7 +12,7 @@ from pipeline.config import _compose, compose
 from pipeline.errors import VpevalError
 from pipeline.schemas import GROUP, SCHEMAS, sections, type_problems
 from pipeline.settings import problems
-from tests.test_config_inheritance import cases
+from tests.config.test_config_inheritance import cases
 
 EXPERIMENT_CASES = sorted(label for label, (name, _) in cases().items() if name == "config")
 
