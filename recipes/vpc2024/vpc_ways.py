@@ -130,7 +130,8 @@ def compare(job_a: Path, job_b: Path) -> None:
     ours = {name: replicates(*sides[0][name], index) for index, name in enumerate(SETS)}
     theirs = {name: replicates(*sides[1][name], index) for index, name in enumerate(SETS)}
     unpaired = () if sides[0]["val"][1] == sides[1]["val"][1] else ("EER_val",)  # other validation trials
-    report(f"{job_a.name} -> {job_b.name}", summary(ours), summary(theirs), unpaired)
+    print(f"{job_a} (vpeval's way) against {job_b} (VPC's way)")
+    report("other run", summary(ours), summary(theirs), unpaired)
 
 
 def scores_of_run(job: Path, name: str) -> np.ndarray:
