@@ -2,6 +2,7 @@
 recipe folders, the toy speakers of the ASV tests, attacker model folders."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -16,13 +17,21 @@ from anonymizers.signals import speech_like
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import length_normalise
-from pipeline.config import CONFIG_DIR, compose
+from pipeline.config import CONFIG_DIR, REPO_ROOT, compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.fileio import write_json
 from pipeline.stages.prepare import manifest_path
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures/
+
+
+def recipe_script(recipe: str, script: str):
+    """A recipe's stand-alone script (recipes/<recipe>/<script>.py) loaded as a module."""
+    spec = importlib.util.spec_from_file_location(script, REPO_ROOT / "recipes" / recipe / f"{script}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndarray:

@@ -1,19 +1,13 @@
 """recipes/noe2022: its systems as the paper defines them, and the C_ECE of two anonymisation seeds."""
-import importlib.util
 import json
 
 import numpy as np
 import pytest
 
-from pipeline.config import REPO_ROOT, compose
+from pipeline.config import compose
 from pipeline.metrics import calibration_extension
+from tests.helpers import recipe_script
 
-
-def c_ece_script():
-    spec = importlib.util.spec_from_file_location("c_ece", REPO_ROOT / "recipes" / "noe2022" / "c_ece.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_b2r_and_b1_are_the_papers_systems():
@@ -46,7 +40,7 @@ def test_c_ece_pairs_the_two_anonymisation_seeds_of_a_system(tmp_path, capsys):
     run0 = write_job(sweep, 0, "mcadams_b2r", 1, 2.0)
     run1 = write_job(sweep, 1, "mcadams_b2r", 2, 1.0)
     write_job(sweep, 2, "mcadams_fixed", 1, 2.0)  # one seed only: no pair
-    script = c_ece_script()
+    script = recipe_script("noe2022", "c_ece")
     assert script.main([str(sweep)]) == 0
     (row,) = json.loads((sweep / "aggregate" / "c_ece.json").read_text())  # not AA: two attackers, one per seed
     assert (row["anonymizer"], row["attack"], row["set"], row["anonymization_seeds"]) == ("mcadams_b2r", "OA",
@@ -60,5 +54,5 @@ def test_c_ece_pairs_the_two_anonymisation_seeds_of_a_system(tmp_path, capsys):
 
 def test_c_ece_without_two_seeds_says_how_to_get_them(tmp_path, capsys):
     write_job(tmp_path, 0, "mcadams_b2r", 1, 2.0)
-    assert c_ece_script().main([str(tmp_path)]) == 2
+    assert recipe_script("noe2022", "c_ece").main([str(tmp_path)]) == 2
     assert "sweep anonymization_seed=1,2" in capsys.readouterr().err

@@ -1,21 +1,14 @@
 """recipes/vpc2024/vpc_ways.py: VPC's training-chunk rule and the paired bootstrap of two ways."""
-import importlib.util
 
 import numpy as np
 
-from pipeline.config import REPO_ROOT
 from pipeline.data.manifest import Trial
+from tests.helpers import recipe_script
 
-
-def vpc_ways():
-    spec = importlib.util.spec_from_file_location("vpc_ways", REPO_ROOT / "recipes" / "vpc2024" / "vpc_ways.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_chunks_are_fixed_from_the_start_and_short_utterances_have_none():
-    ways, rate = vpc_ways(), 16000
+    ways, rate = recipe_script("vpc2024", "vpc_ways"), 16000
     wav = np.concatenate([np.full(3 * rate, 1e-4), np.full(3 * rate, -0.1), np.full(rate, 0.5)])  # 7 s
     assert np.allclose(ways.chunk_amplitudes(wav, rate, 3.0), [1e-4, 0.1])  # the last second is no chunk
     assert ways.chunk_amplitudes(wav[:int(2.9 * rate)], rate, 3.0) == []
@@ -23,7 +16,7 @@ def test_chunks_are_fixed_from_the_start_and_short_utterances_have_none():
 
 
 def test_two_ways_on_the_same_trials_are_scored_on_the_same_resamples():
-    ways, rng = vpc_ways(), np.random.default_rng(0)
+    ways, rng = recipe_script("vpc2024", "vpc_ways"), np.random.default_rng(0)
     trials = [Trial(f"s{s}", f"u{s}_{u}", u % 4 == 0) for s in range(6) for u in range(12)]
     target = np.array([t.target for t in trials])
     scores = rng.normal(size=len(trials)) + 1.5 * target

@@ -1,6 +1,5 @@
 """The training recipes on the built-in corpus (tiny configs) and the xvector / ohnn / ohnn_rand
 anonymisers built from their outputs, as the anonymize stage builds them."""
-import importlib.util
 import json
 from pathlib import Path
 
@@ -18,12 +17,12 @@ from anonymizers.xvector import XVector
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.cache import Cache
-from pipeline.config import REPO_ROOT, compose, instantiate, without
+from pipeline.config import compose, instantiate, without
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import anonymize
-from tests.helpers import encoder_folder
+from tests.helpers import encoder_folder, recipe_script
 
 ENCODER = {"channels": [16, 16, 48], "kernel_sizes": [5, 3, 1], "dilations": [1, 2, 1], "attention_channels": 8,
            "res2net_scale": 4, "se_channels": 8, "embedding_dim": 12}
@@ -262,10 +261,7 @@ def test_recipe_and_systems_on_cuda_with_bf16(trained, tmp_path):
 
 
 def test_content_accuracy_labels_chance_and_copy_synthesis(trained):
-    spec = importlib.util.spec_from_file_location(
-        "content_accuracy", REPO_ROOT / "recipes" / "train_vc" / "content_accuracy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = recipe_script("train_vc", "content_accuracy")
     utts = trained["trials"][:2]
     classes = {label: i for i, label in enumerate(sorted({s[2] for u in utts for s in module.alignment(u)}))}
     frames, chance = module.majority_rate(utts, classes)
