@@ -24,7 +24,7 @@ def test_every_schema_is_in_hydras_config_store():
 
 @pytest.mark.parametrize("label", EXPERIMENT_CASES)
 def test_every_group_option_and_recipe_fits_the_schemas(label):
-    """Every option of every group and every recipe (as tests/test_config_inheritance.py lists them)."""
+    """Every option of every group and every recipe (as tests/config/test_config_inheritance.py lists them)."""
     assert type_problems(_compose(cases()[label][1], "config")) == []
 
 
@@ -102,7 +102,7 @@ def test_accepted_as_written():
 
 def test_the_config_the_pipeline_runs_stays_untyped():
     """The schemas check a copy: no int -> float coercion, no typed nodes, no added keys (the
-    cache hashes this config; tests/test_config_inheritance.py holds every composed config)."""
+    cache hashes this config; tests/config/test_config_inheritance.py holds every composed config)."""
     cfg = compose(["distributed.timeout_s=60"])
     assert type(cfg.distributed.timeout_s) is int and type(cfg.split.enroll_utterances) is int
     assert OmegaConf.get_type(cfg.split) is dict and OmegaConf.get_type(cfg.attacker.training) is dict
