@@ -92,6 +92,7 @@ class SparseTrials:
 @dataclass
 class Split:
     val_fraction: float = MISSING
+    holdout: str = MISSING
     enroll_utterances: int = MISSING
     select_fraction: float | None = MISSING
     sparse_trials: SparseTrials | None = MISSING

@@ -62,6 +62,7 @@ RULES: list[tuple[str, str, Callable]] = [
     ("seed", COUNT0, integer(0)),
     ("device", "auto, cpu, cuda or cuda:N", lambda v: isinstance(v, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", v)),
     ("split.val_fraction", FRACTION, open_range(0, 1)),
+    ("split.holdout", "speaker or list", one_of("speaker", "list")),
     ("split.enroll_utterances", COUNT, integer(1)),
     ("split.select_fraction", "null or a number in (0, 1)", optional(open_range(0, 1))),
     ("split.sparse_trials", "null or {target: N, nontarget: N} with N >= 1",
@@ -137,10 +138,10 @@ def _node_rank(cfg: DictConfig) -> Iterator[str]:
 
 
 def _held_out(cfg: DictConfig) -> Iterator[str]:
-    """The split holds out round(val_fraction * n) utterances per training speaker; a
-    validation speaker needs 2 (one enrolment, one trial)."""
+    """`split.holdout: speaker` holds out round(val_fraction * n) utterances per training
+    speaker; a validation speaker needs 2 (one enrolment, one trial)."""
     fraction, generate = cfg.split.get("val_fraction"), cfg.data.get("generate")
-    if not open_range(0, 1)(fraction) or not generate:
+    if not open_range(0, 1)(fraction) or not generate or cfg.split.get("holdout") != "speaker":
         return
     for name in cfg.data.subsets.get("train") or []:
         n = OmegaConf.select(generate, f"subsets.{name}.utterances")

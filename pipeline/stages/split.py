@@ -1,8 +1,10 @@
 """Stage 3 — split: hold out validation data from the attacker's training set.
 
 A share (`val_fraction`, 10 % by default) of every training speaker's utterances is held
-out, chosen by a seed from the sorted utterance ids, so the original and the anonymised
-training sets (same ids) are split identically. The held-out utterances form a
+out (`holdout: speaker`), or that share of the whole training list, drawn at random as the
+VPC 2024 toolkit draws its validation list (`holdout: list`); either is chosen by a seed
+from the sorted utterance ids, so the original and the anonymised training sets (same ids)
+are split identically. The held-out utterances form a
 verification protocol as in panariello2025 §3.4: per speaker `enroll_utterances`
 enrolment utterances, the rest as trials, target and non-target trials within gender
 (every enrolled speaker against every trial utterance, or with `sparse_trials`
@@ -18,7 +20,9 @@ then being all validation speakers.
 
 Fallback (documented): a speaker with fewer than `enroll_utterances + 1` held-out
 utterances enrols with all but one of them; fewer than 2 held-out utterances is an error
-naming the speaker, since it could give no trial. A protocol without target or
+naming the speaker, since it could give no trial, except under `holdout: list`, where such
+speakers (a random list always leaves some) stay out of the validation protocols; their
+held-out utterances are still not trained on. A protocol without target or
 non-target trials (too few speakers for `select_fraction`) is an error naming the key.
 
 Output folder: manifests/{train,val,val_enrolls,val_trials,select_enrolls,select_trials}.jsonl,
@@ -47,6 +51,7 @@ from pipeline.errors import VpevalError
 from pipeline.layout import manifest_path, trials_path
 
 VERSION = 2
+HOLDOUTS = ("speaker", "list")
 
 
 def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int) -> Path:
@@ -57,8 +62,18 @@ def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int) -> 
                        lambda out: _build(out, read_manifest(train_manifest), seed, **plain(split)), VERSION)
 
 
-def hold_out(utts: list[Utterance], seed: int, val_fraction: float) -> tuple[list[Utterance], list[Utterance]]:
-    """(train, val): `round(val_fraction * n)` utterances of every speaker held out, at least 1."""
+def hold_out(utts: list[Utterance], seed: int, val_fraction: float,
+             holdout: str = "speaker") -> tuple[list[Utterance], list[Utterance]]:
+    """(train, val): `round(val_fraction * n)` utterances of every speaker held out, at least 1
+    (`holdout="speaker"`), or `round(val_fraction * n)` of all n, at least 1 (`"list"`)."""
+    if holdout == "list":
+        ordered = sorted(utts, key=lambda u: u.id)
+        rng = np.random.default_rng(stable_seed(seed, "split:list"))
+        n_val = max(1, int(round(val_fraction * len(ordered))))
+        held = {ordered[i].id for i in rng.choice(len(ordered), size=n_val, replace=False).tolist()}
+        return [u for u in utts if u.id not in held], [u for u in utts if u.id in held]
+    if holdout != "speaker":
+        raise VpevalError(f"split.holdout must be one of {', '.join(HOLDOUTS)}, got {holdout!r}")
     train, val = [], []
     for speaker, own in by_speaker(utts).items():
         rng = np.random.default_rng(stable_seed(seed, f"split:{speaker}"))
@@ -70,20 +85,22 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float) -> tuple[lis
 
 
 def _build(out: Path, utts: list[Utterance], seed: int, val_fraction: float, enroll_utterances: int,
-           select_fraction: float | None = 0.5, sparse_trials: dict | None = None) -> dict:
-    train, val = hold_out(utts, seed, val_fraction)
+           select_fraction: float | None = 0.5, sparse_trials: dict | None = None, holdout: str = "speaker") -> dict:
+    train, val = hold_out(utts, seed, val_fraction, holdout)
     held = by_speaker(val)
-    for speaker, own in held.items():
-        if len(own) < 2:
-            raise VpevalError(
-                f"split: speaker {speaker} has {len(own) + sum(u.speaker == speaker for u in train)} training "
-                f"utterances, so split.val_fraction={val_fraction} holds out {len(own)}; at least 2 are needed "
-                "(one enrolment, one trial): raise split.val_fraction or drop the speaker")
+    too_few = sorted(speaker for speaker, own in held.items() if len(own) < 2)
+    if too_few and holdout == "speaker":
+        speaker, n_held = too_few[0], len(held[too_few[0]])
+        raise VpevalError(
+            f"split: speaker {speaker} has {n_held + sum(u.speaker == speaker for u in train)} training "
+            f"utterances, so split.val_fraction={val_fraction} holds out {n_held}; at least 2 are needed "
+            "(one enrolment, one trial): raise split.val_fraction or drop the speaker")
+    held = {speaker: own for speaker, own in held.items() if speaker not in too_few}  # holdout: list
     check_sparse(sparse_trials)
     selecting = selection_speakers(held, seed, select_fraction)
     parts = {"select": selecting, "val": set(held) - selecting} if select_fraction is not None else \
         {"select": set(held), "val": set(held)}
-    counts = {"train": len(train), "val": len(val)}
+    counts = {"train": len(train), "val": len(val), "val_speakers_left_out": len(too_few)}
     for part, speakers in parts.items():
         enrolls, trial_utts, trials = protocol({s: held[s] for s in sorted(speakers)}, enroll_utterances,
                                                sparse_trials, seed, part)

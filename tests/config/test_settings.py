@@ -22,6 +22,7 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("device=gpu", "device=gpu: must be auto, cpu, cuda or cuda:N"),
     ("split.val_fraction=1.0", "split.val_fraction=1.0: must be a number in (0, 1)"),
     ("split.val_fraction=0", "split.val_fraction=0: must be a number in (0, 1)"),
+    ("split.holdout=random", "split.holdout=random: must be speaker or list"),
     ("split.enroll_utterances=0", "split.enroll_utterances=0: must be an integer >= 1"),
     ("detect.false_alarm=0.5", "detect.false_alarm=0.5: must be a number in (0, 0.5)"),
     ("detect.bootstrap.unit=utterances", "detect.bootstrap.unit=utterances: must be speakers or trials"),
@@ -55,6 +56,11 @@ def test_rules_accept_the_edges_of_their_ranges():
     cfg = compose(["split.val_fraction=0.999", "seed=0", "detect.false_alarm=0.001", "device=cuda:3",
                    "attacker.training.scheduler.warmup_fraction=0", "data.generate.duration=[1.0,1.0]"])
     assert problems(cfg) == []
+
+
+def test_list_holdout_is_not_held_to_two_per_speaker():
+    """Under split.holdout=list the split leaves speakers with fewer than 2 out of validation."""
+    assert problems(compose(["split.val_fraction=0.04", "split.holdout=list"])) == []
 
 
 def test_every_problem_in_one_line():

@@ -88,3 +88,23 @@ def test_sparse_trials_draw_that_many_per_speaker(tmp_path):
 def test_bad_selection_settings_are_named(tmp_path, options, message):
     with pytest.raises(VpevalError, match=message):
         run_split(tmp_path, utterances(SPEAKERS, 60), **options)
+
+
+def test_list_holdout_draws_from_the_whole_list_and_validates_speakers_with_two(tmp_path):
+    utts = utterances(EIGHT, 30)  # 240 utterances; 10 % of the list: 24 held out, 1 to 6 per speaker (seed 3)
+    out = run_split(tmp_path, utts, holdout="list")
+    train, val = read_manifest(manifest_path(out, "train")), read_manifest(manifest_path(out, "val"))
+    assert len(val) == 24 and len(train) == 216 and not {u.id for u in train} & {u.id for u in val}
+    held = {s: sum(u.speaker == s for u in val) for s in EIGHT}
+    assert len(set(held.values())) > 1  # not a per-speaker share
+    validated = {u.speaker for u in read_manifest(manifest_path(out, "val_enrolls"))}
+    assert validated == {s for s, n in held.items() if n >= 2} and validated != set(EIGHT)
+    assert read_manifest(manifest_path(out, "val_trials"))  # each validated speaker gives a trial
+    moved = [u.with_path("/elsewhere/" + u.id) for u in reversed(utts)]
+    assert {u.id for u in split.hold_out(moved, 3, 0.1, "list")[1]} == {u.id for u in val}
+    assert {u.id for u in split.hold_out(utts, 4, 0.1, "list")[1]} != {u.id for u in val}
+
+
+def test_unknown_holdout_is_named():
+    with pytest.raises(VpevalError, match="split.holdout must be one of speaker, list, got 'random'"):
+        split.hold_out(utterances(SPEAKERS, 10), 1, 0.1, "random")
