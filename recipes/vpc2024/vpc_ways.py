@@ -36,6 +36,7 @@ from pipeline.errors import VpevalError
 from pipeline.experiment import Experiment
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import bootstrap_ci
+from pipeline.stages import split
 
 SETS = ("dev_f", "dev_m", "test_f", "test_m", "val")
 RESAMPLES, LEVEL = 1000, 0.95
@@ -174,8 +175,8 @@ def chunk_amplitudes(wav: np.ndarray, sample_rate: int, seconds: float) -> list[
 
 def data(job: Path) -> None:
     """VPC's chunk rule (3 s chunks, and the attacker's crop length; mean |x| < 5e-4 dropped,
-    utterances shorter than a chunk give none) and its validation split (a random 10 % of
-    all utterances) on the run's attacker training list."""
+    utterances shorter than a chunk give none) and its validation split (`split.val_fraction`
+    of all utterances at random, as `split.holdout=list` draws it) on the run's attacker training list."""
     exp = experiment(job)
     utts = read_manifest(exp.data("anonymized", "train", exp.attacker_system))
     rate = int(exp.cfg.data.sample_rate)
@@ -188,12 +189,11 @@ def data(job: Path) -> None:
               f"(no chunk), {len(means)} chunks, {quiet} with mean |x| < {VPC_AMPLITUDE:g}"
               + (f" (lowest mean |x| {min(means):.2g})" if means else ""))
     speakers = sorted(by_speaker(utts))
-    n_dev = len(utts) - int(0.01 * 90 * len(utts))
-    rng = np.random.default_rng(0)
-    none, under_two = [], []
-    for _ in range(1000):  # 1000 of the shuffles VPC (random.shuffle of the whole list) may draw
-        held = rng.permutation(len(utts))[:n_dev]
-        counts = np.bincount([speakers.index(utts[i].speaker) for i in held], minlength=len(speakers))
+    none, under_two, n_dev = [], [], 0
+    for draw in range(1000):  # 1000 of VPC's random draws of the whole list (split.holdout=list)
+        held = by_speaker(split.hold_out(utts, draw, float(exp.cfg.split.val_fraction), "list")[1])
+        n_dev = sum(map(len, held.values()))
+        counts = np.array([len(held.get(speaker, [])) for speaker in speakers])
         none.append(int((counts == 0).sum()))
         under_two.append(int((counts < 2).sum()))
     print(f"VPC split: {n_dev} of {len(utts)} utterances held out over {len(speakers)} speakers; over 1000 "
