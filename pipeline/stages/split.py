@@ -95,7 +95,8 @@ def _build(out: Path, utts: list[Utterance], seed: int, val_fraction: float, enr
             f"split: speaker {speaker} has {n_held + sum(u.speaker == speaker for u in train)} training "
             f"utterances, so split.val_fraction={val_fraction} holds out {n_held}; at least 2 are needed "
             "(one enrolment, one trial): raise split.val_fraction or drop the speaker")
-    held = {speaker: own for speaker, own in held.items() if speaker not in too_few}  # holdout: list
+    # holdout: list leaves them out of the protocols; their utterances are still not trained on
+    held = {speaker: own for speaker, own in held.items() if speaker not in too_few}
     check_sparse(sparse_trials)
     selecting = selection_speakers(held, seed, select_fraction)
     parts = {"select": selecting, "val": set(held) - selecting} if select_fraction is not None else \
