@@ -1,13 +1,14 @@
 """noe2022's calibration extension C_ECE of the stochastic systems of a noe2022 sweep.
 
 Pairs the jobs that differ only in `anonymization_seed` (same system, attacker, data, seed:
-the same attacker scores two anonymisations of the same sets) and, for every condition on
-anonymised speech scored by the attacker trained on original data (OA, AA-lazy) and evaluation
-set, trains a calibration on the first run's scores and applies it to the second (`pipeline.metrics.calibration_extension`: linear
-and isotonic C_ECE with the Cllr of the calibrated run, and each run's D_ECE). Prints a
-table and writes `<sweep>/aggregate/c_ece.json`. AA is left out: its attacker is retrained on
-training data anonymised with the same anonymization seed, so its two runs are two attackers,
-not one attacker facing two anonymisations.
+the same attacker scores two anonymisations of the same sets) and, for every evaluation set
+and condition on anonymised speech scored by the attacker trained on original data (OA,
+AA-lazy), trains a calibration on the first run's scores and applies it to the second
+(`pipeline.metrics.calibration_extension`: linear and isotonic C_ECE with the Cllr of the
+calibrated run, and each run's D_ECE). Prints a table and writes
+`<sweep>/aggregate/c_ece.json`. AA is left out: its attacker is retrained on training data
+anonymised with the same anonymization seed, so its two runs are two attackers, not one
+attacker facing two anonymisations.
 
     python recipes/noe2022/c_ece.py data/runs/noe2022-multirun/<date>
 """
