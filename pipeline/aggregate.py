@@ -8,6 +8,8 @@ aggregate (`<sweep>/aggregate/` by default) holds:
   job's pairs, each with its job, seed and group, judged against the trusted line of its
   group, see `pipeline.stages.detect`), "detection_fit" (one per group), "seeds" (mean and
   spread of every point run with several seeds)};
+- `trusted.csv`: every matched pair (eer_test, eer_val, gap_var, protocol), in the form
+  `detect.trusted=<csv>` reads, to calibrate later runs measured with the same protocol;
 - `results.csv` (every record of every job), `similarity.csv` (the voice similarity
   metrics of every evaluated system and set, when the jobs measured them), `utility.csv`
   (ρF0 and WER of every evaluated system per set and pooled split, when measured),
@@ -29,12 +31,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import write_json, write_text
 from pipeline.layout import FAILED, LAUNCHED, RESULTS
-from pipeline.metrics.detection import assess, read_trusted, seed_summary
+from pipeline.metrics.detection import Settings, assess, is_matched, read_trusted, seed_summary
+from pipeline.metrics.detectors import MODELS
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
@@ -103,10 +107,10 @@ def unfinished_jobs(sweep: Path, done: set[str]) -> list[dict]:
 
 
 def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
-              false_alarm: float = 0.05) -> Path:
+              detect: dict | None = None) -> Path:
     """Write the aggregate report of the jobs under `sweep`; returns its folder. `trusted`:
-    `detect.trusted` (system names or a CSV path; None: each job's own setting, the first
-    job's)."""
+    `detect.trusted` (system names or a CSV path; None: the first job's setting);
+    `detect`: detection settings (`Settings` fields) that replace the first job's."""
     sweep = Path(sweep)
     if not sweep.is_dir():
         raise input_error(sweep, "no such sweep folder")
@@ -117,6 +121,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     out = Path(out) if out is not None else sweep / OUT
     jobs, records, rows, seen, similarity, measured = [], [], [], set(), [], set()
     utilities: dict[str, dict] = {}  # evaluated system -> its utility results (first job that measured them)
+    settings = None
     for job, results in finished:
         name = str(job.relative_to(sweep))
         jobs.append({"job": name, "overrides": job_overrides(job), "config": results.get("config", {}),
@@ -126,13 +131,16 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
         group = config.get("detection_group") or "/".join(str(config.get(k)) for k in ("data", "attacker", "backend"))
         if trusted is None and config.get("detect_trusted"):
             trusted = config["detect_trusted"]
+        if settings is None and config.get("detect_method"):
+            settings = Settings(method=config["detect_method"], false_alarm=config["detect_false_alarm"],
+                                tolerance=config["detect_tolerance"], column=config["detect_column"])
         for row in results.get("detection", []):
             key = (group, config.get("seed"), config.get("anonymization_seed"), row["attack"], row["anonymizer"],
                    row["attacker_anonymizer"])
             if key not in seen:
                 seen.add(key)
                 rows.append({"job": name, "seed": config.get("seed"), "anonymization_seed": config.get("anonymization_seed"),
-                             "group": group,
+                             "group": group, "validation_protocol": config.get("validation_protocol"),
                              **{k: row[k] for k in row if k in PAIR_KEYS}})
         evaluated = results.get("config", {}).get("anonymizer")
         for row in similarity_rows(results.get("similarity", {})):
@@ -141,8 +149,15 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                 similarity.append({"job": name, "anonymizer": evaluated, **row})
         if "utility" in results and evaluated not in utilities:
             utilities[evaluated] = results["utility"]
-    judged, fit = assess(rows, trusted=read_trusted(trusted_spec(trusted)), false_alarm=false_alarm)
+    settings = replace(settings or Settings(), **(detect or {}))
+    judged, fit = assess(rows, trusted=read_trusted(trusted_spec(trusted)), settings=settings)
     seeds = seed_summary(judged)
+    matched = [r for r in judged if is_matched(r) and not r.get("imported")]
+    if matched:
+        write_text(out / "trusted.csv", results_csv([
+            {"anonymizer": r["anonymizer"], "seed": r["seed"], "group": r["group"], "eer_test": r["eer_test"],
+             "eer_val": r["eer_val"], "gap_var": r.get("gap_var"), "protocol": r.get("validation_protocol")}
+            for r in matched]))
     write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "unfinished": unfinished,
                                       "records": records, "detection": judged, "detection_fit": fit, "seeds": seeds})
     write_text(out / "results.csv", results_csv(records))
@@ -195,9 +210,10 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     return out
 
 
-PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "eer_val", "eer_val_ci", "eer_test", "eer_test_ci",
-             "eer_test_f", "eer_test_m", "relative_drop", "relative_drop_ci", "eer_val_replicates",
-             "eer_test_replicates", "ci_level")
+PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "enroll", "trials", "eer_val", "eer_val_ci", "eer_test",
+             "eer_test_ci", "eer_test_f", "eer_test_m", "gap", "gap_var", "relative_drop", "relative_drop_ci",
+             "eer_val_replicates", "eer_test_replicates", "ci_level", "val_trials", "val_speakers", "attacker_origin",
+             "imported")
 
 
 def trusted_spec(trusted):
@@ -208,16 +224,27 @@ def trusted_spec(trusted):
     return trusted if trusted.endswith(".csv") or Path(trusted).is_file() else [s.strip() for s in trusted.split(",")]
 
 
+def command_line_settings(args: argparse.Namespace) -> dict:
+    """The detection settings given on the command line (the jobs' own apply to the rest)."""
+    given = {"method": args.method, "false_alarm": args.false_alarm, "tolerance": args.tolerance,
+             "column": False if args.no_column else None}
+    return {key: value for key, value in given.items() if value is not None}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vpeval aggregate", description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", help="folder of a sweep (e.g. a Hydra multirun folder)")
     parser.add_argument("--out", help="report folder (default: <sweep>/aggregate)")
     parser.add_argument("--trusted", help="systems whose matched pairs define the line (comma-separated), or a CSV "
                                           "of matched pairs (eer_test, eer_val); default: the jobs' detect.trusted")
-    parser.add_argument("--false-alarm", type=float, default=0.05, help="false-alarm rate of the flag (0.05)")
+    parser.add_argument("--method", choices=tuple(MODELS), help="val-test model (default: the jobs' detect.method)")
+    parser.add_argument("--false-alarm", type=float, help="false-alarm rate of a flag (default: the jobs')")
+    parser.add_argument("--tolerance", type=float, help="excess gap below which a pair is trustworthy (default: "
+                                                        "the jobs' detect.tolerance)")
+    parser.add_argument("--no-column", action="store_true", help="leave out the column test")
     args = parser.parse_args(argv)
     try:
-        out = aggregate(args.sweep, args.out, trusted=args.trusted, false_alarm=args.false_alarm)
+        out = aggregate(args.sweep, args.out, trusted=args.trusted, detect=command_line_settings(args))
     except VpevalError as error:
         print(f"vpeval: error: {error}", file=sys.stderr, flush=True)
         return 2

@@ -23,7 +23,7 @@ from pipeline.cache import Cache, content_hash, plain
 from pipeline.data.manifest import GENDERS
 from pipeline.devices import compile_mode, resolve_device
 from pipeline.layout import manifest_path, trials_path
-from pipeline.metrics.detection import ORIGINAL
+from pipeline.metrics.detection import ORIGINAL, Settings
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.stages import (
     anonymize,
@@ -89,9 +89,10 @@ class Experiment:
 
     def attacker(self, kind: str) -> tuple[Path, Path]:
         """(model folder, split folder) of the attacker trained on `kind` data; on original data
-        that is `attacker.pretrained` when set (imported, not trained)."""
+        that is `attacker.pretrained` when set (imported, not trained), validated on the data it
+        was trained on (`trained_on`)."""
         if kind not in self._attackers:
-            training = self.data(kind, "train", self.attacker_system)
+            training = self.data(trained_on(self.cfg, kind), "train", self.attacker_system)
             held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
             pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
             model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
@@ -119,23 +120,27 @@ class Experiment:
             labels = {
                 "attack": attack,
                 "anonymizer": self.labels[0] if anonymized else ORIGINAL,
-                "attacker_anonymizer": self.labels[1] if spec.attacker != ORIGINAL else ORIGINAL,
+                "attacker_anonymizer": self.labels[1] if trained_on(self.cfg, spec.attacker) != ORIGINAL else ORIGINAL,
+                "enroll": str(spec.enroll),
+                "trials": str(spec.trials),
             }
             for split_name in self.cfg.eval_splits:
                 enrolls = self.data(spec.enroll, f"{split_name}_enrolls", self.evaluated)
                 for g in GENDERS:
                     name = f"{split_name}_{g}"
-                    scores = self.scores(
-                        model, held_out, enrolls,
-                        self.data(spec.trials, f"{split_name}_trials_{g}", self.evaluated),
-                        trials_path(self.prepared, f"{split_name}_trials_{g}"))
+                    trial_utts = self.data(spec.trials, f"{split_name}_trials_{g}", self.evaluated)
+                    scores = self.scores(model, held_out, enrolls, trial_utts,
+                                         trials_path(self.prepared, f"{split_name}_trials_{g}"))
                     self.score_files[f"{attack}/{name}"] = str(scores)
-                    records.append({**labels, "set": name, **self.metrics(scores)})
-            scores = self.scores(model, held_out, manifest_path(held_out, "val_enrolls"),
-                                 manifest_path(held_out, "val_trials"), trials_path(held_out, "val_trials"))
-            val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"]}
+                    records.append({**labels, "set": name, **self.metrics(scores, trial_utts)})
+            trial_utts = manifest_path(held_out, "val_trials")
+            scores = self.scores(model, held_out, manifest_path(held_out, "val_enrolls"), trial_utts,
+                                 trials_path(held_out, "val_trials"))
+            origin, imported = attacker_origin(self.cfg, spec.attacker)
+            val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"], "attacker_origin": origin,
+                          "imported": imported}
             self.score_files[f"{attack}/val"] = str(scores)
-            records.append({**val_labels, "set": "val", **self.metrics(scores)})
+            records.append({**val_labels, "set": "val", **self.metrics(scores, trial_utts)})
         return records
 
     def evaluates_anonymized(self) -> bool:
@@ -161,11 +166,11 @@ class Experiment:
                 found[f"{split_name}_{g}"] = {"folder": str(folder), **similarity.load(folder)}
         return found
 
-    def metrics(self, scores: Path) -> dict:
+    def metrics(self, scores: Path, trial_utts: Path) -> dict:
         """Every metric of a score file, with the bootstrap interval of its EER (its
-        replicates are kept for `replicates`)."""
+        replicates are kept for `replicates`); `trial_utts` names the test speakers."""
         boot = self.cfg.detect.bootstrap
-        interval = confidence.run(scores, self.cache, n_resamples=int(boot.n_resamples),
+        interval = confidence.run(scores, trial_utts, self.cache, n_resamples=int(boot.n_resamples),
                                   confidence=float(boot.confidence), unit=str(boot.unit), seed=self.cfg.seed)
         self._replicates[str(scores)] = interval.pop("eer_replicates")
         return {**evaluate.run(scores, self.cache), **interval}
@@ -178,6 +183,31 @@ class Experiment:
 def attacker_system(cfg: DictConfig) -> DictConfig:
     """The system the attacker trains on: `attacker_anonymizer`, or the evaluated one."""
     return cfg.attacker_anonymizer if cfg.get("attacker_anonymizer") else cfg.anonymizer
+
+
+def trained_on(cfg: DictConfig, kind: str) -> str:
+    """What the attacker of an attack with `attacker: kind` was trained on: `kind`, except
+    for an imported attacker trained on anonymised speech (`attacker.pretrained_on`)."""
+    if kind == ORIGINAL and cfg.attacker.get("pretrained"):
+        return str(cfg.attacker.get("pretrained_on") or ORIGINAL)
+    return kind
+
+
+def attacker_origin(cfg: DictConfig, kind: str) -> tuple[str, str | None]:
+    """(trained | imported | fine-tuned, why its EER_val cannot be judged, or None) of the
+    attacker of an attack with `attacker: kind`: an imported or fine-tuned attacker's training
+    data is unknown, so vpeval's split may hold out speakers it saw, unless
+    `split.unseen_speakers` names speakers it never saw."""
+    if kind == ORIGINAL and cfg.attacker.get("pretrained"):
+        key, origin = "attacker.pretrained", "imported"
+    elif cfg.attacker.get("init"):
+        key, origin = "attacker.init", "fine-tuned"
+    else:
+        return "trained", None
+    if cfg.split.get("unseen_speakers") is not None:
+        return origin, None
+    return origin, (f"imported attacker ({key}), its training data unknown: EER_val on vpeval's split may be on "
+                    "speakers it saw; name speakers it never saw in split.unseen_speakers to judge it")
 
 
 def system_labels(cfg: DictConfig) -> tuple[str, str]:
@@ -199,7 +229,9 @@ def config_summary(cfg: DictConfig) -> dict:
             "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
             "anonymization_seed": cfg.anonymization_seed,
             "detect_trusted": detect_trusted_label(cfg.detect.trusted), "detect_false_alarm": cfg.detect.false_alarm,
-            "detection_group": detection_group(cfg),
+            "detect_method": cfg.detect.method, "detect_tolerance": cfg.detect.tolerance,
+            "detect_column": bool(cfg.detect.column), "detection_group": detection_group(cfg),
+            "validation_protocol": validation_protocol(cfg),
             "similarity": bool(cfg.get("similarity", False)), "asr": cfg.asr.name if "asr" in cfg else None,
             "emotion": bool(cfg.get("emotion") and cfg.emotion.get("folder") and cfg.emotion.get("data"))}
 
@@ -212,11 +244,36 @@ def detect_trusted_label(trusted) -> str | None:
 
 
 def detection_group(cfg: DictConfig) -> str:
-    """The detection line's group: jobs sharing corpus, attacker configuration and backend
-    share one line. Their names, and a hash of the three configs so that an override
-    (e.g. `attacker.epochs=5`) makes another group."""
-    parts = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("data", "attacker", "backend")}
+    """The detection group: jobs sharing corpus, attacker configuration, backend and
+    validation protocol (split settings and `detect.test_split`, which decide what EER_val
+    and EER_test measure) are calibrated together. Their names, and a hash of those configs
+    so that an override (e.g. `attacker.epochs=5`, `split.val_fraction=0.3`) makes another
+    group."""
+    parts = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("data", "attacker", "backend", "split")}
+    parts["test_split"] = str(cfg.detect.test_split)
     return f"{cfg.data.name}/{cfg.attacker.name}/{cfg.backend.name}#{content_hash(parts, 6)}"
+
+
+def validation_protocol(cfg: DictConfig) -> str:
+    """The validation protocol in one line: what a trusted CSV must have been measured with.
+
+    >>> validation_protocol(compose([]))  # doctest: +SKIP
+    'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn test_split=test'
+    """
+    split_cfg = cfg.split
+    sparse = split_cfg.get("sparse_trials")
+    named = split_cfg.get("unseen_speakers")
+    return (f"holdout={split_cfg.holdout} val_fraction={split_cfg.val_fraction} "
+            f"enroll_utterances={split_cfg.enroll_utterances} select_fraction={split_cfg.select_fraction} "
+            f"sparse_trials={plain(sparse) if sparse is not None else None} "
+            f"unseen_speakers={'named:' + content_hash(plain(named), 6) if named is not None else 'drawn'} "
+            f"test_split={cfg.detect.test_split}")
+
+
+def detect_settings(detect_cfg) -> Settings:
+    """`detect.*` as the detection statistics' settings."""
+    return Settings(method=str(detect_cfg.method), false_alarm=float(detect_cfg.false_alarm),
+                    tolerance=float(detect_cfg.tolerance), column=bool(detect_cfg.column))
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -244,7 +301,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
     trusted = cfg.detect.trusted
     detection, fit = detect.run(records, test_split=str(cfg.detect.test_split),
                                 trusted=trusted if trusted is None or isinstance(trusted, str) else list(trusted),
-                                false_alarm=float(cfg.detect.false_alarm), replicates=experiment.replicates())
+                                settings=detect_settings(cfg.detect), replicates=experiment.replicates(),
+                                protocol=validation_protocol(cfg), seeds=(cfg.seed, cfg.anonymization_seed))
     with faults.stage("report"):
         folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                             records=records, detection=detection, fit=fit, score_files=experiment.score_files,

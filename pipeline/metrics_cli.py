@@ -21,7 +21,7 @@ from pipeline.fileio import write_json
 from pipeline.metrics.bootstrap import UNITS, bootstrap_ci
 from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve
-from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, field_count, read_scores
+from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, field_count, read_scores, read_utt2spk
 from pipeline.metrics.similarity import (
     SETS,
     VARIANTS,
@@ -47,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", metavar="N", type=int, default=0,
                         help="bootstrap resamples for EER and min Cllr intervals (0: none)")
     parser.add_argument("--bootstrap-unit", choices=UNITS, default="speakers",
-                        help="resample speakers (default; needs speaker ids) or trials")
+                        help="resample speakers on both sides of the trials (default: enrolment speaker, and "
+                        "the test utterance's speaker from --utt2spk or its LibriSpeech / VCTK id) or trials")
+    parser.add_argument("--utt2spk", metavar="FILE",
+                        help="Kaldi utt2spk file (utterance speaker): the speaker of every test utterance")
     parser.add_argument("--confidence", type=float, default=0.95, help="interval coverage (0.95)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
     parser.add_argument("--p-target", type=float, default=0.01, help="minDCF target prior (0.01)")
@@ -88,7 +91,7 @@ def compute(args: argparse.Namespace) -> tuple[dict, list[ScoreFile], Similarity
     similarity result (None without trial tables)."""
     if args.bootstrap < 0:
         raise VpevalError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    files = read_files(args.files, args.trials)
+    files = read_files(args.files, args.trials, args.utt2spk)
     tables = [f for f in files if f.format == "table"]
     if tables and len(tables) != 3:
         raise VpevalError(f"trial tables come in threes (OO OP PP, in that order), got {len(tables)}: "
@@ -108,15 +111,17 @@ def compute(args: argparse.Namespace) -> tuple[dict, list[ScoreFile], Similarity
     return report, files, result
 
 
-def read_files(paths: list[str], trials: list[str]) -> list[ScoreFile]:
-    """Read the score files; the k-th 3-field (VPC) file is read with the k-th trials file."""
+def read_files(paths: list[str], trials: list[str], utt2spk: str | None = None) -> list[ScoreFile]:
+    """Read the score files; the k-th 3-field (VPC) file is read with the k-th trials file;
+    `utt2spk`: a Kaldi utt2spk file naming the test utterances' speakers."""
     is_vpc = [field_count(path) == 3 for path in paths]
     if sum(is_vpc) != len(trials):
         vpc = [path for path, flag in zip(paths, is_vpc) if flag]
         raise VpevalError(f"{len(vpc)} VPC score file(s) (3 fields: {', '.join(vpc) or 'none'}) but "
                           f"{len(trials)} --trials file(s); give one trials file per VPC score file, in order")
     pending = iter(trials)
-    return [read_scores(path, next(pending) if flag else None) for path, flag in zip(paths, is_vpc)]
+    speakers = read_utt2spk(utt2spk) if utt2spk else None
+    return [read_scores(path, next(pending) if flag else None, speakers) for path, flag in zip(paths, is_vpc)]
 
 
 def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:
@@ -131,10 +136,13 @@ def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:
         if args.bootstrap_unit == "speakers" and not has_speakers:
             raise VpevalError(f"{scores.path}: `score label` files carry no speaker ids; "
                               "use --bootstrap-unit trials")
+        if args.bootstrap_unit == "speakers" and scores.target_test_speakers is None:
+            raise VpevalError(f"{scores.path}: the speaker bootstrap resamples test speakers too, and these test "
+                              "utterance ids do not name theirs (LibriSpeech 19-198-0001 or VCTK p225_001 form): "
+                              "give --utt2spk FILE, or --bootstrap-unit trials")
         entry["bootstrap"] = bootstrap_ci(
             scores.target_scores, scores.nontarget_scores, n_resamples=args.bootstrap,
-            unit=args.bootstrap_unit, tar_speakers=scores.target_speakers,
-            non_speakers=scores.nontarget_speakers, confidence=args.confidence, seed=args.seed,
+            unit=args.bootstrap_unit, **scores.speaker_sides(), confidence=args.confidence, seed=args.seed,
         ).as_dict()
     if args.zoo and has_speakers:
         entry["zoo"] = [s.as_dict() for s in speaker_breakdown(
@@ -193,7 +201,7 @@ def render(report: dict) -> str:
                 f"{b['unit']}, seed {b['seed']}): EER [{_num(b['eer']['low'], 2, 100)}, "
                 f"{_num(b['eer']['high'], 2, 100)}] %, min Cllr [{_num(b['min_cllr']['low'], 3)}, "
                 f"{_num(b['min_cllr']['high'], 3)}]"
-                + (f", {b['n_discarded']} resamples discarded (one class missing)" if b["n_discarded"] else "")
+                + (f", {b['n_redrawn']} resamples drawn again (one class missing)" if b["n_redrawn"] else "")
             )
     extra.append(UNCALIBRATED_NOTE)
     lines = [_table(header, rows)]

@@ -93,6 +93,7 @@ class SparseTrials:
 class Split:
     val_fraction: float = MISSING
     holdout: str = MISSING
+    unseen_speakers: Any = MISSING  # null, a list of ids or a file of them
     enroll_utterances: int = MISSING
     select_fraction: float | None = MISSING
     sparse_trials: SparseTrials | None = MISSING
@@ -108,7 +109,10 @@ class Bootstrap:
 @dataclass
 class Detect:
     trusted: Any = MISSING  # null, a list of systems or a CSV file (omegaconf has no unions)
+    method: str = MISSING
     false_alarm: float = MISSING
+    tolerance: float = MISSING
+    column: bool = MISSING
     test_split: str = MISSING
     bootstrap: Bootstrap = MISSING
 
@@ -165,6 +169,7 @@ class Extraction:
 class Attacker:
     name: str = MISSING
     pretrained: str | None = MISSING
+    pretrained_on: str = MISSING
     init: str | None = MISSING
     model: Any = MISSING  # _target_ plugin (the speaker encoder)
     head: Head = MISSING

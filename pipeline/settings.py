@@ -57,18 +57,23 @@ def duration_pair(v) -> bool:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+UNSEEN_PER_GENDER = 4  # pipeline.stages.split.MIN_UNSEEN (settings may not import a stage)
 COUNT, COUNT0, FRACTION = "an integer >= 1", "an integer >= 0", "a number in (0, 1)"
 RULES: list[tuple[str, str, Callable]] = [
     ("seed", COUNT0, integer(0)),
     ("device", "auto, cpu, cuda or cuda:N", lambda v: isinstance(v, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", v)),
     ("split.val_fraction", FRACTION, open_range(0, 1)),
-    ("split.holdout", "speaker or list", one_of("speaker", "list")),
+    ("split.holdout", "unseen, speaker or list", one_of("unseen", "speaker", "list")),
     ("split.enroll_utterances", COUNT, integer(1)),
     ("split.select_fraction", "null or a number in (0, 1)", optional(open_range(0, 1))),
     ("split.sparse_trials", "null or {target: N, nontarget: N} with N >= 1",
      optional(lambda v: isinstance(v, DictConfig) and set(v) == {"target", "nontarget"}
               and all(integer(1)(n) for n in v.values()))),
+    ("split.unseen_speakers", "null, a list of speaker ids or the path of a file of them",
+     lambda v: v is None or isinstance(v, (str, ListConfig))),
+    ("detect.method", "gap, gap_re or line", one_of("gap", "gap_re", "line")),
     ("detect.false_alarm", "a number in (0, 0.5)", open_range(0, 0.5)),
+    ("detect.tolerance", "a number in (0, 0.5) (an EER fraction)", open_range(0, 0.5)),
     ("detect.bootstrap.n_resamples", COUNT, integer(1)),
     ("detect.bootstrap.confidence", FRACTION, open_range(0, 1)),
     ("detect.bootstrap.unit", "speakers or trials", one_of("speakers", "trials")),
@@ -86,6 +91,7 @@ RULES: list[tuple[str, str, Callable]] = [
     ("data.generate.subsets.*.utterances", COUNT, integer(1)),
     ("data.protocol.enroll_fraction", FRACTION, open_range(0, 1)),
     ("data.protocol.enroll_utterances", COUNT, integer(1)),
+    ("attacker.pretrained_on", "original or anonymized", one_of("original", "anonymized")),
     ("attacker.training.epochs", COUNT, integer(1)),
     ("attacker.training.batch_size", COUNT, integer(1)),
     ("attacker.training.crop_seconds", "a number of seconds > 0", positive),
@@ -139,9 +145,24 @@ def _node_rank(cfg: DictConfig) -> Iterator[str]:
 
 def _held_out(cfg: DictConfig) -> Iterator[str]:
     """`split.holdout: speaker` holds out round(val_fraction * n) utterances per training
-    speaker; a validation speaker needs 2 (one enrolment, one trial)."""
-    fraction, generate = cfg.split.get("val_fraction"), cfg.data.get("generate")
-    if not open_range(0, 1)(fraction) or not generate or cfg.split.get("holdout") != "speaker":
+    speaker; a validation speaker needs 2 (one enrolment, one trial). `unseen` holds out
+    whole speakers, at least 4 per gender, and must leave one to train on;
+    `unseen_speakers` only means something under `unseen`."""
+    fraction, generate, holdout = cfg.split.get("val_fraction"), cfg.data.get("generate"), cfg.split.get("holdout")
+    if cfg.split.get("unseen_speakers") is not None and holdout != "unseen":
+        yield f"split.unseen_speakers is set, but split.holdout={holdout}: it names speakers held out unseen (holdout=unseen)"
+    if not open_range(0, 1)(fraction) or not generate:
+        return
+    if holdout == "unseen" and cfg.split.get("unseen_speakers") is None:
+        for name in cfg.data.subsets.get("train") or []:
+            counts = {gender: OmegaConf.select(generate, f"subsets.{name}.{gender}") for gender in ("female", "male")}
+            short = [f"{n} {gender}" for gender, n in counts.items()
+                     if integer(1)(n) and max(UNSEEN_PER_GENDER, round(fraction * n)) >= n]
+            if short:
+                yield (f"split.holdout=unseen: {name} has {' and '.join(short)} speaker(s); "
+                       f"split.val_fraction={fraction} holds out at least {UNSEEN_PER_GENDER} per gender unseen and "
+                       "one must remain to train on: add speakers (data.generate.subsets) or set split.holdout=speaker")
+    if holdout != "speaker":
         return
     for name in cfg.data.subsets.get("train") or []:
         n = OmegaConf.select(generate, f"subsets.{name}.utterances")

@@ -111,7 +111,7 @@ class AggregateCallback(Callback):
         try:
             trusted = detect.get("trusted")
             trusted = trusted if trusted is None or isinstance(trusted, str) else [str(s) for s in trusted]
-            out = aggregate(sweep, trusted=trusted, false_alarm=float(detect.get("false_alarm", 0.05)))
+            out = aggregate(sweep, trusted=trusted)  # the detection settings are the jobs' own
         except VpevalError as error:
             log.error("aggregate: %s", error)
             return

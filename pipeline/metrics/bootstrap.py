@@ -3,6 +3,14 @@
 Scores are grouped once; a resample only changes how many trials each score group holds,
 so every replicate costs O(n) (no re-sorting) and is exact: resampled trials keep their
 scores, so they land in the same groups.
+
+The default unit is the speaker, on both sides of a trial (a two-way bootstrap): a
+non-target score depends on the enrolment speaker *and* the test speaker, so resampling
+only one side treats the other as fixed and gives intervals that are too narrow. One draw
+of the speakers (enrolment and test speakers are one population) is a bootstrap world in
+which every copy of a speaker keeps its target trials and every pair of copies of two
+different speakers keeps their non-target trials: a target trial of speaker s counts c_s
+times, a non-target trial of (e, t) c_e·c_t times, c the copies drawn.
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ from pipeline.metrics.inputs import ScoreError
 from pipeline.metrics.roc import group_scores, pav, pav_bins, trial_groups
 
 UNITS = ("speakers", "trials")
+MAX_REDRAWS = 10  # resamples lacking a class, per resample asked, before giving up
 
 
 @dataclass(frozen=True)
@@ -29,7 +38,9 @@ class Interval:
 
 @dataclass(frozen=True)
 class BootstrapResult:
-    """Percentile-bootstrap intervals; `n_discarded` resamples lacked one class;
+    """Percentile-bootstrap intervals; `n_redrawn` resamples lacked one class and were
+    drawn again (so every result has `n_resamples` replicates);
+    `n_speakers` the speakers resampled (0 when trials were);
     `eer_replicates` the EER of every kept resample (for intervals of derived quantities,
     e.g. detection's relative drop; left out of `as_dict`)."""
 
@@ -37,9 +48,10 @@ class BootstrapResult:
     n_resamples: int
     confidence: float
     seed: int
-    n_discarded: int
+    n_redrawn: int
     eer: Interval
     min_cllr: Interval
+    n_speakers: int = 0
     eer_replicates: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     def as_dict(self) -> dict:
@@ -50,14 +62,22 @@ class BootstrapResult:
 
 def bootstrap_ci(tar, non, n_resamples: int = 1000, unit: str = "speakers",
                  tar_speakers=None, non_speakers=None, confidence: float = 0.95,
-                 seed: int = 0) -> BootstrapResult:
+                 seed: int = 0, tar_test_speakers=None, non_test_speakers=None) -> BootstrapResult:
     """Percentile intervals for EER and min Cllr.
 
-    unit="speakers" (default) resamples speakers with replacement and keeps all trials of
-    each drawn speaker (a trial belongs to its enrolment speaker, `tar_speakers[i]` /
-    `non_speakers[j]`), so trials of one speaker stay together; unit="trials" resamples
-    target and non-target trials independently, keeping both counts. The stream is
-    numpy's `default_rng(seed)`: the same seed gives the same intervals.
+    unit="speakers" (default) is the two-way speaker bootstrap of the module docstring:
+    `tar_speakers[i]` / `non_speakers[j]` are the enrolment speakers of the trials,
+    `tar_test_speakers[i]` / `non_test_speakers[j]` their test speakers; unit="trials"
+    resamples target and non-target trials independently, keeping both counts. The stream
+    is numpy's `default_rng(seed)`: the same seed and the same speakers give the same
+    resamples, so conditions scored on one trial list (several attackers, one evaluation
+    set) get paired replicates.
+
+    >>> r = bootstrap_ci([2.0, 3.0, 2.5], [0.0, 1.0, 2.2], 200, tar_speakers=["a", "b", "c"],
+    ...                  non_speakers=["a", "b", "c"], tar_test_speakers=["a", "b", "c"],
+    ...                  non_test_speakers=["b", "c", "a"])
+    >>> r.eer.estimate, r.unit
+    (0.16666666666666666, 'speakers')
     """
     if unit not in UNITS:
         raise ScoreError(f"unknown bootstrap unit {unit!r}; choose from {', '.join(UNITS)}")
@@ -69,30 +89,34 @@ def bootstrap_ci(tar, non, n_resamples: int = 1000, unit: str = "speakers",
     tar_group, non_group = trial_groups(groups, tar, non)
     n_groups = len(groups.scores)
     rng = np.random.default_rng(seed)
+    n_speakers = 0
     if unit == "speakers":
-        tar_code, non_code, n_speakers = _speaker_codes(tar_speakers, non_speakers, len(tar_group), len(non_group))
+        (tar_enrol, _, non_enrol, non_test), n_speakers = speaker_codes(
+            (tar_speakers, tar_test_speakers, non_speakers, non_test_speakers), len(tar_group), len(non_group))
 
         def resample():
             copies = np.bincount(rng.integers(0, n_speakers, n_speakers), minlength=n_speakers)
-            return (np.bincount(tar_group, weights=copies[tar_code], minlength=n_groups),
-                    np.bincount(non_group, weights=copies[non_code], minlength=n_groups))
+            return (np.bincount(tar_group, weights=copies[tar_enrol], minlength=n_groups),
+                    np.bincount(non_group, weights=copies[non_enrol] * copies[non_test], minlength=n_groups))
     else:
         def resample():
             return (np.bincount(tar_group[rng.integers(0, len(tar_group), len(tar_group))], minlength=n_groups),
                     np.bincount(non_group[rng.integers(0, len(non_group), len(non_group))], minlength=n_groups))
 
-    eers, cllrs = [], []
-    for _ in range(int(n_resamples)):
+    eers, cllrs, redrawn = [], [], 0
+    while len(eers) < int(n_resamples):
         targets, nontargets = (counts.astype(np.int64) for counts in resample())
         n_tar, n_non = int(targets.sum()), int(nontargets.sum())
-        if n_tar == 0 or n_non == 0:
+        if n_tar == 0 or n_non == 0:  # drawn again: replicate k of every condition on one trial list stays paired
+            redrawn += 1
+            if redrawn > MAX_REDRAWS * int(n_resamples):
+                raise ScoreError("nearly every bootstrap resample lacked target or non-target trials: too few "
+                                 "speakers own the trials of one class (resample trials instead)")
             continue
         used = (targets + nontargets) > 0
         bins = pav(targets[used], nontargets[used])
         eers.append(rocch_eer(bins, n_tar, n_non))
         cllrs.append(cllr_of_bins(bins, n_tar, n_non))
-    if not eers:
-        raise ScoreError("every bootstrap resample lacked target or non-target trials")
     full_bins = pav_bins(groups)
     alpha = (1 - confidence) / 2
     return BootstrapResult(
@@ -100,9 +124,10 @@ def bootstrap_ci(tar, non, n_resamples: int = 1000, unit: str = "speakers",
         n_resamples=int(n_resamples),
         confidence=confidence,
         seed=seed,
-        n_discarded=int(n_resamples) - len(eers),
+        n_redrawn=redrawn,
         eer=_interval(rocch_eer(full_bins, groups.n_target, groups.n_nontarget), eers, alpha),
         min_cllr=_interval(cllr_of_bins(full_bins, groups.n_target, groups.n_nontarget), cllrs, alpha),
+        n_speakers=n_speakers,
         eer_replicates=tuple(float(e) for e in eers),
     )
 
@@ -112,16 +137,18 @@ def _interval(estimate: float, values: list[float], alpha: float) -> Interval:
     return Interval(estimate=estimate, low=float(low), high=float(high))
 
 
-def _speaker_codes(tar_speakers, non_speakers, n_tar: int, n_non: int):
-    if tar_speakers is None or non_speakers is None:
-        raise ScoreError(
-            "bootstrap over speakers needs the speaker of every trial; "
-            "these scores carry none (resample trials instead)"
-        )
-    labels = [str(s) for s in tar_speakers] + [str(s) for s in non_speakers]
-    if len(labels) != n_tar + n_non:
-        raise ScoreError(
-            f"speaker labels: {len(labels)} given for {n_tar} target + {n_non} non-target scores"
-        )
-    speakers, code = np.unique(np.asarray(labels, dtype=str), return_inverse=True)
-    return code[:n_tar], code[n_tar:], len(speakers)
+def speaker_codes(sides, n_tar: int, n_non: int) -> tuple[list[np.ndarray], int]:
+    """Integer codes of the (target enrolment, target test, non-target enrolment, non-target
+    test) speakers in one numbering of every speaker named, and the number of speakers."""
+    names = ("enrolment", "test", "enrolment", "test")
+    for side, name in zip(sides, names):
+        if side is None:
+            raise ScoreError(f"the two-way speaker bootstrap needs the {name} speaker of every trial; these scores "
+                             "carry none (give the test speakers, or resample trials instead)")
+    for side, name, count, kind in zip(sides, names, (n_tar, n_tar, n_non, n_non), ("target",) * 2 + ("non-target",) * 2):
+        if len(side) != count:
+            raise ScoreError(f"speaker labels: {len(side)} {name} speakers given for {count} {kind} scores")
+    labels = np.asarray([str(s) for side in sides for s in side], dtype=str)
+    speakers, code = np.unique(labels, return_inverse=True)
+    bounds = np.cumsum([0, n_tar, n_tar, n_non, n_non])
+    return [code[a:b] for a, b in zip(bounds[:-1], bounds[1:])], len(speakers)

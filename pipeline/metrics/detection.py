@@ -1,108 +1,68 @@
 """Detection statistics: is a privacy estimate overestimated? EER_val against EER_test.
 
-panariello2025 (§4, Fig. 2): an attacker trained on data anonymised as the evaluation data
-(a *matched* pair: attacker system = evaluated system) gives an (EER_test, EER_val) point on
-one line across systems. A mismatched attacker has learnt its own system: its EER_val, on
-held-out data of its own training set, stays low while its EER_test is high, so the point
-lies *below* the matched line (EER_val lower than the line predicts for its EER_test) and
-the privacy it reports is overestimated.
+panariello2025 (§3.4, Fig. 2): an attacker whose training data differs from the evaluation
+data (a mismatch, full, partial or hidden) does well on held-out data of its own training
+distribution (EER_val) and badly on the evaluation data (EER_test): its EER_test, the
+privacy it reports, is overestimated. vpeval's validation speakers are unseen in training
+by default (`split.holdout=unseen`), so for a matched attacker both EERs measure the same
+thing, new speakers of the data it was trained on, and the gap EER_test - EER_val stays
+near the matched pairs' gap; a mismatch widens it.
 
-Method, per evaluated (attacker, evaluation data) pair:
+Per evaluated (attacker, evaluation data) pair (`pairs`): EER_val, EER_test (mean of the
+female and male test trials, as VPC averages them), the gap and its bootstrap variance,
+the paper's relative drop (EER_test - EER_val) / EER_test, all with bootstrap intervals.
 
-1. EER_val (the attacker's validation split) and EER_test (mean of the female and male
-   test trials, as VPC averages them), with bootstrap intervals (`pipeline.metrics`), and
-   the paper's relative drop (EER_test - EER_val) / EER_test (panariello2025: (B3,B3)
-   27 % -> 11 % is a 60 % drop) with its bootstrap interval.
-2. The line EER_val = a + b·EER_test is fitted by least squares on the *trusted* pairs only
-   (`detect.trusted`: the matched pairs of the systems named there, one point per pair, its
-   seeds averaged, or the rows of a CSV of matched pairs), within each group of jobs that
-   share corpus, attacker configuration and backend. Every other pair is judged against it,
-   never used to fit it; a trusted pair is judged against the line of the other trusted
-   pairs (leave-one-out), as a new pair would be.
-3. Residual r = EER_val - (a + b·EER_test) (below the line: r < 0, with the bootstrap
-   interval of r for that line) and margin m = t_{1-α, n-2} · s · sqrt(1 + 1/n +
-   (x - x̄)² / Sxx), the one-sided prediction bound of the line at false-alarm rate α (s:
-   residual standard deviation, n fit points). Under the linear-Gaussian model of matched
-   pairs a new matched pair has r < -m with probability exactly α; a pair with r < -m is
-   flagged "overestimated", otherwise "trustworthy". No line (no or bad `detect.trusted`,
-   fewer than 3 trusted pairs, all at one EER_test) gives "undetermined" with the reason.
+`assess` judges every pair, two tests at most:
 
-`pairs` builds one row per attack of an experiment; `assess` judges any list of pairs (the
-detect stage calls both on one experiment, `pipeline.aggregate` `assess` on every pair of a sweep).
+1. **val-test** (`detect.method`, `pipeline.metrics.detectors`): the trusted matched pairs
+   (`detect.trusted`: systems of the sweep, or a CSV of matched pairs measured with the same
+   validation protocol) of one calibration set (jobs of one group and seed: a line per
+   seed) predict a pair's EER_val from its EER_test; a pair whose EER_val lies below the
+   prediction by more than the one-sided margin is flagged. A trusted pair is judged against
+   the model of the other trusted pairs (leave-one-out), as a new pair would be.
+2. **column** (`detect.column`): where other attackers were scored on the same evaluation
+   data (same group, seed, evaluated system, enrolment and trial data: a sweep's column, or
+   AA beside AA-lazy), a pair whose EER_test is above another attacker's by a margin its
+   paired bootstrap replicates exclude (one-sided, Bonferroni over the others) is flagged:
+   a better attack exists, so this privacy estimate is too high.
+
+When both apply each runs at α/2, so a matched pair is flagged with probability at most
+`detect.false_alarm` = α. Verdicts: `overestimated` (a test flags); `trustworthy` when the
+opposite test supports it (the pair's excess gap over the matched pairs' is below
+`detect.tolerance` at the same confidence); `not flagged` otherwise, with the EER_val a
+flag would have needed (`flag_below`); `undetermined` with the reason (no trusted model,
+no anonymisation, an imported attacker whose training data is unknown, or insufficient
+power: no EER_val >= 0 could have been flagged).
 """
 from __future__ import annotations
 
 import csv
 import logging
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from pipeline.errors import VpevalError, input_error
+from pipeline.metrics.detectors import MODELS, Model, Point, as_fit, fit_model
 
 log = logging.getLogger(__name__)
 ORIGINAL = "original"
-MIN_POINTS = 3
-TRUSTWORTHY, OVERESTIMATED, UNDETERMINED = "trustworthy", "overestimated", "undetermined"
-REFERENCE_COLUMNS = ("eer_test", "eer_val")
-
-
-@dataclass(frozen=True)
-class Line:
-    """Least-squares line EER_val = intercept + slope · EER_test and what its prediction
-    interval needs: fit size, residual standard deviation, mean and spread of EER_test."""
-
-    intercept: float
-    slope: float
-    n: int
-    residual_std: float
-    mean_x: float
-    sxx: float
-
-    def predict(self, x: float) -> float:
-        return self.intercept + self.slope * x
-
-    def margin(self, x: float, false_alarm: float) -> float:
-        """One-sided prediction bound below the line at `x`: a new matched pair falls
-        below predict(x) - margin with probability `false_alarm`."""
-        quantile = float(student_t.ppf(1 - false_alarm, self.n - 2))
-        return quantile * self.residual_std * math.sqrt(1 + 1 / self.n + (x - self.mean_x) ** 2 / self.sxx)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_fit(cls, fit: dict) -> "Line":
-        """The line of a detection fit record (`as_dict` plus other keys)."""
-        return cls(**{field.name: fit[field.name] for field in fields(cls)})
-
-
-def fit_line(points: list[tuple[float, float]]) -> Line | str:
-    """The line through (eer_test, eer_val) points, or the reason there is none."""
-    if len(points) < MIN_POINTS:
-        return (f"{len(points)} trusted pair(s); the line needs at least {MIN_POINTS}: run a sweep of the "
-                "matched systems named in detect.trusted (recipes/mismatch_full) or give detect.trusted=<csv>")
-    x, y = (np.asarray(v, dtype=float) for v in zip(*points))
-    sxx = float(((x - x.mean()) ** 2).sum())
-    if sxx <= 0:
-        return "every trusted pair has the same EER_test: no line can be fitted"
-    slope = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
-    intercept = float(y.mean() - slope * x.mean())
-    residuals = y - (intercept + slope * x)
-    std = math.sqrt(float((residuals ** 2).sum()) / (len(x) - 2))
-    return Line(intercept, slope, len(x), std, float(x.mean()), sxx)
+TRUSTWORTHY, NOT_FLAGGED, OVERESTIMATED, UNDETERMINED = "trustworthy", "not flagged", "overestimated", "undetermined"
+VERDICTS = (TRUSTWORTHY, NOT_FLAGGED, OVERESTIMATED, UNDETERMINED)
+REFERENCE_COLUMNS = ("eer_test", "eer_val", "protocol")
 
 
 @dataclass(frozen=True)
 class Trusted:
-    """What defines the line (`detect.trusted`): matched systems of the sweep (`systems`) or
-    the points of a CSV (`points`, `source` its path); `problem` when it cannot be used."""
+    """What calibrates the val-test test (`detect.trusted`): matched systems of the sweep
+    (`systems`) or the points of a CSV (`points`, measured with validation `protocol`,
+    `source` its path); `problem` when it cannot be used."""
 
     systems: tuple[str, ...] = ()
-    points: tuple[tuple[float, float], ...] = ()
+    points: tuple[Point, ...] = ()
+    protocol: str | None = None
     source: str = ""
     problem: str | None = None
 
@@ -112,44 +72,51 @@ def read_trusted(spec) -> Trusted:
     string). A problem (none given, an unreadable CSV) is logged as one line and kept in
     `problem`, so the report is still written, its verdicts undetermined with that reason."""
     if spec is None or (not isinstance(spec, str) and len(spec) == 0):
-        return Trusted(problem="detect.trusted is not set: name the matched systems whose pairs define the "
-                               "line (e.g. detect.trusted=[mcadams,mcadams_fixed,xvector]) or give a CSV of "
+        return Trusted(problem="detect.trusted is not set: name the matched systems whose pairs calibrate the "
+                               "detector (e.g. detect.trusted=[mcadams,mcadams_fixed,xvector]) or give a CSV of "
                                "matched pairs")
     if isinstance(spec, str):
         try:
-            return Trusted(points=tuple(read_reference(spec)), source=str(spec))
+            points, protocol = read_reference(spec)
+            return Trusted(points=tuple(points), protocol=protocol, source=str(spec))
         except VpevalError as error:
             log.error("detection: %s", error)
             return Trusted(source=str(spec), problem=str(error))
-    return Trusted(systems=tuple(str(s) for s in spec), source="trusted systems")
+    return Trusted(systems=tuple(str(s) for s in spec), source="trusted pairs")
 
 
-def read_reference(path: str | Path) -> list[tuple[float, float]]:
-    """(eer_test, eer_val) pairs of a CSV with columns eer_test and eer_val (fractions in
-    [0, 1]; other columns, e.g. a label, are kept out); at least 3 rows."""
+def read_reference(path) -> tuple[list[Point], str]:
+    """(points, validation protocol) of a CSV of matched pairs: columns eer_test and eer_val
+    (fractions in [0, 1]) and protocol (the `validation_protocol` of the runs that measured
+    them, one for all rows; `vpeval aggregate` writes such a file, `trusted.csv`); optional
+    gap_var (for `gap_re`); other columns, e.g. a label, are ignored."""
     path = Path(path)
     if not path.is_file():
         raise input_error(path, "CSV of trusted matched pairs not found (detect.trusted)")
-    with open(path, newline="") as handle:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in REFERENCE_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise input_error(path, f"missing column(s) {', '.join(missing)}; the header must name "
-                                    "eer_test and eer_val (EERs as fractions)", line=1)
-        points = []
+            raise input_error(path, f"missing column(s) {', '.join(missing)}; the header must name eer_test, "
+                                    "eer_val (EERs as fractions) and protocol (the runs' validation_protocol)", line=1)
+        points, protocols = [], set()
         for line, row in enumerate(reader, start=2):
             try:
-                x, y = (float(row[c]) for c in REFERENCE_COLUMNS)
+                x, y = (float(row[c]) for c in REFERENCE_COLUMNS[:2])
+                gap_var = float(row["gap_var"]) if row.get("gap_var") else None
             except (TypeError, ValueError):
-                raise input_error(path, "eer_test and eer_val must be numbers", line=line) from None
+                raise input_error(path, "eer_test, eer_val and gap_var must be numbers", line=line) from None
             if not (0 <= x <= 1 and 0 <= y <= 1):
                 raise input_error(path, f"EERs are fractions in [0, 1], got eer_test={x}, eer_val={y} "
                                         "(write 0.27, not 27)", line=line)
-            points.append((x, y))
-    if len(points) < MIN_POINTS:
-        raise input_error(path, f"{len(points)} matched pair(s); a trusted line needs at least "
-                                f"{MIN_POINTS}: add matched (eer_test, eer_val) rows")
-    return points
+            points.append(Point(x, y, gap_var))
+            protocols.add(row["protocol"])
+    if len(protocols) > 1:
+        raise input_error(path, f"rows measured with {len(protocols)} validation protocols "
+                                f"({'; '.join(sorted(protocols))}); one model needs one protocol")
+    if not points:
+        raise input_error(path, "no matched pair: add (eer_test, eer_val, protocol) rows")
+    return points, protocols.pop()
 
 
 def is_matched(pair: dict) -> bool:
@@ -176,8 +143,9 @@ def pairs(records: list[dict], test_split: str = "test",
     """One (EER_val, EER_test) row per attack of an experiment that has both.
 
     `replicates` maps `<attack>/<set>` to the bootstrap EER replicates of that condition
-    (the confidence stage's); with them a row keeps its EER_val and EER_test replicates
-    (`eer_val_replicates`, `eer_test_replicates`) and gets the interval of its relative drop."""
+    (the confidence stage's); with them a row keeps its EER_val and EER_test replicates,
+    the variance of its gap and the interval of its relative drop. A row keeps the val
+    record's `attacker_origin` and `imported` (why its EER_val cannot be judged, if so)."""
     replicates = replicates or {}
     rows = []
     for attack in dict.fromkeys(r["attack"] for r in records):
@@ -191,19 +159,27 @@ def pairs(records: list[dict], test_split: str = "test",
             "attack": attack,
             "anonymizer": tests[0]["anonymizer"],
             "attacker_anonymizer": val["attacker_anonymizer"],
+            **{key: tests[0][key] for key in ("enroll", "trials") if key in tests[0]},
             "eer_val": val["eer"],
             "eer_val_ci": eer_interval(val),
             "eer_test": eer_test,
             "eer_test_ci": _mean_interval(tests),
             **{f"eer_{r['set']}": r["eer"] for r in tests},
+            "gap": eer_test - val["eer"],
+            "gap_var": None,
             "relative_drop": relative_drop(eer_test, val["eer"]),
             "relative_drop_ci": None,
+            "val_trials": [val.get("n_target"), val.get("n_nontarget")],
+            "val_speakers": val.get("eer_speakers"),
+            "attacker_origin": val.get("attacker_origin", "trained"),
+            "imported": val.get("imported"),
         }
         names = [f"{attack}/val", *(f"{attack}/{r['set']}" for r in tests)]
         if all(replicates.get(name) for name in names):
             val_rep, test_rep = paired_replicates([replicates[name] for name in names])
             row["eer_val_replicates"], row["eer_test_replicates"] = val_rep, test_rep
             row["ci_level"] = float(val.get("eer_ci_level", 0.95))
+            row["gap_var"] = float(np.var(np.subtract(test_rep, val_rep), ddof=1)) if len(val_rep) > 1 else None
             drops = [relative_drop(x, y) for x, y in zip(test_rep, val_rep)]
             row["relative_drop_ci"] = percentile_interval([d for d in drops if d is not None], row["ci_level"])
         rows.append(row)
@@ -220,7 +196,8 @@ def paired_replicates(conditions: list[list[float]]) -> tuple[list[float], list[
     """(EER_val, EER_test) replicates from the replicates of val and of each test set (their
     mean). The conditions share no speaker, so their resamples are independent; each list
     is shuffled by a fixed permutation before pairing, because the confidence stage draws
-    every condition from the same seed."""
+    every condition from the same seed. The permutation depends on the position and count
+    only, so two attackers' test replicates of one evaluation set stay paired."""
     count = min(len(c) for c in conditions)
     shuffled = [np.asarray(c[:count])[np.random.default_rng(k).permutation(count)]
                 for k, c in enumerate(conditions)]
@@ -247,82 +224,182 @@ def point(row: dict) -> tuple:
     return row.get("group", ""), row["attack"], row["anonymizer"], row["attacker_anonymizer"]
 
 
-def assess(rows: list[dict], *, trusted: Trusted, false_alarm: float = 0.05) -> tuple[list[dict], list[dict]]:
-    """Judge every pair; returns (rows with role, residual, its interval, margin, flag,
-    verdict, reason; one fit per group of rows).
+def calibration_set(row: dict) -> tuple:
+    """The rows one model is fitted on and judges: one group (corpus, attacker, backend,
+    validation protocol) and one seed (training and anonymisation)."""
+    return row.get("group", ""), row.get("seed"), row.get("anonymization_seed")
 
-    Rows carry their `group` (jobs sharing corpus, attacker configuration and backend; ""
-    in a single experiment): each group has its own line, fitted on its trusted pairs (one
-    point per pair, the mean of its seeds), or on `trusted.points` for every group."""
-    if not 0 < false_alarm < 0.5:
-        raise VpevalError(f"detect.false_alarm must lie in (0, 0.5), got {false_alarm}")
-    problem = trusted.problem
-    in_sweep = {r["anonymizer"] for r in rows if is_matched(r)}
-    absent = [s for s in trusted.systems if s not in in_sweep]
-    if problem is None and absent:
-        problem = (f"detect.trusted names {', '.join(absent)}: no matched pair of it here (matched systems: "
-                   f"{', '.join(sorted(in_sweep)) or 'none'})")
-        log.error("detection: %s", problem)
+
+def evaluation_data(row: dict) -> tuple:
+    """Rows scored on the same trials: one calibration set, evaluated system and enrolment /
+    trial data (attack kinds)."""
+    return (*calibration_set(row), row["anonymizer"], row.get("enroll", "anonymized"), row.get("trials", "anonymized"))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """`detect.*`: the val-test model, false-alarm rate α, the tolerance of `trustworthy`
+    (EER points of excess gap) and whether the column test runs."""
+
+    method: str = "gap"
+    false_alarm: float = 0.05
+    tolerance: float = 0.05
+    column: bool = True
+
+    def __post_init__(self):
+        if self.method not in MODELS:
+            raise VpevalError(f"detect.method must be one of {', '.join(MODELS)}, got {self.method!r}")
+        if not 0 < self.false_alarm < 0.5:
+            raise VpevalError(f"detect.false_alarm must lie in (0, 0.5), got {self.false_alarm}")
+        if not 0 < self.tolerance < 0.5:
+            raise VpevalError(f"detect.tolerance must lie in (0, 0.5), got {self.tolerance}")
+
+
+def assess(rows: list[dict], *, trusted: Trusted, settings: Settings = Settings()) -> tuple[list[dict], list[dict]]:
+    """Judge every pair; returns (rows with role, the val-test fields, column evidence,
+    flag, verdict, reason; one fit per calibration set)."""
+    problem = trusted.problem or _trusted_problem(rows, trusted)
+    is_trusted = lambda r: problem is None and is_matched(r) and r["anonymizer"] in trusted.systems  # noqa: E731
+    columns = column_evidence(rows, settings) if settings.column else {}
     judged, fits = [], []
-    for group in dict.fromkeys(r.get("group", "") for r in rows):
-        members = [r for r in rows if r.get("group", "") == group]
-        is_trusted = lambda r: problem is None and is_matched(r) and r["anonymizer"] in trusted.systems  # noqa: E731
-        means = _point_means([r for r in members if is_trusted(r)])
+    for key in dict.fromkeys(calibration_set(r) for r in rows):
+        members = [(i, r) for i, r in enumerate(rows) if calibration_set(r) == key]
+        own_points = {point(r): _as_point(r) for _, r in members if is_trusted(r)}
+        protocols = {r.get("validation_protocol") for _, r in members} - {None}
         if problem is not None:
-            line, source = problem, trusted.source
+            model, source = problem, trusted.source
+        elif trusted.points and protocols and protocols != {trusted.protocol}:
+            model, source = (f"detect.trusted={trusted.source} was measured with validation protocol "
+                             f"'{trusted.protocol}', these pairs with '{', '.join(sorted(protocols))}': "
+                             "re-measure the trusted pairs with this protocol"), trusted.source
         elif trusted.points:
-            line, source = fit_line(list(trusted.points)), trusted.source
+            model, source = fit_model(settings.method, list(trusted.points)), trusted.source
         else:
-            line, source = fit_line(list(means.values())), "trusted pairs"
-        for row in members:
-            own_line = line
-            if not trusted.points and is_trusted(row) and isinstance(line, Line):
-                rest = [xy for key, xy in means.items() if key != point(row)]
-                own_line = fit_line(rest)
-                if isinstance(own_line, str):
-                    own_line = (f"a trusted pair is judged against the line of the other trusted pairs, "
-                                f"and only {len(rest)} remain; at least {MIN_POINTS} are needed")
+            model, source = fit_model(settings.method, list(own_points.values())), trusted.source
+        for index, row in members:
+            own_model = model
+            if not trusted.points and is_trusted(row) and not isinstance(model, str):
+                rest = [p for k, p in own_points.items() if k != point(row)]
+                own_model = fit_model(settings.method, rest)
+                if isinstance(own_model, str):
+                    own_model = (f"a trusted pair is judged against the other trusted pairs, and only {len(rest)} "
+                                 f"remain; method {settings.method} needs at least {MODELS[settings.method].min_points}")
             judged.append({**row, "role": "trusted" if is_trusted(row) else "judged",
-                           **_judge(row, own_line, false_alarm)})
-        n_points = len(trusted.points) if trusted.points else len(means)
-        fits.append({"group": group, "source": source, "false_alarm": false_alarm, "n_points": n_points,
-                     **(line.as_dict() if isinstance(line, Line) else {"reason": line})})
-    if problem is None and trusted.systems and not any("slope" in f for f in fits):
-        log.error("detection: no group has a trusted line: %s", fits[0]["reason"] if fits else "no pairs")
+                           **verdict(row, own_model, columns.get(index), settings)})
+        n_points = len(trusted.points) if trusted.points else len(own_points)
+        compared = any(i in columns for i, _ in members)  # the val-test then runs at α/2
+        fits.append({"group": key[0], "seed": key[1], "anonymization_seed": key[2], "source": source,
+                     "false_alarm": settings.false_alarm, "n_points": n_points,
+                     "band_false_alarm": settings.false_alarm / (2 if compared else 1),
+                     **(as_fit(model) if not isinstance(model, str) else {"method": settings.method, "reason": model})})
+    if problem is None and trusted.systems and all("reason" in f for f in fits):
+        log.error("detection: no calibration set has a trusted model: %s", fits[0]["reason"] if fits else "no pairs")
     return judged, fits
 
 
-def _point_means(rows: list[dict]) -> dict[tuple, tuple[float, float]]:
-    """(mean EER_test, mean EER_val) of each sweep point's seeds."""
-    found: dict[tuple, list[tuple[float, float]]] = {}
-    for row in rows:
-        found.setdefault(point(row), []).append((row["eer_test"], row["eer_val"]))
-    return {key: tuple(float(v) for v in np.mean(xy, axis=0)) for key, xy in found.items()}
+def _trusted_problem(rows: list[dict], trusted: Trusted) -> str | None:
+    """Why `trusted.systems` cannot calibrate (a system with no matched pair, or an imported
+    attacker); logged as one line."""
+    matched = [r for r in rows if is_matched(r)]
+    in_sweep = {r["anonymizer"] for r in matched}
+    absent = [s for s in trusted.systems if s not in in_sweep]
+    imported = sorted({r["anonymizer"] for r in matched if r["anonymizer"] in trusted.systems and r.get("imported")})
+    problem = None
+    if absent:
+        problem = (f"detect.trusted names {', '.join(absent)}: no matched pair of it here (matched systems: "
+                   f"{', '.join(sorted(in_sweep)) or 'none'})")
+    elif imported:
+        problem = (f"detect.trusted names {', '.join(imported)}, whose attacker is imported with unknown training "
+                   "data: its EER_val may be on speakers it saw, so it cannot calibrate the detector")
+    if problem:
+        log.error("detection: %s", problem)
+    return problem
 
 
-def _judge(row: dict, line: Line | str, false_alarm: float) -> dict:
-    empty = {"predicted_eer_val": None, "residual": None, "residual_ci": None, "below_line": None,
-             "margin": None, "flag": False}
+def _as_point(row: dict) -> Point:
+    return Point(row["eer_test"], row["eer_val"], row.get("gap_var"))
+
+
+def column_evidence(rows: list[dict], settings: Settings) -> dict[int, dict]:
+    """For each row (by index) that shares its evaluation data with other attackers' rows
+    with paired EER_test replicates: the other attacker whose EER_test is most surely
+    below this one's, the difference, its one-sided lower bound at α/(2k) (the column test
+    has α/2, Bonferroni over the k others) and whether that bound is above 0 (`flag`)."""
+    found = {}
+    usable = [(i, r) for i, r in enumerate(rows) if r["anonymizer"] != ORIGINAL and r.get("eer_test_replicates")]
+    for i, row in usable:
+        others = [r for j, r in usable if j != i and evaluation_data(r) == evaluation_data(row)
+                  and len(r["eer_test_replicates"]) == len(row["eer_test_replicates"])]
+        if not others:
+            continue
+        level = settings.false_alarm / 2 / len(others)
+        best = None
+        for other in others:
+            difference = np.subtract(row["eer_test_replicates"], other["eer_test_replicates"])
+            bound = float(np.quantile(difference, level))
+            if best is None or bound > best["lower_bound"]:
+                best = {"other": f"{other['attacker_anonymizer']} ({other['attack']})",
+                        "difference": row["eer_test"] - other["eer_test"], "lower_bound": bound}
+        found[i] = {**best, "comparisons": len(others), "flag": best["lower_bound"] > 0}
+    return found
+
+
+def verdict(row: dict, model: Model | str, column: dict | None, settings: Settings) -> dict:
+    """The val-test fields (against `model`, a reason when there is none), the column
+    evidence and the verdict of one row."""
+    fields = {"predicted_eer_val": None, "residual": None, "residual_ci": None, "below_line": None, "margin": None,
+              "flag_below": None, "flag": False, "column": column}
     if row["anonymizer"] == ORIGINAL:
-        return {**empty, "verdict": UNDETERMINED,
+        return {**fields, "verdict": UNDETERMINED,
                 "reason": "no anonymisation (reference condition): no privacy estimate to judge"}
-    if isinstance(line, str):
-        return {**empty, "verdict": UNDETERMINED, "reason": line}
-    predicted = line.predict(row["eer_test"])
+    beaten = column is not None and column["flag"]
+    beaten_reason = (f"{column['other']} reaches an EER_test {100 * column['difference']:.2f} points lower on the "
+                     f"same trials (one-sided lower bound {100 * column['lower_bound']:.2f})") if beaten else ""
+    if row.get("imported") or isinstance(model, str):
+        reason = row.get("imported") or model
+        return {**fields, "flag": beaten, "verdict": OVERESTIMATED if beaten else UNDETERMINED,
+                "reason": beaten_reason if beaten else reason}
+    alpha = settings.false_alarm / (2 if column is not None else 1)
+    predicted = model.predict(row["eer_test"])
+    margin = model.margin(row["eer_test"], alpha, row.get("gap_var"))
     residual = row["eer_val"] - predicted
-    margin = line.margin(row["eer_test"], false_alarm)
-    flag = residual < -margin
-    residual_ci = None
+    fields.update(predicted_eer_val=predicted, residual=residual, below_line=bool(residual < 0), margin=margin,
+                  flag_below=predicted - margin)
     if row.get("eer_val_replicates"):
-        residual_ci = percentile_interval([y - line.predict(x) for x, y in
-                                           zip(row["eer_test_replicates"], row["eer_val_replicates"])],
-                                          row["ci_level"])
-    where = "below" if residual < 0 else "above"
-    reason = (f"EER_val {100 * abs(residual):.2f} points {where} the trusted line; the "
-              f"{100 * (1 - false_alarm):g} % prediction bound allows {100 * margin:.2f} below")
-    return {"predicted_eer_val": predicted, "residual": residual, "residual_ci": residual_ci,
-            "below_line": bool(residual < 0), "margin": margin, "flag": bool(flag),
-            "verdict": OVERESTIMATED if flag else TRUSTWORTHY, "reason": reason}
+        fields["residual_ci"] = percentile_interval(
+            [y - model.predict(x) for x, y in zip(row["eer_test_replicates"], row["eer_val_replicates"])],
+            row["ci_level"])
+    flagged = residual < -margin
+    fields["flag"] = bool(flagged or beaten)
+    where = f"{100 * abs(residual):.2f} points {'below' if residual < 0 else 'above'} the matched pairs' prediction"
+    if flagged or beaten:
+        reasons = [f"EER_val {where}, beyond the {100 * margin:.2f}-point margin"] if flagged else []
+        return {**fields, "verdict": OVERESTIMATED, "reason": "; ".join(reasons + ([beaten_reason] if beaten else []))}
+    if predicted - margin < 0:
+        return {**fields, "verdict": UNDETERMINED,
+                "reason": (f"insufficient power: at EER_test {100 * row['eer_test']:.2f} % a flag needs EER_val below "
+                           f"{100 * (predicted - margin):.2f} %, which no EER_val reaches (margin {100 * margin:.2f} "
+                           "points: more trusted pairs, speakers or trials narrow it)")}
+    if -residual + margin < settings.tolerance:
+        return {**fields, "verdict": TRUSTWORTHY,
+                "reason": (f"EER_val {where}; its excess gap is below {100 * (margin - residual):.2f} points at "
+                           f"{100 * (1 - alpha):g} % confidence, within detect.tolerance="
+                           f"{100 * settings.tolerance:g}")}
+    return {**fields, "verdict": NOT_FLAGGED,
+            "reason": f"EER_val {where}; a flag needs EER_val below {100 * (predicted - margin):.2f} %"}
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95 % by default): how a measured
+    false-alarm or detection rate is reported.
+
+    >>> [round(v, 4) for v in wilson_interval(2, 40)]
+    [0.0138, 0.165]
+    """
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
 
 
 def seed_summary(rows: list[dict]) -> list[dict]:

@@ -11,9 +11,15 @@ The format is told by the number of whitespace-separated fields (blank lines ski
   matrices (target = same speaker; side a is the original side of an OP table). Rows with
   segment_a == segment_b compare a segment with itself (or with its own anonymised
   version) and are left out of the target / non-target scores.
+
+The two-way speaker bootstrap needs the test speaker of every trial: speaker_b of a table;
+for the formats with a test utterance id, its speaker in a `utt2spk` map (Kaldi's file,
+`read_utt2spk`), else read from the id itself when every id has the LibriSpeech
+(`19-198-0001`: speaker 19) or VCTK (`p225_001`: speaker p225) form.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,12 +38,15 @@ LAYOUTS = {
 }
 SCORE_FIELD = {"score_label": 0, "vpc": 2, "trials": 2, "table": 4}
 LABELS = {"score_label": ("1", "0"), "trials": ("target", "nontarget")}
+SPEAKER_IN_ID = (re.compile(r"^([^-\s]+)-[^-\s]+-\d+$"),  # LibriSpeech: speaker-chapter-utterance
+                 re.compile(r"^([a-z]*\d+)_\d+(?:_mic\d)?$"))  # VCTK: p225_001, p225_001_mic1
 
 
 @dataclass(frozen=True)
 class ScoreFile:
     """Scores of one file split by class; speakers where the format has them
-    (the enrolment speaker, or speaker a of a trial table); the table itself for tables."""
+    (`*_speakers`: the enrolment speaker, or speaker a of a trial table; `*_test_speakers`:
+    the test utterance's speaker, or speaker b); the table itself for tables."""
 
     path: str
     format: str
@@ -46,6 +55,13 @@ class ScoreFile:
     target_speakers: np.ndarray | None
     nontarget_speakers: np.ndarray | None
     table: TrialTable | None
+    target_test_speakers: np.ndarray | None = None
+    nontarget_test_speakers: np.ndarray | None = None
+
+    def speaker_sides(self) -> dict:
+        """The speaker keywords of `bootstrap_ci` (both sides of every trial)."""
+        return {"tar_speakers": self.target_speakers, "non_speakers": self.nontarget_speakers,
+                "tar_test_speakers": self.target_test_speakers, "non_test_speakers": self.nontarget_test_speakers}
 
 
 def field_count(path: str | Path) -> int:
@@ -71,9 +87,40 @@ def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[i
     return rows, numbers
 
 
-def read_scores(path: str | Path, trials: str | Path | None = None) -> ScoreFile:
+def read_utt2spk(path: str | Path) -> dict[str, str]:
+    """A Kaldi `utt2spk` file (`utterance speaker` per line) as a dict."""
+    rows, numbers = _rows(Path(path), "utt2spk file")
+    found: dict[str, str] = {}
+    for fields, number in zip(rows, numbers):
+        if len(fields) != 2:
+            raise input_error(path, f"{len(fields)} fields, expected 2 (utterance speaker)", number)
+        if fields[0] in found and found[fields[0]] != fields[1]:
+            raise input_error(path, f"utterance {fields[0]} is given two speakers, {found[fields[0]]} and {fields[1]}",
+                              number)
+        found[fields[0]] = fields[1]
+    return found
+
+
+def speakers_of_utterances(utterances: list[str], utt2spk: dict[str, str] | None, path: Path,
+                  numbers: np.ndarray) -> np.ndarray | None:
+    """The speaker of every test utterance: from `utt2spk` (every one must be listed), else
+    from the ids when all have the LibriSpeech or VCTK form; None when they do not."""
+    if utt2spk is not None:
+        for utterance, number in zip(utterances, numbers):
+            if utterance not in utt2spk:
+                raise input_error(path, f"test utterance {utterance} is not in the utt2spk map", int(number))
+        return np.asarray([utt2spk[u] for u in utterances])
+    for pattern in SPEAKER_IN_ID:
+        found = [pattern.match(u) for u in utterances]
+        if all(found):
+            return np.asarray([m.group(1) for m in found])
+    return None
+
+
+def read_scores(path: str | Path, trials: str | Path | None = None, utt2spk: dict[str, str] | None = None) -> ScoreFile:
     """Read a score file in any of the formats (`trials`: the trials file of a VPC 3-field
-    score file); bad input raises `file:line: problem`."""
+    score file; `utt2spk`: the speaker of every test utterance, see the module docstring);
+    bad input raises `file:line: problem`."""
     path = Path(path)
     rows, numbers = _rows(path)
     if not rows:
@@ -96,16 +143,17 @@ def read_scores(path: str | Path, trials: str | Path | None = None) -> ScoreFile
         distinct = columns[1] != columns[3]
         scores = scores[distinct]
         target = table.is_target()[distinct]
-        speakers = columns[0][distinct]
+        speakers, tested = columns[0][distinct], columns[2][distinct]
     else:
         if fmt == "vpc":
             target = _vpc_labels(path, rows, numbers, trials)
         else:
             target = _parse_labels(path, fmt, [fields[-1] for fields in rows], numbers)
-        table, speakers = None, None
+        table, speakers, tested = None, None, None
         if fmt in ("trials", "vpc"):
             speakers = np.asarray([fields[0] for fields in rows])
             _refuse_repeats(path, speakers, np.asarray([fields[1] for fields in rows]), numbers)
+            tested = speakers_of_utterances([fields[1] for fields in rows], utt2spk, path, numbers)
     if not target.any() or target.all():
         missing = "target" if not target.any() else "non-target"
         raise input_error(path, f"no {missing} trials: both classes are needed")
@@ -117,6 +165,8 @@ def read_scores(path: str | Path, trials: str | Path | None = None) -> ScoreFile
         target_speakers=None if speakers is None else speakers[target],
         nontarget_speakers=None if speakers is None else speakers[~target],
         table=table,
+        target_test_speakers=None if tested is None else tested[target],
+        nontarget_test_speakers=None if tested is None else tested[~target],
     )
 
 

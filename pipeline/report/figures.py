@@ -25,7 +25,8 @@ from scipy.stats import norm
 
 from pipeline.fileio import atomic_path
 from pipeline.metrics.dcf import DetCurve
-from pipeline.metrics.detection import OVERESTIMATED, TRUSTWORTHY, UNDETERMINED, Line
+from pipeline.metrics.detection import NOT_FLAGGED, OVERESTIMATED, TRUSTWORTHY, UNDETERMINED
+from pipeline.metrics.detectors import from_fit
 from pipeline.metrics.similarity import SimilarityResult
 from pipeline.metrics.zebra import EceProfile
 
@@ -162,8 +163,9 @@ def detection_plot(rows: list[dict], fit: dict, title: str | None = None) -> Fig
     one-sided lower prediction bound when there is one.
 
     Colour: the attacker's training system; marker: the evaluated system (a star for a trusted
-    pair, which is matched); filled when trustworthy, ringed in red when overestimated, hollow
-    when undetermined; thin bars: the bootstrap intervals. Up to LABEL_LIMIT points are also
+    pair, which is matched); filled and edged in black when trustworthy, pale when not
+    flagged, ringed in red when overestimated, hollow when undetermined; thin bars: the
+    bootstrap intervals. Up to LABEL_LIMIT points are also
     labelled "(evaluated, attacker)"; the legend sits right of the axes."""
     attackers = sorted({r["attacker_anonymizer"] for r in rows})
     evaluated = sorted({r["anonymizer"] for r in rows if r.get("role") != "trusted"})
@@ -172,7 +174,7 @@ def detection_plot(rows: list[dict], fit: dict, title: str | None = None) -> Fig
     entries: list[tuple] = []  # (legend handle, label); a None handle is a section header
     figure = Figure()
     axes = figure.add_subplot()
-    if "slope" in fit:
+    if "reason" not in fit:
         entries += _draw_line(axes, fit, [r["eer_test"] for r in rows])
     for r in rows:
         _draw_point(axes, r, colours[r["attacker_anonymizer"]],
@@ -183,10 +185,10 @@ def detection_plot(rows: list[dict], fit: dict, title: str | None = None) -> Fig
     if any(r.get("eer_test_ci") or r.get("eer_val_ci") for r in rows):
         entries.append((Line2D([], [], color="dimgrey", linewidth=0.7, alpha=0.5), "bootstrap intervals"))
     entries.append((None, "verdict"))
-    entries += [(_verdict_handle(v), v) for v in (TRUSTWORTHY, OVERESTIMATED, UNDETERMINED)
+    entries += [(_verdict_handle(v), v) for v in (TRUSTWORTHY, NOT_FLAGGED, OVERESTIMATED, UNDETERMINED)
                 if any(r.get("verdict") == v for r in rows)]
     if any(r.get("role") == "trusted" for r in rows):
-        entries.append((_marker_handle("*", markersize=11), "trusted pair (defines the line)"))
+        entries.append((_marker_handle("*", markersize=11), "trusted pair (calibrates)"))
     entries += [(None, "attacker trained on"), *((Patch(color=colours[a]), a) for a in attackers)]
     if evaluated:
         entries += [(None, "evaluated system"), *((_marker_handle(markers[e]), e) for e in evaluated)]
@@ -206,17 +208,19 @@ def detection_plot(rows: list[dict], fit: dict, title: str | None = None) -> Fig
 
 
 def _draw_line(axes, fit: dict, xs: list[float]) -> list[tuple]:
-    """The trusted line and its prediction band over the points' EER_test; their legend entries."""
-    line = Line.from_fit(fit)
-    low, high = min(xs + [fit["mean_x"]]), max(xs + [fit["mean_x"]])
+    """The matched pairs' prediction of EER_val and its one-sided band over the points'
+    EER_test; their legend entries."""
+    model = from_fit(fit)
+    low, high = min(xs), max(xs)
     pad = 0.1 * (high - low) + 0.01
     grid = np.linspace(max(0.0, low - pad), min(0.5, high + pad) if high < 0.5 else high + pad, 100)
-    predicted = line.predict(grid)
-    bound = predicted - np.array([line.margin(x, fit["false_alarm"]) for x in grid])
+    predicted = np.array([model.predict(x) for x in grid])
+    alpha = fit.get("band_false_alarm", fit["false_alarm"])
+    bound = predicted - np.array([model.margin(x, alpha) for x in grid])
     (drawn,) = axes.plot(100 * grid, 100 * predicted, color="C2", linestyle="--")
     band = axes.fill_between(100 * grid, 100 * bound, 100 * predicted, color="C2", alpha=0.15)
-    return [(drawn, f"trusted line ({fit['source']})"),
-            (band, f"{100 * (1 - fit['false_alarm']):g} % one-sided prediction bound")]
+    return [(drawn, f"matched prediction, {fit['method']} ({fit['source']})"),
+            (band, f"{100 * (1 - alpha):g} % one-sided margin")]
 
 
 def _draw_point(axes, row: dict, colour, marker: str) -> None:
@@ -227,8 +231,10 @@ def _draw_point(axes, row: dict, colour, marker: str) -> None:
                   ecolor=colour, elinewidth=0.7, alpha=0.5, zorder=2)
     size = 180 if marker == "*" else 50
     hollow = row.get("verdict") == UNDETERMINED
+    pale = row.get("verdict") == NOT_FLAGGED
     axes.scatter([x], [y], s=size, marker=marker, facecolors="white" if hollow else [colour],
-                 edgecolors=[colour] if hollow else "black", linewidths=1.3 if hollow else 0.5, zorder=3)
+                 edgecolors=[colour] if hollow or pale else "black", linewidths=1.3 if hollow else 0.5,
+                 alpha=0.45 if pale else 1.0, zorder=3)
     if row.get("verdict") == OVERESTIMATED:
         axes.scatter([x], [y], s=2.5 * size + 60, marker="o", facecolors="none", edgecolors=FLAG, linewidths=1.4,
                      zorder=3)
@@ -255,6 +261,9 @@ def _verdict_handle(verdict: str):
     if verdict == OVERESTIMATED:
         return (_marker_handle("o"), Line2D([], [], linestyle="none", marker="o", markersize=13,
                                             markerfacecolor="none", markeredgecolor=FLAG, markeredgewidth=1.4))
+    if verdict == NOT_FLAGGED:
+        return Line2D([], [], linestyle="none", marker="o", markerfacecolor="dimgrey", markeredgecolor="dimgrey",
+                      alpha=0.45)
     return _marker_handle("o")
 
 

@@ -1,16 +1,21 @@
 """Stage 7 — detect: is a privacy estimate overestimated? EER_val against EER_test.
 
-One row per attack of an experiment that has both a validation and a test EER, judged
-against the line of the trusted matched pairs (panariello2025 §4, Fig. 2). The statistics
-(line fit, prediction bound, relative drop, verdicts) are `pipeline.metrics.detection`'s.
+One row per attack of an experiment that has both a validation and a test EER, judged by
+the detection statistics of `pipeline.metrics.detection` (the val-test model calibrated on
+the trusted matched pairs, and the column test where several attackers were scored on the
+same evaluation data; panariello2025 §3.4).
 """
 from __future__ import annotations
 
-from pipeline.metrics.detection import assess, pairs, read_trusted
+from pipeline.metrics.detection import Settings, assess, pairs, read_trusted
 
 
-def run(records: list[dict], test_split: str = "test", trusted=None, false_alarm: float = 0.05,
-        replicates: dict[str, list[float]] | None = None) -> tuple[list[dict], list[dict]]:
+def run(records: list[dict], test_split: str = "test", trusted=None, settings: Settings = Settings(),
+        replicates: dict[str, list[float]] | None = None, protocol: str | None = None,
+        seeds: tuple = (None, None)) -> tuple[list[dict], list[dict]]:
     """Detection rows of one experiment (one per attack with validation and test records)
-    and the fits they were judged against; `trusted` is `detect.trusted`."""
-    return assess(pairs(records, test_split, replicates), trusted=read_trusted(trusted), false_alarm=false_alarm)
+    and the fits they were judged against; `trusted` is `detect.trusted`, `protocol` the
+    experiment's validation protocol, `seeds` its (training, anonymisation) seeds."""
+    rows = [{**row, "validation_protocol": protocol, "seed": seeds[0], "anonymization_seed": seeds[1]}
+            for row in pairs(records, test_split, replicates)]
+    return assess(rows, trusted=read_trusted(trusted), settings=settings)

@@ -1,15 +1,25 @@
 """Stage 3 — split: hold out validation data from the attacker's training set.
 
-A share (`val_fraction`, 10 % by default) of every training speaker's utterances is held
-out (`holdout: speaker`), or that share of the whole training list, drawn at random as the
-VPC 2024 toolkit draws its validation list (`holdout: list`); either is chosen by a seed
-from the sorted utterance ids, so the original and the anonymised training sets (same ids)
-are split identically. The held-out utterances form a
-verification protocol as in panariello2025 §3.4: per speaker `enroll_utterances`
+Three ways to hold out (`holdout`), each chosen by a seed from the sorted ids, so the
+original and the anonymised training sets (same ids) are split identically:
+
+- `unseen` (default): every utterance of `val_fraction` of each gender's speakers (at least
+  `MIN_UNSEEN` per gender), or of the speakers `unseen_speakers` names. The attacker never
+  trains on them, so EER_val measures what EER_test measures, verification of new speakers
+  of the attacker's own training data, and a matched attacker's EER_val and EER_test differ
+  by sampling noise; an attacker mismatched with the evaluation data keeps its EER_val low
+  while its EER_test rises (`pipeline.metrics.detection`). Seen speakers, by contrast, are
+  memorised by a well-trained attacker: on small corpora their EER_val is 0 whatever the
+  system, so it cannot tell a mismatch.
+- `speaker` (panariello2025 §3.4): `val_fraction` of every training speaker's utterances;
+  the validation speakers are also training speakers.
+- `list` (VPC 2024): `val_fraction` of the whole training list at random.
+
+The held-out utterances form a verification protocol: per speaker `enroll_utterances`
 enrolment utterances, the rest as trials, target and non-target trials within gender
 (every enrolled speaker against every trial utterance, or with `sparse_trials`
 {target: 3, nontarget: 5} that many drawn per speaker, as the paper's ~8 trials with 3
-targets).
+targets). The stage's record counts each protocol's speakers and trials.
 
 Model selection and the reported EER_val use disjoint speakers: per gender a seeded share
 `select_fraction` of the validation speakers forms the *selection* protocol (the training
@@ -22,8 +32,9 @@ Fallback (documented): a speaker with fewer than `enroll_utterances + 1` held-ou
 utterances enrols with all but one of them; fewer than 2 held-out utterances is an error
 naming the speaker, since it could give no trial, except under `holdout: list`, where such
 speakers (a random list always leaves some) stay out of the validation protocols; their
-held-out utterances are still not trained on. A protocol without target or
-non-target trials (too few speakers for `select_fraction`) is an error naming the key.
+held-out utterances are still not trained on. A gender with too few speakers to hold
+`MIN_UNSEEN` out and train on one, and a protocol without target or non-target trials
+(too few speakers for `select_fraction`), are errors naming the key.
 
 Output folder: manifests/{train,val,val_enrolls,val_trials,select_enrolls,select_trials}.jsonl,
 trials/{val_trials,select_trials}.txt.
@@ -38,6 +49,7 @@ from omegaconf import DictConfig
 from anonymizers.base import stable_seed
 from pipeline.cache import Cache, plain
 from pipeline.data.manifest import (
+    GENDERS,
     Trial,
     Utterance,
     by_speaker,
@@ -47,25 +59,67 @@ from pipeline.data.manifest import (
     write_trials,
 )
 from pipeline.data.protocol import cross_trials
-from pipeline.errors import VpevalError
+from pipeline.errors import VpevalError, input_error
 from pipeline.layout import manifest_path, trials_path
 
 VERSION = 2
-HOLDOUTS = ("speaker", "list")
+HOLDOUTS = ("unseen", "speaker", "list")
+MIN_UNSEEN = 4  # unseen validation speakers per gender: 2 select the epoch, 2 report EER_val
 
 
 def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int) -> Path:
     """Split `train_manifest` into training and validation data; returns the stage folder."""
-    params = {**plain(split), "seed": seed}
+    settings = {**plain(split), "unseen_speakers": named_speakers(split.get("unseen_speakers"))}
     inputs = {"train": file_digest(train_manifest)}
-    return cache.build("split", params, inputs,
-                       lambda out: _build(out, read_manifest(train_manifest), seed, **plain(split)), VERSION)
+    return cache.build("split", {**settings, "seed": seed}, inputs,
+                       lambda out: _build(out, read_manifest(train_manifest), seed, **settings), VERSION)
 
 
-def hold_out(utts: list[Utterance], seed: int, val_fraction: float,
-             holdout: str = "speaker") -> tuple[list[Utterance], list[Utterance]]:
-    """(train, val): `round(val_fraction * n)` utterances of every speaker held out, at least 1
-    (`holdout="speaker"`), or `round(val_fraction * n)` of all n, at least 1 (`"list"`)."""
+def named_speakers(spec) -> list[str] | None:
+    """`split.unseen_speakers`: None, a list of speaker ids, or a file of ids (one per line)."""
+    if spec is None or not isinstance(spec, str):
+        return None if spec is None else [str(s) for s in spec]
+    path = Path(spec)
+    if not path.is_file():
+        raise input_error(path, "file of unseen validation speakers not found (split.unseen_speakers)")
+    speakers = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+    if not speakers:
+        raise input_error(path, "no speaker id (split.unseen_speakers: one id per line)")
+    return speakers
+
+
+def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str = "speaker",
+             unseen_speakers: list[str] | None = None) -> tuple[list[Utterance], list[Utterance]]:
+    """(train, val): every utterance of `round(val_fraction * n)` of each gender's n speakers,
+    at least `MIN_UNSEEN` (`holdout="unseen"`); `round(val_fraction * n)` utterances of every
+    speaker, at least 1 (`"speaker"`); or `round(val_fraction * n)` of all n utterances, at
+    least 1 (`"list"`). `unseen_speakers` names the unseen speakers instead of a draw."""
+    if unseen_speakers is not None:
+        if holdout != "unseen":
+            raise VpevalError(f"split.unseen_speakers names speakers to hold out unseen, but split.holdout={holdout}: "
+                              "set split.holdout=unseen")
+        present = {u.speaker for u in utts}
+        absent = [s for s in unseen_speakers if s not in present]
+        if absent:
+            raise VpevalError(f"split.unseen_speakers: {len(absent)} speaker(s) not in the attacker's training list "
+                              f"(e.g. {', '.join(absent[:3])})")
+        held = set(unseen_speakers)
+        return [u for u in utts if u.speaker not in held], [u for u in utts if u.speaker in held]
+    if holdout == "unseen":
+        held = set()
+        for gender in GENDERS:
+            speakers = sorted({u.speaker for u in utts if u.gender == gender})
+            if not speakers:
+                continue
+            n_val = max(MIN_UNSEEN, int(round(val_fraction * len(speakers))))
+            if n_val >= len(speakers):
+                raise VpevalError(
+                    f"split.holdout=unseen: the attacker's training list has {len(speakers)} {'female' if gender == 'f' else 'male'} "
+                    f"speaker(s); {n_val} are held out unseen (split.val_fraction={val_fraction}, at least "
+                    f"{MIN_UNSEEN}) and one must remain to train on: add speakers or use split.holdout=speaker")
+            rng = np.random.default_rng(stable_seed(seed, f"split:unseen:{gender}"))
+            held.update(speakers[i] for i in rng.permutation(len(speakers))[:n_val])
+        return [u for u in utts if u.speaker not in held], [u for u in utts if u.speaker in held]
     if holdout == "list":
         ordered = sorted(utts, key=lambda u: u.id)
         rng = np.random.default_rng(stable_seed(seed, "split:list"))
@@ -85,8 +139,9 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float,
 
 
 def _build(out: Path, utts: list[Utterance], seed: int, val_fraction: float, enroll_utterances: int,
-           select_fraction: float | None = 0.5, sparse_trials: dict | None = None, holdout: str = "speaker") -> dict:
-    train, val = hold_out(utts, seed, val_fraction, holdout)
+           select_fraction: float | None = 0.5, sparse_trials: dict | None = None, holdout: str = "speaker",
+           unseen_speakers: list[str] | None = None) -> dict:
+    train, val = hold_out(utts, seed, val_fraction, holdout, unseen_speakers)
     held = by_speaker(val)
     too_few = sorted(speaker for speaker, own in held.items() if len(own) < 2)
     if too_few and holdout == "speaker":

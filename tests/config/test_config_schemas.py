@@ -65,7 +65,7 @@ def _fields(schema, prefix):
     # sections, nested sections, optional sections, mappings of sections, lists of numbers
     (["utility.wer=no"], "utility.wer='no': must be true or false"),
     (["split.val_fraction=half"], "split.val_fraction=half: must be a number"),
-    (["split=3"], "split=3: must be a mapping {val_fraction, holdout, enroll_utterances, select_fraction, sparse_trials}"),
+    (["split=3"], "split=3: must be a mapping {val_fraction, holdout, unseen_speakers, enroll_utterances, select_fraction, sparse_trials}"),
     (["split.sparse_trials={target:3,nontarget:x}"], "split.sparse_trials.nontarget=x: must be an integer"),
     (["split.sparse_trials=5"], "split.sparse_trials=5: must be null or a mapping {target, nontarget}"),
     (["detect.bootstrap.n_resamples=1.5"], "detect.bootstrap.n_resamples=1.5: must be an integer"),

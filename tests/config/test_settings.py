@@ -22,7 +22,7 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("device=gpu", "device=gpu: must be auto, cpu, cuda or cuda:N"),
     ("split.val_fraction=1.0", "split.val_fraction=1.0: must be a number in (0, 1)"),
     ("split.val_fraction=0", "split.val_fraction=0: must be a number in (0, 1)"),
-    ("split.holdout=random", "split.holdout=random: must be speaker or list"),
+    ("split.holdout=random", "split.holdout=random: must be unseen, speaker or list"),
     ("split.enroll_utterances=0", "split.enroll_utterances=0: must be an integer >= 1"),
     ("detect.false_alarm=0.5", "detect.false_alarm=0.5: must be a number in (0, 0.5)"),
     ("detect.bootstrap.unit=utterances", "detect.bootstrap.unit=utterances: must be speakers or trials"),
@@ -43,7 +43,11 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("eval_splits=[test,tst]", "eval_splits=['test', 'tst']: 'tst' is not an evaluation subset of data=synthetic"),
     ("detect.test_split=dev2", "detect.test_split=dev2: must be one of eval_splits ['dev', 'test']"),
     ("distributed.node_rank=1", "distributed.node_rank=1: must be below distributed.nodes=1"),
-    ("split.val_fraction=0.04", "split.val_fraction=0.04: holds out 1 of the 30 utterances per speaker of train-synth"),
+    ("split.val_fraction=0.99", "split.holdout=unseen: train-synth has 20 female and 20 male speaker(s); split.val_fraction=0.99 holds out at least 4"),
+    ("detect.method=ratio", "detect.method=ratio: must be gap, gap_re or line"),
+    ("detect.tolerance=0.5", "detect.tolerance=0.5: must be a number in (0, 0.5)"),
+    ("attacker.pretrained_on=anonymised", "attacker.pretrained_on=anonymised: must be original or anonymized"),
+    ("split.unseen_speakers=3", "split.unseen_speakers=3: must be null, a list of speaker ids or the path"),
     ("attacks.OO.trials=anonymised", "attacks.OO.trials=anonymised: must be original or anonymized"),
     ("anonymizer=external", "anonymizer.command: required, not set (add anonymizer.command=...)"),
 ])
@@ -52,8 +56,15 @@ def test_bad_setting_is_named_with_what_is_allowed(override, expected):
     assert len(found) == 1 and found[0].startswith(expected), found
 
 
+def test_speaker_holdout_needs_two_utterances_per_speaker_and_named_speakers_need_unseen():
+    (found,) = problems(compose(["split.val_fraction=0.04", "split.holdout=speaker"]))
+    assert found.startswith("split.val_fraction=0.04: holds out 1 of the 30 utterances per speaker of train-synth")
+    (found,) = problems(compose(["split.holdout=speaker", "split.unseen_speakers=[19]"]))
+    assert found.startswith("split.unseen_speakers is set, but split.holdout=speaker")
+
+
 def test_rules_accept_the_edges_of_their_ranges():
-    cfg = compose(["split.val_fraction=0.999", "seed=0", "detect.false_alarm=0.001", "device=cuda:3",
+    cfg = compose(["split.val_fraction=0.999", "split.holdout=speaker", "seed=0", "detect.false_alarm=0.001", "device=cuda:3",
                    "attacker.training.scheduler.warmup_fraction=0", "data.generate.duration=[1.0,1.0]"])
     assert problems(cfg) == []
 

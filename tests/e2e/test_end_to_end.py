@@ -13,6 +13,7 @@ from pipeline.config import compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.experiment import run_experiment
+from pipeline.metrics.detection import VERDICTS
 from pipeline.utility import NO_WORDS
 from tests.helpers import kaldi_dir, tone
 
@@ -78,7 +79,8 @@ def test_attacks_carry_signal(first):
 
 
 def test_a_sweep_reaches_a_fitted_line(first):
-    """Three trusted matched systems define the line; a mismatched pair is judged against it."""
+    """Three trusted matched systems calibrate the gap model; a mismatched pair is judged
+    against it, and against the matched attacker scored on the same trials (column test)."""
     data, _ = first
     sweep = data / "runs" / "sweep"
     points = [("mcadams", "mcadams"), ("mcadams_fixed", "mcadams_fixed"), ("mcadams_a07_09", "mcadams_a07_09"),
@@ -90,10 +92,11 @@ def test_a_sweep_reaches_a_fitted_line(first):
         run_experiment(cfg, sweep / str(number))
     found = json.loads((aggregate(sweep) / "results.json").read_text())
     (fit,) = found["detection_fit"]
-    assert fit["n_points"] == 3 and "slope" in fit
+    assert fit["n_points"] == 3 and fit["method"] == "gap" and "mean_gap" in fit
     (judged,) = [d for d in found["detection"] if d["attacker_anonymizer"] != d["anonymizer"]]
-    assert judged["role"] == "judged" and judged["verdict"] in ("trustworthy", "overestimated")
+    assert judged["role"] == "judged" and judged["verdict"] in VERDICTS and judged["margin"] > 0
     assert judged["residual_ci"][0] <= judged["residual"] <= judged["residual_ci"][1]
+    assert judged["column"]["other"] == "mcadams (AA)" and judged["column"]["comparisons"] == 1
 
 
 def test_report_has_voice_similarity_of_every_set(first):

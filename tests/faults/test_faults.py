@@ -40,7 +40,8 @@ from pipeline.fileio import is_temporary
 EXPERIMENT = [
     "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu", "eval_splits=[test]", "~attacks.OO",
     "data.generate.subsets.train-synth.female=2", "data.generate.subsets.train-synth.male=2",
-    "data.generate.subsets.train-synth.utterances=10", "split.val_fraction=0.2", "split.select_fraction=null",
+    "data.generate.subsets.train-synth.utterances=10", "split.holdout=speaker", "split.val_fraction=0.2",
+    "split.select_fraction=null",
     "attacker.training.epochs=2", "attacker.training.batch_size=8", "attacker.training.checkpoint_every=2",
 ]
 # In execution order; each applies to a fresh process resuming what the previous one left.

@@ -38,3 +38,18 @@ def test_cli_metrics_one_class(tmp_path):
     message = cli_message(vpeval("metrics", str(path), tmp=tmp_path))
     record("cli-one-class", "`vpeval metrics` on a score file with non-target trials only", "CLI (exit 2)",
            message, tmp_path, "scores.txt", "no target trials")
+
+
+def test_cli_metrics_bootstrap_without_test_speakers(tmp_path):
+    path = write_lines(tmp_path / "scores.txt", GOOD_SCORES)
+    message = cli_message(vpeval("metrics", str(path), "--bootstrap", "10", tmp=tmp_path))
+    record("cli-no-test-speakers", "`vpeval metrics --bootstrap` on test utterance ids that do not name their "
+           "speaker (`u1`)", "CLI (exit 2)", message, tmp_path, "scores.txt", "--utt2spk", "--bootstrap-unit trials")
+
+
+def test_cli_metrics_utt2spk_missing_an_utterance(tmp_path):
+    path = write_lines(tmp_path / "scores.txt", GOOD_SCORES)
+    utt2spk = write_lines(tmp_path / "utt2spk", ["u1 e1"])
+    message = cli_message(vpeval("metrics", str(path), "--bootstrap", "10", "--utt2spk", str(utt2spk), tmp=tmp_path))
+    record("utt2spk-missing", "`vpeval metrics --utt2spk` whose file lacks a test utterance", "CLI (exit 2)",
+           message, tmp_path, "scores.txt:2", "u2", "utt2spk")

@@ -31,7 +31,15 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.settings, before an
     ("split-not-in-corpus", "an evaluation split the corpus does not have (`eval_splits=[test,tst]`)",
      "eval_splits=[test,tst]", ("eval_splits", "'tst'", "data=synthetic")),
     ("too-few-held-out", "a validation fraction that holds out fewer than 2 utterances per speaker "
-     "(`split.val_fraction=0.02`)", "split.val_fraction=0.02", ("split.val_fraction=0.02", "at least 2")),
+     "(`split.holdout=speaker split.val_fraction=0.02`)", "split.holdout=speaker split.val_fraction=0.02",
+     ("split.val_fraction=0.02", "at least 2")),
+    ("too-few-unseen", "unseen validation speakers that leave none to train on (`split.val_fraction=0.99`)",
+     "split.val_fraction=0.99", ("split.holdout=unseen", "train-synth has 20 female", "one must remain")),
+    ("named-unseen-not-unseen", "unseen speakers named under another holdout "
+     "(`split.holdout=speaker split.unseen_speakers=[19]`)", "split.holdout=speaker split.unseen_speakers=[19]",
+     ("split.unseen_speakers", "split.holdout=speaker")),
+    ("unknown-detector", "a detector that does not exist (`detect.method=ratio`)", "detect.method=ratio",
+     ("detect.method=ratio", "gap, gap_re or line")),
     ("required-unset", "a required value left unset (`anonymizer=external` without `anonymizer.command`)",
      "anonymizer=external", ("anonymizer.command", "required")),
 ]
@@ -42,7 +50,7 @@ def test_settings_rows(tmp_path, row, what, override, needles):
     from pipeline.settings import check_settings
 
     record(row, what, "settings (pipeline.settings, before any stage)",
-           raised(check_settings, compose([override])), tmp_path, *needles)
+           raised(check_settings, compose(override.split())), tmp_path, *needles)
 
 
 def test_cli_every_bad_setting_at_once(tmp_path):
@@ -102,3 +110,62 @@ def test_cli_evaluation_speaker_in_training_data(tmp_path):
     message = cli_message(vpeval("validate", "data=librispeech", f"data.root={root}", tmp=tmp_path))
     record("cli-seen-speaker", "`vpeval validate` on a corpus whose test speaker 11 is also a training speaker",
            "CLI / prepare (exit 2, before any audio is read)", message, tmp_path, "['11']", "training data")
+
+
+def test_split_names_unseen_speakers_absent_from_the_training_list(tmp_path):
+    from omegaconf import OmegaConf
+
+    from pipeline.cache import Cache
+    from pipeline.data.manifest import write_manifest
+    from pipeline.stages import split
+    from tests.helpers import utterances
+
+    manifest = write_manifest(tmp_path / "train.jsonl", utterances({str(i): "f" if i < 6 else "m" for i in range(12)}, 6))
+    cfg = OmegaConf.create({"val_fraction": 0.1, "holdout": "unseen", "unseen_speakers": ["1", "99", "98"],
+                            "enroll_utterances": 3, "select_fraction": None})
+    record("unseen-speakers-absent", "`split.unseen_speakers` naming speakers not in the training list", "split",
+           raised(split.run, cfg, manifest, Cache(tmp_path / "cache"), seed=1), tmp_path, "split.unseen_speakers",
+           "2 speaker(s)", "99")
+
+
+DETECTION_ROWS = [  # row, input, trusted CSV text or systems, needles (logged; the report says undetermined)
+    ("trusted-other-protocol", "a trusted CSV measured with another validation protocol than the runs'",
+     "eer_test,eer_val,protocol\n0.2,0.19,holdout=speaker\n0.3,0.28,holdout=speaker\n",
+     ("measured with validation protocol 'holdout=speaker'", "these pairs with 'holdout=unseen'")),
+    ("trusted-imported", "`detect.trusted` naming a system whose matched attacker is imported", ["s1", "s2"],
+     ("detect.trusted names s2", "imported")),
+    ("trusted-absent", "`detect.trusted` naming a system not in the sweep", ["s1", "s9"],
+     ("detect.trusted names s9", "no matched pair")),
+]
+
+
+@pytest.mark.parametrize("row, what, trusted, needles", DETECTION_ROWS, ids=[row[0] for row in DETECTION_ROWS])
+def test_detection_rows(tmp_path, row, what, trusted, needles):
+    from pipeline.metrics.detection import assess, read_trusted
+
+    if isinstance(trusted, str):
+        (tmp_path / "trusted.csv").write_text(trusted)
+        trusted = str(tmp_path / "trusted.csv")
+    rows = [{"attack": "AA", "anonymizer": s, "attacker_anonymizer": s, "eer_test": x, "eer_val": x - 0.01,
+             "validation_protocol": "holdout=unseen", "imported": "imported attacker" if s == "s2" else None}
+            for s, x in (("s1", 0.2), ("s2", 0.3), ("s3", 0.25))]
+    judged, (fit,) = assess(rows, trusted=read_trusted(trusted))
+    assert all(r["verdict"] == "undetermined" for r in judged[:1])
+    record(row, what, "detect (logged; the report is written, verdicts undetermined)", fit["reason"], tmp_path,
+           *needles)
+
+
+def test_power_study_of_one_seed(tmp_path, capsys):
+    import json
+
+    from tests.helpers import recipe_script
+
+    results = tmp_path / "sweep" / "aggregate" / "results.json"
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps({"jobs": [{"config": {"detect_trusted": "s1"}}], "detection": [
+        {"attack": "AA", "anonymizer": "s1", "attacker_anonymizer": "s1", "seed": 1, "eer_test": 0.2, "eer_val": 0.19}]}))
+    assert recipe_script("detection_power", "power").main([str(tmp_path / "sweep")]) == 2
+    message = capsys.readouterr().err.removeprefix("power: error: ")
+    assert (results.parent / "power.md").read_text().startswith("undetermined")
+    record("power-one-seed", "`recipes/detection_power/power.py` on a sweep of one seed", "power study (exit 2, "
+           "report written as undetermined)", message, tmp_path, "hydra.sweeper.params.seed", "at least 2")

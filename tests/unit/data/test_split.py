@@ -106,5 +106,35 @@ def test_list_holdout_draws_from_the_whole_list_and_validates_speakers_with_two(
 
 
 def test_unknown_holdout_is_named():
-    with pytest.raises(VpevalError, match="split.holdout must be one of speaker, list, got 'random'"):
+    with pytest.raises(VpevalError, match="split.holdout must be one of unseen, speaker, list, got 'random'"):
         split.hold_out(utterances(SPEAKERS, 10), 1, 0.1, "random")
+
+
+TWENTY = {str(i): "f" if i < 10 else "m" for i in range(20)}
+
+
+def test_unseen_holdout_keeps_whole_speakers_out_of_training(tmp_path):
+    """The default: validation speakers are never trained on, at least 4 per gender."""
+    utts = utterances(TWENTY, 8)
+    train, val = split.hold_out(utts, seed=1, val_fraction=0.1, holdout="unseen")
+    held = {u.speaker for u in val}
+    assert not held & {u.speaker for u in train} and len(val) == 8 * len(held)
+    assert sorted(TWENTY[s] for s in held) == ["f"] * 4 + ["m"] * 4
+    assert held != {u.speaker for u in split.hold_out(utts, seed=2, val_fraction=0.1, holdout="unseen")[1]}
+    out = run_split(tmp_path, utts, holdout="unseen", select_fraction=0.5)
+    speakers = {part: {u.speaker for u in read_manifest(manifest_path(out, f"{part}_enrolls"))} for part in ("select", "val")}
+    held = {u.speaker for u in read_manifest(manifest_path(out, "val"))}  # run_split's seed is 3
+    assert not speakers["select"] & speakers["val"] and speakers["select"] | speakers["val"] == held
+
+
+def test_named_unseen_speakers_are_held_out_and_too_few_speakers_are_named(tmp_path):
+    train, val = split.hold_out(utterances(TWENTY, 4), seed=1, val_fraction=0.1, holdout="unseen",
+                                unseen_speakers=["0", "1", "10", "11"])
+    assert {u.speaker for u in val} == {"0", "1", "10", "11"}
+    with pytest.raises(VpevalError, match="split.holdout=unseen: the attacker's training list has 4 female speaker"):
+        split.hold_out(utterances(SPEAKERS | {"5": "f", "6": "f"}, 4), seed=1, val_fraction=0.1, holdout="unseen")
+    (tmp_path / "ids.txt").write_text("\ufeff0\n10\n\n")
+    assert split.named_speakers(str(tmp_path / "ids.txt")) == ["0", "10"]
+    with pytest.raises(VpevalError, match="ids.txt: no speaker id"):
+        (tmp_path / "ids.txt").write_text("\n")
+        split.named_speakers(str(tmp_path / "ids.txt"))

@@ -260,14 +260,15 @@ def test_figures_are_written_atomically_as_images(tmp_path):
 
 
 def _detection_sweep(systems: list[str]) -> tuple[list[dict], dict]:
-    """Every (evaluated, attacker) pair of `systems`, judged against the line of the matched ones;
-    the pairs whose attacker's index exceeds the evaluated one's learnt their own system (low EER_val)."""
+    """Every (evaluated, attacker) pair of `systems`, judged against the matched ones' gaps; the
+    pairs whose attacker's index exceeds the evaluated one's learnt their own system (EER_val
+    20 points below EER_test), the others keep the matched gap of 1 point."""
     rng = np.random.default_rng(3)
     rows = []
     for i, evaluated in enumerate(systems):
         for j, attacker in enumerate(systems):
             eer_test = 0.1 + 0.05 * i + 0.02 * j + rng.uniform(0, 0.01)
-            eer_val = (0.5 * eer_test if i == j else 0.2 * eer_test if j > i else 0.45 * eer_test) + 0.01 * i
+            eer_val = eer_test - (0.2 if j > i else 0.01) + rng.normal(0, 0.002)
             rows.append({"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
                          "eer_test": eer_test, "eer_val_ci": [0.8 * eer_val, 1.2 * eer_val],
                          "eer_test_ci": [eer_test - 0.02, eer_test + 0.02]})
@@ -285,7 +286,7 @@ def test_detection_figure_of_a_large_sweep_has_legends_not_labels(tmp_path):
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
     attackers = legend[legend.index("attacker trained on") + 1: legend.index("evaluated system")]
     assert attackers == systems  # one coloured entry per attacker system
-    assert {"trustworthy", "overestimated", "trusted pair (defines the line)", "bootstrap intervals"} <= set(legend)
+    assert {"trustworthy", "overestimated", "trusted pair (calibrates)", "bootstrap intervals"} <= set(legend)
     detection_figure(rows, fit, tmp_path / "detection.png")
     assert (tmp_path / "detection.png").read_bytes().startswith(PNG)
 
@@ -296,7 +297,7 @@ def test_detection_figure_labels_a_few_points():
     figure = detection_plot(rows, {"reason": "no line"})
     labels = sorted(text.get_text() for text in figure.axes[0].texts)
     assert labels == ["(a, a)", "(a, b)", "(b, b)"]
-    assert "trusted line" not in " ".join(t.get_text() for t in figure.axes[0].get_legend().get_texts())
+    assert "matched prediction" not in " ".join(t.get_text() for t in figure.axes[0].get_legend().get_texts())
 
 
 # ---------------------------------------------------------------- zoo
@@ -318,14 +319,19 @@ def test_speaker_breakdown_by_hand():
 
 
 def _speaker_data(seed: int = 3):
+    """Scores with both sides' speakers: target trials of speaker s are (s, s), non-target
+    trials pair two different speakers."""
     rng = np.random.default_rng(seed)
     tar_spk = rng.integers(0, 8, 120).astype(str)
-    non_spk = rng.integers(0, 8, 900).astype(str)
-    return rng.normal(1.5, 1, 120).round(2), rng.normal(0, 1, 900).round(2), tar_spk, non_spk
+    non_spk = rng.integers(0, 8, 900)
+    non_test = ((non_spk + rng.integers(1, 8, 900)) % 8).astype(str)
+    sides = {"tar_speakers": tar_spk, "non_speakers": non_spk.astype(str), "tar_test_speakers": tar_spk,
+             "non_test_speakers": non_test}
+    return rng.normal(1.5, 1, 120).round(2), rng.normal(0, 1, 900).round(2), sides
 
 
 def test_one_trial_resample_equals_the_metric_on_the_resampled_arrays():
-    tar, non, _, _ = _speaker_data()
+    tar, non, _ = _speaker_data()
     result = bootstrap_ci(tar, non, n_resamples=1, unit="trials", seed=42)
     rng = np.random.default_rng(42)
     drawn_tar = tar[rng.integers(0, len(tar), len(tar))]
@@ -335,37 +341,98 @@ def test_one_trial_resample_equals_the_metric_on_the_resampled_arrays():
     assert result.eer.estimate == eer(tar, non)
 
 
-def test_one_speaker_resample_equals_the_metric_on_the_resampled_arrays():
-    tar, non, tar_spk, non_spk = _speaker_data()
-    result = bootstrap_ci(tar, non, n_resamples=1, tar_speakers=tar_spk, non_speakers=non_spk, seed=7)
-    speakers = np.unique(np.concatenate((tar_spk, non_spk)))
-    copies = np.bincount(np.random.default_rng(7).integers(0, len(speakers), len(speakers)), minlength=len(speakers))
-    weight = dict(zip(speakers, copies))
-    drawn_tar = np.repeat(tar, [weight[s] for s in tar_spk])
-    drawn_non = np.repeat(non, [weight[s] for s in non_spk])
+def brute_force_world(tar, non, sides, drawn):
+    """The trial list of a bootstrap world built literally: `drawn` lists the speakers drawn
+    (with repeats); every drawn copy keeps its own target trials, and every ordered pair of
+    copies of two different speakers keeps all their non-target trials."""
+    world_tar = [score for copy in drawn for score, s in zip(tar, sides["tar_speakers"]) if s == copy]
+    world_non = [score for enrol in drawn for test in drawn if enrol != test
+                 for score, e, t in zip(non, sides["non_speakers"], sides["non_test_speakers"])
+                 if (e, t) == (enrol, test)]
+    return np.asarray(world_tar), np.asarray(world_non)
+
+
+@pytest.mark.parametrize("seed", [7, 11, 12])
+def test_one_speaker_resample_equals_the_metric_on_a_world_built_by_hand(seed):
+    """Two-way speaker bootstrap: enrolment and test speakers both resampled."""
+    tar, non, sides = _speaker_data()
+    result = bootstrap_ci(tar, non, n_resamples=1, **sides, seed=seed)
+    speakers = np.unique(np.concatenate(list(sides.values())))
+    drawn = speakers[np.random.default_rng(seed).integers(0, len(speakers), len(speakers))]
+    drawn_tar, drawn_non = brute_force_world(tar, non, sides, list(drawn))
+    assert result.n_speakers == 8
     assert result.eer.low == pytest.approx(eer(drawn_tar, drawn_non), abs=1e-15)
     assert result.min_cllr.high == pytest.approx(min_cllr(drawn_tar, drawn_non), abs=1e-12)
 
 
+def test_two_way_intervals_are_wider_than_one_way():
+    """Resampling the test side too widens the interval when scores depend on it."""
+    rng = np.random.default_rng(0)
+    speakers = np.arange(12)
+    offset = rng.normal(0, 1, 12)  # how easy a speaker is to tell from others, on either side
+    enrol, test = (a.ravel() for a in np.meshgrid(speakers, speakers, indexing="ij"))
+    keep = enrol != test
+    enrol, test = enrol[keep], test[keep]
+    non = rng.normal(0, 0.3, len(enrol)) + offset[enrol] + offset[test]
+    tar_spk = np.repeat(speakers, 5)
+    tar = rng.normal(3, 0.5, len(tar_spk)) + 2 * offset[tar_spk]
+    two_way = bootstrap_ci(tar, non, 400, tar_speakers=tar_spk.astype(str), non_speakers=enrol.astype(str),
+                           tar_test_speakers=tar_spk.astype(str), non_test_speakers=test.astype(str), seed=1)
+    draws = np.random.default_rng(1).integers(0, 12, (400, 12))  # the old way: enrolment speakers only
+    one_way = [eer(np.repeat(tar, c[tar_spk]), np.repeat(non, c[enrol]))
+               for c in (np.bincount(d, minlength=12) for d in draws)]
+    assert two_way.eer.high - two_way.eer.low > np.diff(np.quantile(one_way, [0.025, 0.975]))[0]
+
+
 def test_bootstrap_is_seeded_and_brackets_the_estimate():
-    tar, non, tar_spk, non_spk = _speaker_data()
-    first = bootstrap_ci(tar, non, 200, tar_speakers=tar_spk, non_speakers=non_spk, seed=1)
-    again = bootstrap_ci(tar, non, 200, tar_speakers=tar_spk, non_speakers=non_spk, seed=1)
-    other = bootstrap_ci(tar, non, 200, tar_speakers=tar_spk, non_speakers=non_spk, seed=2)
+    tar, non, sides = _speaker_data()
+    first = bootstrap_ci(tar, non, 200, **sides, seed=1)
+    again = bootstrap_ci(tar, non, 200, **sides, seed=1)
+    other = bootstrap_ci(tar, non, 200, **sides, seed=2)
     assert first == again and first != other
     assert first.eer.low <= first.eer.estimate <= first.eer.high
     assert first.min_cllr.low < first.min_cllr.high
-    narrow = bootstrap_ci(tar, non, 200, confidence=0.5, tar_speakers=tar_spk, non_speakers=non_spk, seed=1)
+    narrow = bootstrap_ci(tar, non, 200, confidence=0.5, **sides, seed=1)
     assert first.eer.low <= narrow.eer.low <= narrow.eer.high <= first.eer.high
 
 
 def test_bootstrap_errors():
-    with pytest.raises(ScoreError, match="needs the speaker of every trial"):
+    with pytest.raises(ScoreError, match="needs the enrolment speaker of every trial"):
         bootstrap_ci([1.0], [0.0], 10)
+    with pytest.raises(ScoreError, match="needs the test speaker of every trial"):
+        bootstrap_ci([1.0], [0.0], 10, tar_speakers=["a"], non_speakers=["a"])
     with pytest.raises(ScoreError, match="unknown bootstrap unit"):
         bootstrap_ci([1.0], [0.0], 10, unit="utterances")
     with pytest.raises(ScoreError, match="confidence"):
         bootstrap_ci([1.0], [0.0], 10, unit="trials", confidence=1.0)
     # a single speaker owning every target: resamples without it lack targets
-    result = bootstrap_ci([1.0, 2.0], [0.0, 1.5, 0.5], 50, tar_speakers=["a", "a"], non_speakers=["b", "c", "d"])
-    assert result.n_discarded > 0
+    result = bootstrap_ci([1.0, 2.0], [0.0, 1.5, 0.5], 50, tar_speakers=["a", "a"], non_speakers=["b", "c", "d"],
+                          tar_test_speakers=["a", "a"], non_test_speakers=["c", "d", "b"])
+    assert result.n_redrawn > 0
+
+
+def test_cli_bootstrap_reads_test_speakers_from_ids_or_utt2spk(tmp_path, capsys):
+    """`vpeval metrics` resamples both sides: the test speaker from a LibriSpeech id, or from
+    --utt2spk for ids that do not carry it."""
+    rng = np.random.default_rng(0)
+    speakers = [str(s) for s in range(19, 27)]
+    lines, utt2spk = [], []
+    for e in speakers:
+        for t in speakers:
+            for k in range(3):
+                utt = f"{t}-100-{k:04d}"
+                score = rng.normal(2 if e == t else 0, 1)
+                lines.append(f"{e} {utt} {score:.3f} {'target' if e == t else 'nontarget'}")
+    path = tmp_path / "scores.txt"
+    path.write_text("\n".join(lines) + "\n")
+    assert main([str(path), "--bootstrap", "50", "--json", str(tmp_path / "a.json")]) == 0
+    first = json.loads((tmp_path / "a.json").read_text())["files"][0]["bootstrap"]
+    assert first["unit"] == "speakers" and first["n_speakers"] == 8
+    renamed = tmp_path / "renamed.txt"
+    renamed.write_text("\n".join(line.replace("-100-", "_x") for line in lines) + "\n")
+    (tmp_path / "utt2spk").write_text("".join(f"{t}_x{k:04d} {t}\n" for t in speakers for k in range(3)))
+    assert main([str(renamed), "--bootstrap", "50", "--utt2spk", str(tmp_path / "utt2spk"),
+                 "--json", str(tmp_path / "b.json")]) == 0
+    second = json.loads((tmp_path / "b.json").read_text())["files"][0]["bootstrap"]
+    assert second["eer"] == first["eer"]  # same speakers, same draws
+    capsys.readouterr()

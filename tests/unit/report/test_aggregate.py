@@ -11,7 +11,7 @@ from pipeline.aggregate import aggregate, main
 from pipeline.errors import VpevalError
 from pipeline.sweep import AggregateCallback, error_line, record_failure
 
-SYSTEMS = {"s1": (0.20, 0.080), "s2": (0.27, 0.101), "s3": (0.33, 0.119), "s4": (0.40, 0.140)}
+SYSTEMS = {"s1": (0.20, 0.185), "s2": (0.27, 0.262), "s3": (0.33, 0.318), "s4": (0.40, 0.391)}  # (EER_test, EER_val)
 
 
 def records(evaluated: str, attacker: str, eer_val: float, eer_test: float) -> list[dict]:
@@ -88,7 +88,7 @@ def test_aggregate_reports_matrix_detection_and_failed_points(sweep):
 
 
 def test_jobs_in_sub_folders_count_in_number_order(sweep):
-    write_job(sweep / "extra", 0, "s5", "s5", 0.16, 0.45)
+    write_job(sweep / "extra", 0, "s5", "s5", 0.44, 0.45)
     write_job(sweep, 10, "s1", "s3", 0.05, 0.3)
     found = json.loads((aggregate(sweep) / "results.json").read_text())
     assert [j["job"] for j in found["jobs"]] == ["0", "1", "2", "3", "4", "10", "extra/0"]
@@ -109,10 +109,16 @@ def test_trusted_file_and_cli(sweep, tmp_path, capsys, caplog):
     reference.write_text("eer_test,eer_val\n0.2,0.08\n")
     assert main([str(sweep), "--trusted", str(reference), "--out", str(tmp_path / "bad")]) == 0
     (logged,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert "ref.csv: 1 matched pair(s); a trusted line needs at least 3" in logged
+    assert "ref.csv:1: missing column(s) protocol" in logged
     found = json.loads((tmp_path / "bad" / "results.json").read_text())
     assert {d["verdict"] for d in found["detection"]} == {"undetermined"}
-    assert all("ref.csv: 1 matched pair(s)" in d["reason"] for d in found["detection"] if d["anonymizer"] != "original")
+    assert all("ref.csv:1: missing column(s)" in d["reason"] for d in found["detection"] if d["anonymizer"] != "original")
+    # the aggregate's own trusted.csv calibrates a later aggregate
+    trusted_csv = tmp_path / "agg0" / "trusted.csv"
+    assert main([str(sweep), "--out", str(tmp_path / "agg0")]) == 0 and trusted_csv.is_file()
+    assert main([str(sweep), "--trusted", str(trusted_csv), "--method", "gap_re", "--out", str(tmp_path / "csv")]) == 0
+    found = json.loads((tmp_path / "csv" / "results.json").read_text())
+    assert found["detection_fit"][0]["method"] == "gap_re" and found["detection_fit"][0]["n_points"] == 4
     assert main([str(sweep), "--trusted", "s1,s2,s9", "--out", str(tmp_path / "absent")]) == 0
     assert "detect.trusted names s9" in caplog.records[-1].getMessage()
     capsys.readouterr()
@@ -139,10 +145,10 @@ def test_two_seed_sweep_keeps_every_row_and_summarises_the_seeds(tmp_path):
     rows = [d for d in found["detection"] if d["attack"] == "AA"]
     assert len(rows) == 14 and sorted({d["seed"] for d in rows}) == [1, 2]
     assert len([d for d in found["detection"] if d["attack"] == "OO"]) == 3  # once per (group, seed)
-    fits = {f["group"]: f for f in found["detection_fit"]}
-    assert fits["synthetic/ecapa_tiny/cosine#abc123"]["n_points"] == 4
-    assert fits["synthetic/ecapa_small/cosine#def456"]["intercept"] == pytest.approx(
-        fits["synthetic/ecapa_tiny/cosine#abc123"]["intercept"] + 0.1, abs=1e-6)
+    fits = {(f["group"], f["seed"]): f for f in found["detection_fit"]}  # a model per group and seed
+    assert len(fits) == 3 and fits[("synthetic/ecapa_tiny/cosine#abc123", 2)]["n_points"] == 4
+    assert fits[("synthetic/ecapa_small/cosine#def456", 1)]["mean_gap"] == pytest.approx(
+        fits[("synthetic/ecapa_tiny/cosine#abc123", 1)]["mean_gap"] - 0.104, abs=1e-6)  # seed 1: val - 0.004
     seeds = {(s["anonymizer"], s["attacker_anonymizer"]): s for s in found["seeds"] if s["attack"] == "AA"}
     assert len(seeds) == 5 and seeds[("s2", "s4")]["eer_val_mean"] == pytest.approx(0.09)
     assert seeds[("s2", "s4")]["eer_val_std"] == pytest.approx(0.008 / 2 ** 0.5) and seeds[("s2", "s4")]["flagged"] == 2

@@ -1,0 +1,175 @@
+"""What matched pairs predict of a pair's EER_val, and how far below it a flag needs.
+
+A detector is fitted on the trusted matched pairs of one calibration set (one group and
+seed) and, for any (EER_test, EER_val) pair, gives the EER_val the matched pairs predict
+(`predict`) and the one-sided margin below it that a matched pair crosses with probability
+`false_alarm` (`margin`). Three models, `detect.method`:
+
+- `gap` (default): the gap g = EER_test - EER_val of matched pairs is δ + ε with ε iid
+  N(0, σ²) across systems; one parameter, so n trusted pairs leave n - 1 degrees of
+  freedom. Margin t(1-α; n-1)·s·sqrt(1 + 1/n) (s: the sample standard deviation of the
+  trusted gaps): the exact one-sided prediction bound of a new matched gap, whatever part
+  of σ² is sampling noise and whatever part is system-to-system spread. With validation
+  speakers unseen in training (`split.holdout=unseen`, the default) a matched attacker
+  meets its evaluation data's distribution on both sides, so δ is near 0 and σ small.
+- `gap_re`: random effects with each point's own sampling variance v (the bootstrap
+  variance of its gap): g_j = δ + u_j + e_j, u ~ N(0, τ²) between systems, e_j ~ N(0, v_j).
+  δ and τ² by DerSimonian-Laird; margin z(1-α)·sqrt(v + τ² + Var δ). More power than `gap`
+  when the spread is mostly sampling noise; its false-alarm rate exceeds α when τ is
+  comparable to the sampling standard deviation (docs/detection.md has the simulation).
+- `line`: panariello2025's picture, EER_val = a + b·EER_test by least squares, margin
+  t(1-α; n-2)·s·sqrt(1 + 1/n + (x - x̄)²/Sxx) (the one-sided prediction bound).
+
+Each model's `as_dict` is the detection fit record, and `from_fit` rebuilds it (figures).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+
+@dataclass(frozen=True)
+class Point:
+    """One matched pair as a model sees it: EER_test, EER_val and the sampling variance of
+    its gap (None when unknown)."""
+
+    eer_test: float
+    eer_val: float
+    gap_var: float | None = None
+
+    @property
+    def gap(self) -> float:
+        return self.eer_test - self.eer_val
+
+
+@dataclass(frozen=True)
+class GapModel:
+    """`gap`: matched gaps iid around δ (`mean_gap`) with sample standard deviation `gap_std`."""
+
+    n: int
+    mean_gap: float
+    gap_std: float
+    method = "gap"
+    min_points = 2
+
+    @classmethod
+    def fit(cls, points: list[Point]) -> "GapModel":
+        gaps = np.array([p.gap for p in points])
+        return cls(len(gaps), float(gaps.mean()), float(gaps.std(ddof=1)))
+
+    def predict(self, eer_test: float) -> float:
+        return eer_test - self.mean_gap
+
+    def margin(self, eer_test: float, false_alarm: float, gap_var: float | None = None) -> float:
+        return float(student_t.ppf(1 - false_alarm, self.n - 1)) * self.gap_std * math.sqrt(1 + 1 / self.n)
+
+    def describe(self) -> str:
+        return (f"matched gap EER_test - EER_val = {100 * self.mean_gap:.2f} points, standard deviation "
+                f"{100 * self.gap_std:.2f} over {self.n} trusted pairs ({self.n - 1} degrees of freedom)")
+
+
+@dataclass(frozen=True)
+class RandomGapModel:
+    """`gap_re`: δ (`mean_gap`), between-system variance `tau2` and Var δ (`mean_var`)."""
+
+    n: int
+    mean_gap: float
+    tau2: float
+    mean_var: float
+    typical_var: float  # the trusted points' mean sampling variance (the band drawn in figures)
+    method = "gap_re"
+    min_points = 2
+
+    @classmethod
+    def fit(cls, points: list[Point]) -> "RandomGapModel | str":
+        if any(p.gap_var is None or p.gap_var <= 0 for p in points):
+            return "gap_re needs every trusted pair's bootstrap variance (its EER replicates)"
+        gaps, variances = np.array([p.gap for p in points]), np.array([p.gap_var for p in points])
+        weights = 1 / variances
+        pooled = float((weights * gaps).sum() / weights.sum())
+        q = float((weights * (gaps - pooled) ** 2).sum())
+        tau2 = max(0.0, (q - (len(gaps) - 1)) / float(weights.sum() - (weights ** 2).sum() / weights.sum()))
+        star = 1 / (variances + tau2)
+        return cls(len(gaps), float((star * gaps).sum() / star.sum()), tau2, float(1 / star.sum()),
+                   float(variances.mean()))
+
+    def predict(self, eer_test: float) -> float:
+        return eer_test - self.mean_gap
+
+    def margin(self, eer_test: float, false_alarm: float, gap_var: float | None = None) -> float:
+        own = self.typical_var if gap_var is None else gap_var
+        return float(norm.ppf(1 - false_alarm)) * math.sqrt(own + self.tau2 + self.mean_var)
+
+    def describe(self) -> str:
+        return (f"matched gap EER_test - EER_val = {100 * self.mean_gap:.2f} points over {self.n} trusted pairs, "
+                f"between-system standard deviation {100 * math.sqrt(self.tau2):.2f} beside each pair's own "
+                "bootstrap variance")
+
+
+@dataclass(frozen=True)
+class Line:
+    """`line`: least squares EER_val = intercept + slope · EER_test and what its prediction
+    interval needs: fit size, residual standard deviation, mean and spread of EER_test."""
+
+    intercept: float
+    slope: float
+    n: int
+    residual_std: float
+    mean_x: float
+    sxx: float
+    method = "line"
+    min_points = 3
+
+    @classmethod
+    def fit(cls, points: list[Point]) -> "Line | str":
+        x, y = (np.array(v, dtype=float) for v in zip(*((p.eer_test, p.eer_val) for p in points)))
+        if np.ptp(x) == 0:  # not Sxx <= 0: the mean of equal values can differ from them by rounding
+            return "every trusted pair has the same EER_test: no line can be fitted"
+        sxx = float(((x - x.mean()) ** 2).sum())
+        slope = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
+        intercept = float(y.mean() - slope * x.mean())
+        residuals = y - (intercept + slope * x)
+        std = math.sqrt(float((residuals ** 2).sum()) / (len(x) - 2))
+        return cls(intercept, slope, len(x), std, float(x.mean()), sxx)
+
+    def predict(self, eer_test: float) -> float:
+        return self.intercept + self.slope * eer_test
+
+    def margin(self, eer_test: float, false_alarm: float, gap_var: float | None = None) -> float:
+        """One-sided prediction bound below the line at `eer_test`: a new matched pair falls
+        below predict(x) - margin with probability `false_alarm`."""
+        quantile = float(student_t.ppf(1 - false_alarm, self.n - 2))
+        return quantile * self.residual_std * math.sqrt(1 + 1 / self.n + (eer_test - self.mean_x) ** 2 / self.sxx)
+
+    def describe(self) -> str:
+        return (f"line EER_val = {self.intercept:.4f} + {self.slope:.4f} · EER_test, residual standard deviation "
+                f"{100 * self.residual_std:.2f} points over {self.n} trusted pairs")
+
+
+MODELS = {model.method: model for model in (GapModel, RandomGapModel, Line)}
+Model = GapModel | RandomGapModel | Line
+
+
+def fit_model(method: str, points: list[Point]) -> Model | str:
+    """The `method` model of trusted `points`, or the reason there is none."""
+    model = MODELS[method]
+    if len(points) < model.min_points:
+        return (f"{len(points)} trusted pair(s); method {method} needs at least {model.min_points}: run a sweep "
+                "of the matched systems named in detect.trusted (recipes/mismatch_full) or give "
+                "detect.trusted=<csv>")
+    return model.fit(points)
+
+
+def as_fit(model: Model) -> dict:
+    """The fit record of a model (its parameters and `method`)."""
+    return {"method": model.method, **asdict(model)}
+
+
+def from_fit(fit: dict) -> Model:
+    """The model of a fit record (`as_fit` plus other keys)."""
+    model = MODELS[fit.get("method", "line")]
+    return model(**{field.name: fit[field.name] for field in fields(model)})
