@@ -58,6 +58,8 @@ class External(Anonymizer):
         **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`).
     """
 
+    probe_first = True  # a command can fail to start (e.g. `python` without soundfile): find out first
+
     def __init__(self, command: Sequence[str], timeout_seconds: float = 3600.0, length_tolerance: float = 0.1,
                  workdir: str | None = None, **common):
         super().__init__(**common)

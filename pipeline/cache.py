@@ -1,8 +1,10 @@
 """Content-addressed, resumable stage outputs.
 
 A stage's output folder is `<root>/<stage>/<hash>` where the hash covers the stage name,
-its version, its resolved parameters and the identities of its inputs (other stage folders
-or manifest digests). The folder is complete when it holds `_DONE`, written last and
+the code that computes it (`pipeline.code_version.code_digest` of the stage module named by
+`code` and of the plugin classes its parameters name: a changed computation, never a
+comment, gives a new folder), its resolved parameters and the identities of its inputs
+(other stage folders or manifest digests). The folder is complete when it holds `_DONE`, written last and
 atomically; a complete folder is reused, a changed parameter gives a new folder, and an
 incomplete one is handed back to its builder, which resumes from what is already there.
 A file lock serialises builders, so two experiments sharing the cache never build the
@@ -13,10 +15,10 @@ same folder at once: one builds, the other waits and then reuses.
 >>> def make_split(folder):
 ...     (folder / "train.txt").write_text("u1\\nu2\\n")
 ...     return {"utterances": 2}
->>> out = cache.build("split", {"val_fraction": 0.1}, {"train": "3f2a"}, make_split)
+>>> out = cache.build("split", {"val_fraction": 0.1}, {"train": "3f2a"}, make_split, code="pipeline.stages.split")
 >>> sorted(p.name for p in out.iterdir())
 ['_DONE', '_params.json', 'train.txt']
->>> cache.build("split", {"val_fraction": 0.1}, {"train": "3f2a"}, make_split) == out  # reused
+>>> cache.build("split", {"val_fraction": 0.1}, {"train": "3f2a"}, make_split, code="pipeline.stages.split") == out
 True
 """
 from __future__ import annotations
@@ -29,11 +31,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline import faults
+from pipeline.code_version import code_digest, plugin_modules
 from pipeline.errors import VpevalError, write_error
 from pipeline.fileio import is_temporary, write_json
 
@@ -65,15 +68,23 @@ def is_complete(path: Path) -> bool:
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on `path` (created if needed), released on exit."""
+def file_lock(path: Path, waiting: str = "") -> Iterator[None]:
+    """An exclusive advisory lock on `path` (created if needed), released on exit; when
+    another process holds it, `waiting` (what is waited for) is logged once, and the end of
+    the wait with its length."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path, "a")  # noqa: SIM115  (closed below)
     except OSError as error:  # an unwritable cache (paths.cache): one line, before any work
         raise write_error(path, error) from None
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            start = time.perf_counter()
+            log.info("%s: waiting: another run holds %s", waiting or path, path)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            log.info("%s: waited %.0f s for the other run", waiting or path, time.perf_counter() - start)
         try:
             yield
         finally:
@@ -98,31 +109,39 @@ class Cache:
     def __post_init__(self):
         self.root = Path(self.root)
 
-    def path(self, stage: str, params: Any, inputs: Any, version: int = 1) -> Path:
-        key = {"stage": stage, "version": version, "params": plain(params), "inputs": plain(inputs)}
-        return self.root / stage / content_hash(key)
+    def path(self, stage: str, params: Any, inputs: Any, *, code: str | Sequence[str]) -> Path:
+        return self.root / stage / content_hash(self.key(stage, params, inputs, code=code))
 
-    def build(self, stage: str, params: Any, inputs: Any, builder: Callable[[Path], Any],
-              version: int = 1) -> Path:
+    @staticmethod
+    def key(stage: str, params: Any, inputs: Any, *, code: str | Sequence[str]) -> dict:
+        """What names a stage's folder; `code`: the module(s) that compute it."""
+        modules = [code] if isinstance(code, str) else list(code)
+        return {"stage": stage, "code": code_digest([*modules, *sorted(plugin_modules(plain(params)))]),
+                "params": plain(params), "inputs": plain(inputs)}
+
+    def build(self, stage: str, params: Any, inputs: Any, builder: Callable[[Path], Any], *,
+              code: str | Sequence[str]) -> Path:
         """Return the complete output folder of `stage`, calling `builder(folder)` if needed.
 
         `builder` writes its files into the folder (atomically, file by file) and may return
         a JSON-serialisable summary, stored in `_DONE`. It must resume from whatever an
-        interrupted earlier call left in the folder.
+        interrupted earlier call left in the folder. `code` names the module that computes
+        the output (a stage passes `__name__`).
         """
-        out = self.path(stage, params, inputs, version)
+        key = self.key(stage, params, inputs, code=code)
+        out = self.root / stage / content_hash(key)
         start = time.perf_counter()
         if not is_complete(out):
-            with file_lock(out.parent / f"{out.name}.lock"):
+            with file_lock(out.parent / f"{out.name}.lock", waiting=f"{stage} {out.name}"):
                 if not is_complete(out):
-                    log.info("%s: building %s", stage, out)
+                    resuming = out.is_dir() and any(p.name != PARAMS for p in out.iterdir())
+                    log.info("%s: %s %s", stage, "resuming an interrupted build in" if resuming else "building", out)
                     out.mkdir(parents=True, exist_ok=True)
                     removed = remove_stale_temporaries(out)
                     if removed:
                         log.info("%s: removed %d temporary file(s) of an interrupted build", stage, removed)
                     with faults.stage(stage):
-                        write_json(out / PARAMS, {"stage": stage, "version": version,
-                                                  "params": plain(params), "inputs": plain(inputs)})
+                        write_json(out / PARAMS, key)
                         faults.hit("start")
                         summary = builder(out)
                         faults.hit("end")

@@ -15,12 +15,15 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline import faults, utility
 from pipeline.asv.team import Team, serve_node, team_spec
 from pipeline.cache import Cache, content_hash, plain
-from pipeline.data.manifest import GENDERS
+from pipeline.config import instantiate, without
+from pipeline.data.audio import read_audio
+from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.devices import compile_mode, resolve_device
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics.detection import ORIGINAL, Settings
@@ -69,10 +72,25 @@ class Experiment:
         self.labels = system_labels(cfg)
         self.prepared = prepare.run(cfg.data, self.cache)
         validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
+        self.probe_systems()
         self._attackers: dict[str, tuple[Path, Path]] = {}
         self._anonymized: dict[tuple[str, str], Path] = {}  # (list name, system hash) -> manifest
         self.score_files: dict[str, str] = {}  # "<attack>/<set>" -> score file
         self._replicates: dict[str, list[float]] = {}  # score file -> bootstrap EER replicates
+
+    def probe_systems(self) -> None:
+        """Run each anonymisation system that asks for it (`probe_first`: an external
+        command) once on one utterance, before any long work: a command that cannot start
+        fails now, not after the attacker on original data has trained."""
+        systems = {content_hash(plain(s)): s for s in (self.evaluated, self.attacker_system)}
+        probe = read_manifest(manifest_path(self.prepared, f"{self.cfg.eval_splits[0]}_enrolls"))[0]
+        for system in systems.values():
+            if not getattr(get_class(str(system._target_)), "probe_first", False):
+                continue  # building it may take minutes (a voice converter's pool): only when asked
+            anonymizer = instantiate(without(system, "name"), seed=int(self.cfg.anonymization_seed), device=self.device)
+            log.info("anonymize: trying %s on one utterance (%s) before any long work", system.name, probe.id)
+            anonymizer([read_audio(probe.path, self.cfg.data.sample_rate)], [probe.id], [probe.speaker],
+                       self.cfg.data.sample_rate, "probe")
 
     def data(self, kind: str, name: str, system: DictConfig) -> Path:
         """Manifest of list `name`, original or anonymised by `system`."""

@@ -7,7 +7,8 @@ SpeechBrain ECAPA folders, for the VPC 2024 toolkit, VoicePAT or SpeechBrain to 
         train-clean-360_<S>): wav.scp (absolute paths to vpeval's anonymised audio), utt2spk,
         spk2utt, spk2gender, text when the corpus has it, enrolls / trials as in the originals.
         The data are anonymised first where the cache does not have them yet. S defaults to
-        the anonymizer's name.
+        the anonymizer's name. Each dir records the system that wrote it (vpeval_export.json):
+        an existing dir of another system, or not written by vpeval, is never overwritten.
     vpeval export attacker MODEL_DIR OUT
         an attacker folder (model.json, model.pt) as hyperparams.yaml + embedding_model.ckpt,
         which speechbrain's EncoderClassifier.from_hparams loads offline with the same embeddings
@@ -16,10 +17,13 @@ SpeechBrain ECAPA folders, for the VPC 2024 toolkit, VoicePAT or SpeechBrain to 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+from pipeline.cache import content_hash, plain
 from pipeline.errors import VpevalError
+from pipeline.fileio import write_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,28 +69,55 @@ def export_data(out: Path, suffix: str | None, overrides: list[str]) -> list[Pat
     """Write every list of the configured run, anonymised by its anonymizer, as `<VPC name>_<suffix>` dirs."""
     from pipeline.config import compose
     from pipeline.data.kaldi import write_data_dir
-    from pipeline.data.manifest import GENDERS, read_manifest, read_trials
+    from pipeline.data.manifest import read_manifest, read_trials
     from pipeline.experiment import Experiment
     from pipeline.layout import trials_path
-    from pipeline.stages.prepare import kaldi_dir_name
 
     cfg = compose(overrides)
     suffix = str(suffix or cfg.anonymizer.name).lstrip("_")
+    planned = planned_dirs(cfg, Path(out), suffix)
+    system = {"anonymizer": str(cfg.anonymizer.name), "config_hash": content_hash(plain(cfg.anonymizer))}
+    refuse_other_exports(planned, system)  # before any work: nothing half-overwritten
     experiment = Experiment(cfg)
-    system = experiment.evaluated
+    written = []
+    for folder, name in planned.items():
+        utts = read_manifest(experiment.data("anonymized", name, experiment.evaluated))
+        trials = read_trials(trials_path(experiment.prepared, name)) if "_trials_" in name else None
+        written.append(write_data_dir(folder, utts, enrolls=name.endswith("_enrolls"), trials=trials))
+        write_json(folder / EXPORT_RECORD, system)
+    return written
 
-    def anonymised(name: str) -> list:
-        return read_manifest(experiment.data("anonymized", name, system))
 
-    written = [write_data_dir(out / f"{'_'.join(cfg.data.subsets.train)}_{suffix}", anonymised("train"))]
+EXPORT_RECORD = "vpeval_export.json"
+
+
+def planned_dirs(cfg, out: Path, suffix: str) -> dict[Path, str]:
+    """Data dir -> the list it holds: the attacker's training list, and every evaluation set's
+    enrolment and trial lists (variants share their split's enrolment dir)."""
+    from pipeline.data.manifest import GENDERS
+    from pipeline.stages.prepare import kaldi_dir_name
+
+    planned = {out / f"{'_'.join(cfg.data.subsets.train)}_{suffix}": "train"}
     tag = str(cfg.data.tag)
     for set_name in cfg.eval_splits:
         split, _, variant = str(set_name).partition("_")
-        enrolls = anonymised(f"{set_name}_enrolls")
-        written.append(write_data_dir(out / f"{kaldi_dir_name(tag, split, variant, 'enrolls')}_{suffix}", enrolls,
-                                      enrolls=True))
+        planned.setdefault(out / f"{kaldi_dir_name(tag, split, variant, 'enrolls')}_{suffix}", f"{set_name}_enrolls")
         for g in GENDERS:
-            name = f"{set_name}_trials_{g}"
-            written.append(write_data_dir(out / f"{kaldi_dir_name(tag, split, variant, f'trials_{g}')}_{suffix}",
-                                          anonymised(name), trials=read_trials(trials_path(experiment.prepared, name))))
-    return list(dict.fromkeys(written))  # variants share their split's enrolment dir
+            planned[out / f"{kaldi_dir_name(tag, split, variant, f'trials_{g}')}_{suffix}"] = f"{set_name}_trials_{g}"
+    return planned
+
+
+def refuse_other_exports(planned: dict[Path, str], system: dict) -> None:
+    """An existing dir is overwritten only by a re-export of the same system."""
+    for folder in planned:
+        if not folder.exists():
+            continue
+        record = folder / EXPORT_RECORD
+        if not record.is_file():
+            raise VpevalError(f"{folder}: exists and was not written by vpeval export; choose another --suffix or "
+                              "folder, or remove it")
+        found = json.loads(record.read_text())
+        if found != system:
+            raise VpevalError(f"{folder}: holds the export of another system ({found.get('anonymizer')} "
+                              f"#{found.get('config_hash')}, this one is {system['anonymizer']} "
+                              f"#{system['config_hash']}); choose another --suffix")

@@ -12,6 +12,7 @@ saved and restored whole) and `device`.
 from __future__ import annotations
 
 import json
+import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -28,6 +29,8 @@ from pipeline.asv.checkpoint import (
     save_checkpoint,
 )
 from pipeline.fileio import write_lines
+
+log = logging.getLogger(__name__)
 
 
 class Trainer(ABC):
@@ -90,6 +93,8 @@ class Trainer(ABC):
                 self._load_entry(name, target, checkpoint[name], path)
         restore_rng_state(checkpoint["rng"], self.device)
         self.state = {key: checkpoint[key] for key in self.state}
+        log.info("%s: resuming from %s (%s)", self.what, path,
+                 ", ".join(f"{key} {value}" for key, value in self.state.items() if isinstance(value, int)))
 
     def _load_entry(self, name: str, target: Any, saved: Any, path: Path) -> None:
         if isinstance(target, nn.Module):

@@ -25,6 +25,18 @@ from pipeline.metrics.roc import group_scores, pav, pav_bins, trial_groups
 
 UNITS = ("speakers", "trials")
 MAX_REDRAWS = 10  # resamples lacking a class, per resample asked, before giving up
+MIN_SPEAKERS = 5  # a speaker bootstrap over fewer has few distinct resamples (1 speaker: one, of zero width)
+
+
+def few_speakers_note(n_speakers: int | None) -> str:
+    """'' for an interval from enough speakers, else the note it must carry.
+
+    >>> few_speakers_note(1)
+    '1 speaker(s): too few for a speaker interval'
+    """
+    if n_speakers is None or n_speakers == 0 or n_speakers >= MIN_SPEAKERS:
+        return ""
+    return f"{n_speakers} speaker(s): too few for a speaker interval"
 
 
 @dataclass(frozen=True)

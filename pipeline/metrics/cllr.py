@@ -13,15 +13,22 @@ def cllr(tar, non) -> float:
     """Cllr of scores read as natural-log LLRs, in bits.
 
     Cllr = (mean log2(1 + e^-s) over targets + mean log2(1 + e^s) over non-targets) / 2.
-    Computed with log1p/logaddexp, so it stays finite for any finite score (the
-    BOSARIS-derived Python ports return inf once a posterior underflows to 0).
+    Computed with logaddexp and means of scaled costs, so it stays finite for any finite
+    score, up to +-1.8e308 (the BOSARIS-derived Python ports return inf once a posterior
+    underflows to 0).
 
     >>> round(cllr([0.0], [0.0]), 12)
     1.0
     """
     tar = as_scores(tar, "target").astype(np.float64, copy=False)
     non = as_scores(non, "non-target").astype(np.float64, copy=False)
-    return float((np.logaddexp(0.0, -tar).mean() + np.logaddexp(0.0, non).mean()) / (2 * LN2))
+    return float(_mean(np.logaddexp(0.0, -tar)) / (2 * LN2) + _mean(np.logaddexp(0.0, non)) / (2 * LN2))
+
+
+def _mean(costs: np.ndarray) -> float:
+    """Mean of non-negative costs without overflow (a sum of costs near 1e308 would)."""
+    largest = float(costs.max())
+    return largest * float(np.mean(costs / largest)) if largest > 0 else 0.0
 
 
 def min_cllr(tar, non) -> float:

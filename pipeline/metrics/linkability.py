@@ -47,6 +47,8 @@ def linkability_from_sorted(mated, nonmated, omega: float = 1.0, n_bins: int | N
     low, high = min(mated[0], nonmated[0]), max(mated[-1], nonmated[-1])
     if low == high:
         return 0.0
+    if high / 4 - low / 4 > 1e307:  # high - low would overflow: divide by 4, exact (a power of two)
+        mated, nonmated, low, high = mated / 4, nonmated / 4, low / 4, high / 4
     if (high - low) / n_bins < 1e-290:  # densities would overflow: rescale (D_sys is scale invariant)
         mated, nonmated = (mated - low) / (high - low), (nonmated - low) / (high - low)
         low, high = 0.0, 1.0

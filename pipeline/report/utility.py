@@ -9,6 +9,7 @@ its pooled WER and its ρF0 on the test split (with their utterance-bootstrap in
 from __future__ import annotations
 
 from pathlib import Path
+from textwrap import fill
 
 from matplotlib.figure import Figure
 
@@ -60,16 +61,26 @@ def semi_informed_points(detection: list[dict], summaries: dict[str, dict], test
     return points
 
 
-def privacy_utility_figure(points: list[dict], path: Path) -> Path | None:
+def privacy_utility_figure(points: list[dict], path: Path, skipped: dict[str, str] | None = None) -> Path | None:
+    """`privacy_utility_plot` saved to `path`; None when there is no figure."""
+    figure = privacy_utility_plot(points, skipped)
+    return None if figure is None else save_figure(figure, path)
+
+
+def privacy_utility_plot(points: list[dict], skipped: dict[str, str] | None = None) -> Figure | None:
     """EER (semi-informed) against WER and against ρF0, one point per system with the bootstrap
     intervals of both (EER: speakers; WER, ρF0: utterances); None when no point has either
-    utility value."""
+    utility value. An empty panel says why (`skipped`: metric -> reason)."""
     panels = [("wer", "WER of anonymised speech (%)", 100), ("pitch_correlation", "ρF0", 1)]
     if not any(p[key] is not None for p in points for key, _, _ in panels):
         return None
     figure = Figure(figsize=(10, 4.2))
     for index, (key, label, scale) in enumerate(panels, start=1):
         axes = figure.add_subplot(1, 2, index)
+        if not any(p[key] is not None for p in points):
+            reason = next((r for metric, r in (skipped or {}).items() if metric.split(" ")[0] == key), "not measured")
+            axes.text(0.5, 0.5, fill(f"no {label.split(' (')[0]}: {reason}", 40, break_on_hyphens=False), ha="center", va="center",
+                      transform=axes.transAxes, fontsize=9, color="dimgrey")
         for p in (p for p in points if p[key] is not None):
             low, high = p["eer_ci"] or (p["eer"], p["eer"])
             left, right = p.get(f"{key}_ci") or (p[key], p[key])
@@ -81,7 +92,7 @@ def privacy_utility_figure(points: list[dict], path: Path) -> Path | None:
         axes.set_ylabel("EER, semi-informed attacker (%)")
         axes.grid(alpha=0.3)
     figure.suptitle("Privacy against utility (test split; bars: bootstrap intervals)")
-    return save_figure(figure, path)
+    return figure
 
 
 def utility_section(rows: list[dict], skipped: dict[str, str], emotion: list[list], points: list[dict],
@@ -93,10 +104,14 @@ def utility_section(rows: list[dict], skipped: dict[str, str], emotion: list[lis
             "the split.")
     if skipped:
         text += " " + skipped_text(skipped)
+    weak = [r for r in rows if r.get("wer_note")]
+    if weak:
+        where = ", ".join(f"{r['system'] or ''} {r['set']}".strip() for r in weak)
+        text += f" WER not meaningful for {where}: {weak[0]['wer_note']}."
     tables = [(HEADERS, table_rows(rows))] if rows else []
     if emotion:
         tables.append((["system", "UAR original %", "UAR anonymised %", "# utterances", "classes"], emotion))
-    figure = privacy_utility_figure(points, figures / "privacy_utility.png")
+    figure = privacy_utility_figure(points, figures / "privacy_utility.png", skipped)
     return Section("Utility metrics", text, tables=tables, figures=[figure] if figure else [])
 
 

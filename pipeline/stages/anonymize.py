@@ -28,7 +28,6 @@ from pipeline.fileio import write_lines
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
-VERSION = 2
 LABEL_KEYS = ("name", "batch_seconds")  # change nothing in the output
 
 
@@ -44,8 +43,7 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate, "list": list_name}
     inputs = {"manifest": file_digest(manifest), **anonymizer.fingerprint()}
     return cache.build("anonymize", params, inputs,
-                       lambda out: _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate),
-                       VERSION)
+                       lambda out: _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate), code=__name__)
 
 
 def _batches(utts: list[Utterance], seconds: float) -> list[list[Utterance]]:

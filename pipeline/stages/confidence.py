@@ -17,7 +17,6 @@ from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.fileio import write_json
 from pipeline.metrics import bootstrap_ci, read_scores
 
-VERSION = 3
 
 
 def run(scores: Path, trial_utts: Path, cache: Cache, *, n_resamples: int = 1000, confidence: float = 0.95,
@@ -26,7 +25,7 @@ def run(scores: Path, trial_utts: Path, cache: Cache, *, n_resamples: int = 1000
     `scores`, whose test utterances are those of the manifest `trial_utts`."""
     params = {"n_resamples": n_resamples, "confidence": confidence, "unit": unit, "seed": seed}
     out = cache.build("confidence", params, {"scores": file_digest(scores), "trial_utts": file_digest(trial_utts)},
-                      lambda out: _build(out, Path(scores), Path(trial_utts), **params), VERSION)
+                      lambda out: _build(out, Path(scores), Path(trial_utts), **params), code=__name__)
     return json.loads((out / "confidence.json").read_text())
 
 

@@ -23,7 +23,6 @@ from pipeline.emotion import LABELS, read_emotion_data
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
 
-VERSION = 1
 SAMPLE_RATE = 16000
 PREDICTIONS = "predictions"
 DATA_FILES = ("wav.scp", "utt2spk", "spk2gender", LABELS)
@@ -42,7 +41,7 @@ def prepare(data: str | Path, cache: Cache) -> Path:
         write_lines(out / LABELS, (f"{utt} {label}" for utt, label in labels.items()))
         return {"utterances": len(utterances), "classes": sorted(set(labels.values()))}
 
-    return cache.build("emotion_data", {"folder": str(data.resolve())}, inputs, build, VERSION)
+    return cache.build("emotion_data", {"folder": str(data.resolve())}, inputs, build, code=__name__)
 
 
 def run(emotion: DictConfig, manifest: Path, cache: Cache) -> Path:
@@ -57,7 +56,7 @@ def run(emotion: DictConfig, manifest: Path, cache: Cache) -> Path:
         return {"utterances": len(utts)}
 
     return cache.build("emotion", config, {"manifest": file_digest(manifest), "model": classifier.fingerprint()},
-                       build, VERSION)
+                       build, code=__name__)
 
 
 def load(folder: Path, name: str = PREDICTIONS) -> dict[str, str]:

@@ -13,12 +13,11 @@ from pipeline.data.manifest import file_digest
 from pipeline.fileio import write_json
 from pipeline.metrics import read_scores, summary
 
-VERSION = 1
 
 
 def run(scores: Path, cache: Cache) -> dict:
     """Metrics of `scores` (an `enroll test score target|nontarget` file)."""
-    out = cache.build("evaluate", {}, {"scores": file_digest(scores)}, lambda out: _build(out, Path(scores)), VERSION)
+    out = cache.build("evaluate", {}, {"scores": file_digest(scores)}, lambda out: _build(out, Path(scores)), code=__name__)
     return json.loads((out / "metrics.json").read_text())
 
 

@@ -19,7 +19,6 @@ from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.fileio import write_lines, write_npy
 from pipeline.layout import EMBEDDING_IDS, EMBEDDINGS
 
-VERSION = 1
 
 
 def extract_on_rank(world: World, model: str, manifest: str, out: str, extraction: dict) -> None:
@@ -45,4 +44,4 @@ def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: d
                 "dim": int(np.load(out / EMBEDDINGS, mmap_mode="r").shape[1])}
 
     inputs = {"model": Path(model).name, "manifest": file_digest(manifest)}
-    return cache.build("extract", {}, inputs, build, VERSION)
+    return cache.build("extract", {}, inputs, build, code=__name__)

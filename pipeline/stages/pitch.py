@@ -21,7 +21,6 @@ from pipeline.errors import input_error
 from pipeline.fileio import write_json
 from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, FRAME_SECONDS, f0_track, pitch_correlation
 
-VERSION = 1
 SAMPLE_RATE = 16000
 
 
@@ -44,7 +43,7 @@ def run(original: Path, anonymized: Path, cache: Cache) -> Path:
         return {"mean": result["mean"], "utterances": len(values)}
 
     return cache.build("pitch", params, {"original": file_digest(original), "anonymized": file_digest(anonymized)},
-                       build, VERSION)
+                       build, code=__name__)
 
 
 def load(folder: Path) -> dict:

@@ -37,7 +37,6 @@ from pipeline.fileio import write_lines
 from pipeline.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 
 log = logging.getLogger(__name__)
-VERSION = 2
 SPLITS = ("dev", "test")
 PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad")
 
@@ -71,7 +70,7 @@ def run(data: DictConfig, cache: Cache) -> Path:
     root = corpus_root(data)
     params = {k: plain(data.get(k)) for k in PARAMS}
     inputs = {"corpus": str(root), "fingerprint": fingerprint(root)}
-    return cache.build("prepare", params, inputs, lambda out: _build(out, data, root), VERSION)
+    return cache.build("prepare", params, inputs, lambda out: _build(out, data, root), code=__name__)
 
 
 def _build(out: Path, data: DictConfig, root: Path) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.fileio import write_json, write_text
+from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
 from pipeline.metrics.detection import ORIGINAL, eer_interval
 from pipeline.metrics.detectors import from_fit
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
@@ -63,18 +64,24 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
     return out
 
 
-def interval(ci) -> str:
-    return "–" if not ci else f"[{percent(ci[0])}, {percent(ci[1])}]"
+def interval(ci, n_speakers: int | None = None) -> str:
+    """`[low, high]` in %, marked when it comes from too few speakers to mean anything."""
+    if not ci:
+        return "–"
+    note = few_speakers_note(n_speakers)
+    return f"[{percent(ci[0])}, {percent(ci[1])}]" + (f" ({note})" if note else "")
 
 
 def metrics_section(records: list[dict], backend: str) -> Section:
     rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], percent(r["eer"]),
-             interval(eer_interval(r)),
+             interval(eer_interval(r), r.get("eer_speakers")),
              percent(r["eer_threshold"]), r["cllr"], r["min_cllr"], r.get("linkability"), r.get("d_ece"),
              r.get("zebra_tag"), r["n_target"], r["n_nontarget"]] for r in records]
     return Section(
         "Privacy metrics",
-        "EER is the ROCCH-EER (BOSARIS) with its 95 % speaker-bootstrap interval; the VPC column is the "
+        "EER is the ROCCH-EER (BOSARIS) with its 95 % two-way speaker-bootstrap interval (enrolment and test "
+        f"speakers resampled; an interval from fewer than {MIN_SPEAKERS} speakers is marked as too few); the VPC "
+        "column is the "
         "threshold-sweep EER of the VPC 2024 toolkit. Cllr, min Cllr and D_ECE in bits. "
         f"Cllr is computed on the uncalibrated {backend} scores read as LLRs: "
         + ("cosine scores are not LLRs, so it measures their miscalibration as much as any disclosure; "
@@ -110,7 +117,8 @@ def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
         trials = d.get("val_trials") or [None, None]
         column = d.get("column")
         row = [d["attack"], d["anonymizer"], d["attacker_anonymizer"], d.get("role", "–"), percent(d["eer_val"]),
-               interval(d.get("eer_val_ci")), "–" if trials[0] is None else f"{trials[0]} / {trials[1]}",
+               interval(d.get("eer_val_ci"), d.get("val_speakers")),
+               "–" if trials[0] is None else f"{trials[0]} / {trials[1]}",
                percent(d["eer_test"]), interval(d.get("eer_test_ci")),
                percent(d.get("relative_drop")), interval(d.get("relative_drop_ci")), percent(d.get("residual")),
                interval(d.get("residual_ci")), percent(d.get("margin")), percent(d.get("flag_below")),

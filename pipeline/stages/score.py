@@ -19,7 +19,6 @@ from pipeline.config import instantiate, without
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
 from pipeline.layout import read_embeddings
 
-VERSION = 1
 
 
 def run(backend: DictConfig, enroll_emb: Path, trial_emb: Path, enrolls: Path, trials: Path, cache: Cache, *,
@@ -51,4 +50,4 @@ def run(backend: DictConfig, enroll_emb: Path, trial_emb: Path, enrolls: Path, t
         write_scores(out / "scores.txt", trial_list, scores)
         return {"trials": len(trial_list)}
 
-    return cache.build("score", params, inputs, build, VERSION) / "scores.txt"
+    return cache.build("score", params, inputs, build, code=__name__) / "scores.txt"

@@ -30,7 +30,6 @@ from pipeline.layout import read_embeddings
 from pipeline.metrics import read_scores, similarity_metrics
 from pipeline.metrics.similarity import SETS
 
-VERSION = 1
 SCORING = "cosine"
 
 
@@ -78,7 +77,7 @@ def run(original_emb: Path, anonymized_emb: Path, manifest: Path, cache: Cache) 
         write_json(out / "similarity.json", {"scoring": SCORING, **result.as_dict()})
         return {"utterances": len(ids), "deid": result.deid, "g_vd": result.g_vd}
 
-    return cache.build("similarity", {"scoring": SCORING, "calibrated": True}, inputs, build, VERSION)
+    return cache.build("similarity", {"scoring": SCORING, "calibrated": True}, inputs, build, code=__name__)
 
 
 def load(folder: Path) -> dict:

@@ -62,7 +62,6 @@ from pipeline.data.protocol import cross_trials
 from pipeline.errors import VpevalError, input_error
 from pipeline.layout import manifest_path, trials_path
 
-VERSION = 2
 HOLDOUTS = ("unseen", "speaker", "list")
 MIN_UNSEEN = 4  # unseen validation speakers per gender: 2 select the epoch, 2 report EER_val
 
@@ -72,7 +71,7 @@ def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int) -> 
     settings = {**plain(split), "unseen_speakers": named_speakers(split.get("unseen_speakers"))}
     inputs = {"train": file_digest(train_manifest)}
     return cache.build("split", {**settings, "seed": seed}, inputs,
-                       lambda out: _build(out, read_manifest(train_manifest), seed, **settings), VERSION)
+                       lambda out: _build(out, read_manifest(train_manifest), seed, **settings), code=__name__)
 
 
 def named_speakers(spec) -> list[str] | None:

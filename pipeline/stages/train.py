@@ -30,7 +30,6 @@ from pipeline.data.manifest import file_digest, read_manifest, read_trials
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import eer
 
-VERSION = 1
 VALIDATION_AUDIO = "validation_audio"  # decoded validation audio, used while training only
 
 
@@ -81,7 +80,7 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
         shutil.rmtree(out / VALIDATION_AUDIO, ignore_errors=True)
         return {"attacker": attacker.name}
 
-    return cache.build("train", params, inputs, build, VERSION)
+    return cache.build("train", params, inputs, build, code=__name__)
 
 
 def imported(folder: str, cache: Cache) -> Path:
@@ -94,4 +93,4 @@ def imported(folder: str, cache: Cache) -> Path:
         return {"source": str(folder)}
 
     inputs = {path.name: file_digest(path) for path in folder_files(folder)}
-    return cache.build("import", {"frontend": encoder.architecture["frontend"]}, inputs, build, VERSION)
+    return cache.build("import", {"frontend": encoder.architecture["frontend"]}, inputs, build, code=__name__)

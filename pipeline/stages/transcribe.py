@@ -22,7 +22,6 @@ from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.errors import input_error
 from pipeline.fileio import write_lines
 
-VERSION = 1
 SAMPLE_RATE = 16000
 TEXT = "text"
 PARTIAL = "partial.text"
@@ -47,7 +46,7 @@ def run(asr: DictConfig, manifest: Path, cache: Cache) -> Path:
         (out / PARTIAL).unlink()
         return {"utterances": len(utts)}
 
-    return cache.build("transcribe", {"asr": without(asr, *LABEL_KEYS)}, inputs, build, VERSION)
+    return cache.build("transcribe", {"asr": without(asr, *LABEL_KEYS)}, inputs, build, code=__name__)
 
 
 def load(folder: Path, manifest: Path) -> dict[str, str]:

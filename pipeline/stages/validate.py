@@ -182,6 +182,6 @@ def run(prepared: Path, cache: Cache, splits: tuple[str, ...] = SPLITS) -> Valid
             raise VpevalError(f"{prepared}: {len(result.problems)} validation problem(s): {shown}{more}")
         return {"lists": result.counts, "notes": result.notes}
 
-    out = cache.build("validate", {"splits": list(splits)}, {"prepared": Path(prepared).name}, build)
+    out = cache.build("validate", {"splits": list(splits)}, {"prepared": Path(prepared).name}, build, code=__name__)
     summary = summary_of(out)
     return Validation(counts=summary["lists"], notes=summary.get("notes", []))

@@ -25,3 +25,24 @@ def test_worst_case_on_ties_equals_the_zebra_reference():
         tar = np.round(rng.normal(1, 1, rng.integers(1, 60)), 1)  # one decimal: many ties
         non = np.round(rng.normal(0, 1, rng.integers(1, 200)), 1)
         assert zebra(tar, non).l_w == pytest.approx(reference_l_w(tar, non), rel=1e-12)
+
+
+def test_scores_near_the_largest_float_give_finite_exact_metrics():
+    """Regression (issue 27): scores of +-1e308 gave Cllr inf (a sum of costs overflowed) and
+    linkability NaN (the score range overflowed), though the docs promise finite Cllr for
+    any finite score."""
+    import warnings
+
+    from pipeline.metrics import cllr, summary
+
+    rng = np.random.default_rng(0)
+    tar, non = rng.normal(2, 1, 40), rng.normal(0, 1, 80)
+    extreme_tar, extreme_non = np.r_[tar, 1e308, -1e308], np.r_[non, 1e308, -1e308]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow anywhere
+        found = summary(extreme_tar, extreme_non)
+    assert math.isfinite(found["cllr"]) and found["cllr"] > 1e306
+    assert cllr([-1e308, -1e308], [0.0]) == pytest.approx((1e308 / math.log(2) + 1 / 2 * math.log2(2) * 2) / 2)
+    # D_sys is invariant under scaling by a power of two (exact in floating point): same bins, same value
+    assert found["linkability"] == linkability(extreme_tar / 2 ** 1000, extreme_non / 2 ** 1000)
+    assert linkability(tar * 2.0 ** 1020, non * 2.0 ** 1020) == linkability(tar, non)

@@ -23,7 +23,7 @@ def test_resumed_build_removes_temporaries_a_killed_writer_left(tmp_path):
     """Regression: a SIGKILLed atomic write leaves `.<stem>.tmp<pid><suffix>`; the folder that is
     completed later must not keep it (found by tests/faults/test_faults.py)."""
     cache = Cache(tmp_path)
-    out = cache.path("stage", {}, {})
+    out = cache.path("stage", {}, {}, code=())
     (out / "audio").mkdir(parents=True)
     (out / ".manifest.tmp4242.jsonl").write_text("half")
     (out / "audio" / ".u1.tmp99.flac").write_bytes(b"half")
@@ -32,7 +32,7 @@ def test_resumed_build_removes_temporaries_a_killed_writer_left(tmp_path):
     def resuming(out):
         (out / "manifest.jsonl").write_text("{}\n")
 
-    cache.build("stage", {}, {}, resuming)
+    cache.build("stage", {}, {}, resuming, code=())
     names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert names == ["_DONE", "_params.json", "audio/.keep.me", "manifest.jsonl"]
 

@@ -31,7 +31,7 @@ def slow_builder(log: Path, pause: float):
 def build_in_process(root: str, log: str, pause: float, start, results) -> None:
     start.wait()
     cache = Cache(Path(root))
-    out = cache.build("anonymize", PARAMS, INPUTS, slow_builder(Path(log), pause))
+    out = cache.build("anonymize", PARAMS, INPUTS, slow_builder(Path(log), pause), code=())
     event = cache.events[-1]
     results.put((os.getpid(), str(out), event.reused, {p.name: p.read_bytes() for p in sorted(out.iterdir())
                                                         if p.name != DONE}))

@@ -19,6 +19,7 @@ if mode == "hang":
 for line in open(list_file):
     utt, speaker, path = line.split()
     audio, rate = sf.read(path, dtype="float32")
+    audio = 0 * audio if mode == "zeros" else audio
     sf.write(f"{output_dir}/{utt}.wav", audio[: len(audio) // 4] if mode == "short" else audio, rate)
 """
 
@@ -51,6 +52,12 @@ def test_external_command_wrong_lengths(tmp_path):
            run_external(tmp_path, "short"), tmp_path, "spk1-a", "length off")
 
 
+def test_external_command_writes_silence(tmp_path):
+    """Regression (issue 27): all-zero output scored as perfect privacy (EER 50 %, DeID 100 %)."""
+    record("external-silent", "external anonymiser writing all-zero audio", "anonymize (every system's output)",
+           run_external(tmp_path, "zeros"), tmp_path, "silent or constant", "2 utterance(s)", "spk1-a", "spk2-a")
+
+
 def test_external_program_missing(tmp_path):
     record("external-missing", "external anonymiser program that does not exist", "anonymize (external)",
            run_external(tmp_path, "ok", command=["no-such-anonymiser", "{input_dir}"]), tmp_path,
@@ -61,3 +68,19 @@ def test_external_command_as_shell_string(tmp_path):
     message = raised(External, command="python my_system.py {input_dir} | tee log", device="cpu")
     record("external-shell", "external command given as a shell string", "anonymizer config",
            message, tmp_path, "anonymizer.command", "argv list")
+
+
+def test_external_command_that_cannot_start_fails_before_any_training(tmp_path):
+    """Regression (issue 27): an external anonymiser that cannot start (`python` without
+    soundfile) was found only after the original-data attacker had trained (115 s)."""
+    from pipeline.config import compose
+    from pipeline.experiment import Experiment
+
+    command = f"[{sys.executable},-c,'import no_such_package_for_vpeval']"
+    cfg = compose([f"paths.data={tmp_path / 'data'}", "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu",
+                   "anonymizer=external", f"anonymizer.command={command}"])
+    message = raised(Experiment, cfg).replace(sys.executable, "python")
+    assert not (tmp_path / "data" / "cache" / "train").exists()
+    record("external-cannot-start", "external anonymiser whose interpreter lacks a package", "experiment start "
+           "(one utterance, before any training)", message, tmp_path, "failed with exit status 1",
+           "ModuleNotFoundError")

@@ -22,8 +22,8 @@ def test_build_once_then_reuse(tmp_path):
         (out / "x.txt").write_text("hello")
         return {"n": 1}
 
-    first = cache.build("stage", {"p": 1}, {"in": "abc"}, builder)
-    second = cache.build("stage", {"p": 1}, {"in": "abc"}, builder)
+    first = cache.build("stage", {"p": 1}, {"in": "abc"}, builder, code=())
+    second = cache.build("stage", {"p": 1}, {"in": "abc"}, builder, code=())
     assert first == second and len(calls) == 1
     assert [e.reused for e in cache.events] == [False, True]
     assert summary_of(first) == {"n": 1}
@@ -32,8 +32,8 @@ def test_build_once_then_reuse(tmp_path):
 
 def test_changed_parameter_gets_new_folder(tmp_path):
     cache = Cache(tmp_path)
-    a = cache.build("stage", {"alpha": 0.8}, {}, lambda out: None)
-    b = cache.build("stage", {"alpha": 0.7}, {}, lambda out: None)
+    a = cache.build("stage", {"alpha": 0.8}, {}, lambda out: None, code=())
+    b = cache.build("stage", {"alpha": 0.7}, {}, lambda out: None, code=())
     assert a != b and is_complete(a) and is_complete(b)
 
 
@@ -45,15 +45,15 @@ def test_failed_builder_leaves_folder_incomplete_and_resumable(tmp_path):
         raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        cache.build("stage", {}, {}, crashing)
-    out = cache.path("stage", {}, {})
+        cache.build("stage", {}, {}, crashing, code=())
+    out = cache.path("stage", {}, {}, code=())
     assert not is_complete(out) and (out / "part-1").exists()
 
     def resuming(out):
         assert (out / "part-1").exists()  # earlier work is handed back
         (out / "part-2").write_text("done")
 
-    assert cache.build("stage", {}, {}, resuming) == out and is_complete(out)
+    assert cache.build("stage", {}, {}, resuming, code=()) == out and is_complete(out)
 
 
 def test_summary_of_incomplete_folder_is_an_error(tmp_path):
@@ -72,15 +72,48 @@ def test_fault_hook_kills_at_the_named_point(tmp_path):
     script = ("from pathlib import Path\nfrom pipeline.cache import Cache\n"
               "from pipeline.fileio import write_text\n"
               "def build(out):\n    for i in range(3):\n        write_text(out / f'f{i}.txt', 'x')\n"
-              f"Cache(Path({str(tmp_path)!r})).build('stage', {{}}, {{}}, build)\n")
+              f"Cache(Path({str(tmp_path)!r})).build('stage', {{}}, {{}}, build, code=())\n")
     env = {**os.environ, "VPEVAL_FAULT": "stage.write:3", "VPEVAL_FAULT_TRACE": str(tmp_path / "trace")}
     env.pop("VPEVAL_FAULT_PID", None)
     done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO_ROOT, check=False)
     assert done.returncode == -signal.SIGKILL
-    out = Cache(tmp_path).path("stage", {}, {})
+    out = Cache(tmp_path).path("stage", {}, {}, code=())
     names = sorted(p.name for p in out.iterdir())
     assert [n for n in names if not is_temporary(n)] == ["_params.json", "f0.txt"]
     assert len(names) == 3  # f1.txt killed between its write and its rename
     assert not is_complete(out)
     # the 3rd write inside the stage: _params.json, f0.txt, then f1.txt
     assert (tmp_path / "trace").read_text().split() == ["stage.write", "stage.start", "stage.write", "stage.write"]
+
+
+def test_a_wait_and_a_resume_are_logged(tmp_path, caplog):
+    """Regression (issue 27): a run waiting on another run's lock printed nothing for
+    minutes, and a resumed build looked like a fresh one."""
+    import logging
+    import threading
+    import time
+
+    from pipeline.cache import file_lock
+
+    caplog.set_level(logging.INFO, logger="pipeline.cache")
+    cache = Cache(tmp_path)
+    out = cache.path("stage", {}, {}, code=())
+    held, release = threading.Event(), threading.Event()
+
+    def other_run():
+        with file_lock(out.parent / f"{out.name}.lock"):
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=other_run)
+    thread.start()
+    held.wait(5)
+    threading.Timer(0.3, release.set).start()
+    out.mkdir(parents=True)
+    (out / "part.txt").write_text("left by a killed run")
+    cache.build("stage", {}, {}, lambda folder: None, code=())
+    thread.join()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("waiting: another run holds" in m for m in messages)
+    assert any(m.startswith(f"stage {out.name}: waited") for m in messages)
+    assert any("resuming an interrupted build in" in m for m in messages)

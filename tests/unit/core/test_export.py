@@ -49,6 +49,23 @@ def test_export_data_writes_vpc_dirs_that_precomputed_reads_back(vpc_folder, tmp
             np.testing.assert_allclose(read_audio(theirs.path, 16000), read_audio(ours.path, 16000), atol=1e-6)
 
 
+def test_export_never_overwrites_another_systems_export(vpc_folder, tmp_path, capsys):
+    """Regression (issue 27): `export data` with an existing --suffix and another anonymiser
+    overwrote the earlier export."""
+    out = tmp_path / "exported"
+    run = [f"paths.data={tmp_path / 'runs'}", "data=vpc", f"data.root={vpc_folder / 'data'}", "device=cpu",
+           "eval_splits=[test]"]
+    assert main(["data", str(out), "--suffix", "b", *run, "anonymizer=mcadams"]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(["data", str(out), "--suffix", "b", *run, "anonymizer=mcadams_fixed"]) == 2
+    assert "holds the export of another system (mcadams #" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert main(["data", str(out), "--suffix", "b", *run, "anonymizer=mcadams"]) == 0  # the same system again
+    (tmp_path / "mine" / "libri_test_enrolls_c").mkdir(parents=True)
+    assert main(["data", str(tmp_path / "mine"), "--suffix", "c", *run, "anonymizer=mcadams"]) == 2
+    assert "was not written by vpeval export" in capsys.readouterr().err
+
+
 def test_export_attacker_through_the_vpeval_command(tmp_path, capsys):
     torch.manual_seed(0)
     encoder = SpeakerEncoder(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1],

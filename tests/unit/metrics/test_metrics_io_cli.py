@@ -436,3 +436,16 @@ def test_cli_bootstrap_reads_test_speakers_from_ids_or_utt2spk(tmp_path, capsys)
     second = json.loads((tmp_path / "b.json").read_text())["files"][0]["bootstrap"]
     assert second["eer"] == first["eer"]  # same speakers, same draws
     capsys.readouterr()
+
+
+def test_an_interval_from_too_few_speakers_is_marked(tmp_path, capsys):
+    """Regression (issue 27): a "95 % CI" of zero width from one speaker (dev_f 20.00 [20.00,
+    20.00]) was printed with no note."""
+    from pipeline.stages.report import interval
+
+    assert interval([0.2, 0.2], 1) == "[20.00, 20.00] (1 speaker(s): too few for a speaker interval)"
+    assert interval([0.1, 0.3], 12) == "[10.00, 30.00]"
+    path = tmp_path / "scores.txt"
+    path.write_text("a a-1-1 2.0 target\na a-1-2 1.5 target\na b-1-1 0.5 nontarget\n")
+    assert main([str(path), "--bootstrap", "20"]) == 0
+    assert "2 speaker(s): too few for a speaker interval" in capsys.readouterr().out

@@ -207,3 +207,39 @@ def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
     assert (out / "figures" / "privacy_utility.png").is_file()
     assert json.loads((out / "results.json").read_text())["utility"]["asr"] == "pocketsphinx"
     assert (out / "utility.csv").read_text().count("\n") == 4
+
+
+def test_an_empty_utility_panel_says_why():
+    """Regression (issue 27): the privacy-utility figure showed an empty WER panel with no note."""
+    from pipeline.report.utility import privacy_utility_plot
+    from pipeline.utility import NO_WORDS
+
+    points = semi_informed_points(DETECTION, {"mcadams": utility_result(wer=False)})
+    figure = privacy_utility_plot(points, {"wer": NO_WORDS})
+    wer_panel, pitch_panel = figure.axes
+    assert [t.get_text().replace("\n", " ") for t in wer_panel.texts] == [f"no WER of anonymised speech: {NO_WORDS}"]
+    assert [t.get_text() for t in pitch_panel.texts] == ["mcadams"]  # its point's label, no note
+
+
+def test_a_recogniser_failing_on_original_speech_is_flagged(tmp_path, caplog):
+    """Issue 27: pocketsphinx gave 61-131 % WER on original speech of a small real corpus and the
+    report printed the anonymised WER beside it as if it meant something."""
+    import logging
+
+    from pipeline.utility import MEANINGFUL_WER, flag_weak_recogniser, skip
+
+    result = utility_result()
+    result["sets"]["test_f"]["wer_original"] = 0.61
+    flag_weak_recogniser(result)
+    assert "61.0 %, above 30 %" in result["sets"]["test_f"]["wer_note"] and MEANINGFUL_WER == 0.30
+    assert "wer_note" not in result["sets"]["test_m"] and "wer_note" not in result["splits"]["test"]
+    out = report.run(tmp_path / "report", config_hash="x", config_summary={"anonymizer": "mcadams"}, records=[],
+                     detection=DETECTION, fit=[{"group": "", "reason": "too few points"}], stages=[], utility=result)
+    assert "WER not meaningful for mcadams test_f: the recogniser's WER on original speech is 61.0 %" in \
+        (out / "report.md").read_text()
+    caplog.set_level(logging.INFO, logger="pipeline.utility")
+    from pipeline.utility import NO_WORDS
+
+    skip({"skipped": {}}, "wer", NO_WORDS)
+    skip({"skipped": {}}, "wer", "asr.folder=x: not found")
+    assert [r.levelname for r in caplog.records if "skipped" in r.getMessage()] == ["INFO", "WARNING"]
