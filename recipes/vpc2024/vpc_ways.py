@@ -36,6 +36,7 @@ from pipeline.errors import VpevalError
 from pipeline.experiment import Experiment
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import bootstrap_ci
+from pipeline.metrics.scorefiles import speakers_of_utterances
 from pipeline.stages import split
 
 SETS = ("dev_f", "dev_m", "test_f", "test_m", "val")
@@ -92,11 +93,14 @@ def scores_of(encoder, condition, vpc_audio: bool) -> np.ndarray:
 
 def replicates(scores: np.ndarray, trials, set_index: int) -> tuple[float, np.ndarray]:
     """(EER, two-way speaker-bootstrap EER replicates); the same speakers and set give the same
-    resamples. Test speakers are read from the LibriSpeech-form utterance ids (VPC's and the
-    built-in corpus's)."""
+    resamples. Test speakers are read from the utterance ids (LibriSpeech form, as VPC's and
+    the built-in corpus's)."""
     target = np.array([t.target for t in trials])
     speakers = np.array([t.enroll for t in trials])
-    tested = np.array([t.test.split("-")[0] for t in trials])
+    tested = speakers_of_utterances([t.test for t in trials], None, Path("trials"), np.arange(len(trials)))
+    if tested is None:
+        raise VpevalError(f"trial utterance ids do not name their speakers (e.g. {trials[0].test}): "
+                          "LibriSpeech-form ids are needed (speaker-chapter-utterance)")
     result = bootstrap_ci(scores[target], scores[~target], RESAMPLES, "speakers", speakers[target],
                           speakers[~target], LEVEL, seed=set_index, tar_test_speakers=tested[target],
                           non_test_speakers=tested[~target])

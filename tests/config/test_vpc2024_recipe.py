@@ -17,7 +17,7 @@ def test_chunks_are_fixed_from_the_start_and_short_utterances_have_none():
 
 def test_two_ways_on_the_same_trials_are_scored_on_the_same_resamples():
     ways, rng = recipe_script("vpc2024", "vpc_ways"), np.random.default_rng(0)
-    trials = [Trial(f"s{s}", f"u{s}_{u}", u % 4 == 0) for s in range(6) for u in range(12)]
+    trials = [Trial(f"s{s}", f"s{(s + u % 4) % 6}-1-{u}", u % 4 == 0) for s in range(6) for u in range(12)]
     target = np.array([t.target for t in trials])
     scores = rng.normal(size=len(trials)) + 1.5 * target
     eer, reps = ways.replicates(scores, trials, set_index=3)
