@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -91,6 +91,10 @@ class Anonymizer(ABC):
         seed: experiment seed; results depend only on it and the ids, not on batching.
         device: "auto", "cpu" or "cuda[:n]".
         batch_seconds: audio seconds per batch handed to `anonymize`.
+        source_speakers: {speaker: gender} of every source speaker of the corpus, the same
+            for each list (the anonymize stage passes them). A system that maps the speakers
+            as a whole (PERM) draws over them, so that a speaker's pseudo-speaker does not
+            depend on the list. None: the speakers of the manifest given to `prepare`.
 
     `probe_first`: a system that can fail for reasons outside vpeval (an external command
     whose interpreter lacks a package) is run once on one utterance when an experiment
@@ -101,13 +105,14 @@ class Anonymizer(ABC):
     probe_first: bool = False
 
     def __init__(self, *, level: str = "utterance", seed: int = 0, device: str = "auto",
-                 batch_seconds: float = 300.0):
+                 batch_seconds: float = 300.0, source_speakers: Mapping[str, str] | None = None):
         if level not in LEVELS:
             raise VpevalError(f"anonymizer.level must be one of {LEVELS}, got {level!r}")
         self.level = level
         self.seed = int(seed)
         self.device = resolve_device(device)
         self.batch_seconds = float(batch_seconds)
+        self.source_speakers = None if source_speakers is None else {str(s): str(g) for s, g in source_speakers.items()}
 
     def prepare(self, utterances: Sequence[Utterance]) -> None:
         """Called once by the anonymize stage with every utterance of the manifest (ids,

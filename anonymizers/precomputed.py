@@ -38,6 +38,7 @@ from anonymizers.checked_audio import (
 from pipeline.data.kaldi import table_lines, wav_scp_path
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError, input_error
+from pipeline.fileio import read_text
 
 
 class Precomputed(Anonymizer):
@@ -141,7 +142,7 @@ def vpc_index(dirs: Sequence[Path], path_root: Path) -> dict[str, Path]:
 def read_wav_scp(scp: Path) -> dict[str, Path]:
     """`<utt_id> <path>` lines; relative paths are relative to the scp's folder."""
     index: dict[str, Path] = {}
-    for number, line in enumerate(scp.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text(scp).splitlines(), start=1):
         if not line.strip():
             continue
         fields = line.split(maxsplit=1)

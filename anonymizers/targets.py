@@ -11,10 +11,13 @@ embedding:
   embedding (cosine distance by default; VPC used PLDA), then the mean of `n_average` of
   them drawn at random (N = 200, N* = 100).
 
-With `same_gender` the draw is restricted to pool speakers of the source's gender. Every
-draw is seeded by the experiment seed and the source's key (its utterance id or speaker id),
-so a source's target never depends on which other sources are in the batch; PERM is seeded
-by the whole list of source speakers, which the caller gives once.
+With `same_gender` the draw is restricted to pool speakers of the source's gender. RAND and
+farthest-average draw per source key (its utterance id, or `<list>/<speaker>` at speaker
+level), seeded by the experiment seed and the key, CONST once per gender, so a source's
+target never depends on which other sources are in the batch. PERM is keyed by the speaker,
+not the list: its permutation is drawn over every source speaker of the corpus, which the
+caller gives once and must give the same for every list, so that a speaker keeps its pool
+speaker in every list and no two speakers ever share one.
 
 >>> pool = TargetPool(np.eye(3), ["t1", "t2", "t3"], ["f", "m", "f"])
 >>> [t.speakers for t in Random(same_gender=True).select(pool, [Source("u1", "s1", "f")], seed=0)]
@@ -158,13 +161,19 @@ class Random(Strategy):
 
 
 class Permutation(Strategy):
-    """PERM: every source speaker gets a distinct pool speaker (of its gender with
-    `same_gender`), from a seeded permutation over the sorted list of all source speakers.
-    The level does not matter: the mapping is by speaker.
+    """PERM (maouche2020 §5.1): every source speaker gets its own pool speaker (of its gender
+    with `same_gender`), no two the same: the sorted source speakers take the first rows of a
+    permutation of the pool seeded by the experiment seed. The mapping is by speaker, whatever
+    the level and the list, and depends only on the seed, the pool and `source_speakers`.
+
+    Give every list the same `source_speakers`: all the source speakers of the corpus.
+    Built from one list's speakers, a speaker's position in the sorted list, hence its pool
+    speaker, changes with the list, and speaker B's trials can get the pool speaker that
+    speaker A had in enrolment.
 
     Args:
-        source_speakers: {speaker id: gender} of every source speaker of the experiment,
-            given once so that the mapping does not depend on batches.
+        source_speakers: {speaker id: gender} of every source speaker of the corpus (every
+            list anonymised), given once so that the mapping depends on neither batch nor list.
     """
 
     label = "perm"

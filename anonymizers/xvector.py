@@ -12,6 +12,7 @@ from. The voice converter (content + F0 + ECAPA embedding -> HiFi-GAN-NSF) is th
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable
 
@@ -27,8 +28,10 @@ class XVector(SpeakerEmbeddingAnonymizer):
     Args:
         strategy: builds the `Strategy` (from config: a `_partial_: true` node naming
             `anonymizers.targets.FarthestAverage`, `Constant`, `Permutation` or `Random`);
-            a builder taking `source_speakers` (PERM) gets the {speaker: gender} of the
-            manifest being anonymised.
+            a builder taking `source_speakers` (PERM) gets the {speaker: gender} of every
+            source speaker of the corpus (`Anonymizer`'s `source_speakers`, the same for
+            every list, so that a speaker keeps one pool speaker in every list and no two
+            speakers share one), or of the manifest being anonymised when none are given.
         **common: see `SpeakerEmbeddingAnonymizer` and `Anonymizer`.
     """
 
@@ -36,14 +39,21 @@ class XVector(SpeakerEmbeddingAnonymizer):
         super().__init__(**common)
         self.strategy_builder = strategy
         self.strategy: Strategy | None = None
+        self.maps_speakers = "source_speakers" in inspect.signature(strategy).parameters
+
+    def fingerprint(self) -> dict[str, str]:
+        found = super().fingerprint()
+        if self.maps_speakers and self.source_speakers is not None:
+            listed = "".join(f"{s}\t{g}\n" for s, g in sorted(self.source_speakers.items()))
+            found["source_speakers"] = hashlib.sha256(listed.encode()).hexdigest()
+        return found
 
     def check_targets(self, genders: dict[str, str]) -> None:
-        wants_speakers = "source_speakers" in inspect.signature(self.strategy_builder).parameters
-        self.strategy = self.strategy_builder(**({"source_speakers": genders} if wants_speakers else {}))
-        one_per_gender = {gender: speaker for speaker, gender in sorted(genders.items())}
+        speakers = genders if self.source_speakers is None else self.source_speakers
+        self.strategy = self.strategy_builder(**({"source_speakers": speakers} if self.maps_speakers else {}))
         probe_embedding = self.target_pool.embeddings.mean(0)
-        self.strategy.select(self.target_pool, [Source(f"check-{g}", s, g, probe_embedding)
-                                                for g, s in one_per_gender.items()], seed=self.seed)
+        self.strategy.select(self.target_pool, [Source(f"check-{s}", s, g, probe_embedding)
+                                                for s, g in sorted(genders.items())], seed=self.seed)
 
     def pseudo_speakers(self, sources: list[Source], drawn: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         targets = self.strategy.select(self.target_pool, sources, seed=self.seed)

@@ -4,17 +4,22 @@
     vpeval metrics FILE... [--json]   metrics of score files
     vpeval aggregate DIR [--reference CSV]  one report of every job of a sweep folder
     vpeval export data|attacker ...   anonymised data as VPC data dirs, attackers as SpeechBrain folders
-    vpeval validate [overrides]       prepare and check the configured corpus, nothing else
+    vpeval validate [overrides]       prepare and check the configured corpus, nothing else (validate --help)
     vpeval --help | --version         what vpeval takes (pipeline.usage) | its version
 
 An experiment prints the path of its report folder as its last line. Errors the user can
-fix print one line and exit with status 2. A job that raises writes `failed.json` (the
-error line) in its run folder; in a multirun the error goes back to Hydra, which runs the
-other points, and the aggregate report (pipeline.sweep) lists the failed ones.
+fix print one line and exit with status 2; Ctrl-C prints one line and exits with 130. When the
+reader of the output closes it early (`vpeval metrics ... | head -1`), the rest is dropped
+quietly: a tool (metrics, aggregate, export, --help) exits with 141, the status of a program
+stopped by SIGPIPE; an experiment or validate finishes with its own status. A job that raises
+writes `failed.json` (the error line) in its run folder; in a multirun the error goes back to
+Hydra, which runs the other points, and the aggregate report (pipeline.sweep) lists the failed ones.
 """
 from __future__ import annotations
 
 import logging
+import os
+import select
 import sys
 from pathlib import Path
 
@@ -24,14 +29,46 @@ from omegaconf import DictConfig
 
 from pipeline.config import register_resolvers
 from pipeline.config_tree import CONFIG_SOURCE
-from pipeline.errors import VpevalError
+from pipeline.errors import VpevalError, write_error
 
 log = logging.getLogger("vpeval")
+
+
+INTERRUPTED = "vpeval: interrupted; rerun the same command to resume from the finished stages"
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT, 128 + SIGPIPE: what a shell shows for these signals
 
 
 def fail(error: VpevalError) -> None:
     print(f"vpeval: error: {error}", file=sys.stderr)
     sys.exit(2)
+
+
+def reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll reports an error on its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll on this platform, stdout not a file
+        return False
+
+
+def drop_output() -> None:
+    """Send the rest of stdout (and what is still buffered) nowhere, so that no later write or
+    the interpreter's exit fails on the closed pipe again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def say(text: str) -> None:
+    """Print a Hydra app's result. When the reader is gone (`vpeval validate | head -3`) the rest
+    is dropped and the app ends with its own status: its outcome is the status and the run
+    folder (Hydra would turn the BrokenPipeError into a traceback)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        if not reader_gone():
+            raise
+        drop_output()
 
 
 @hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
@@ -56,7 +93,7 @@ def experiment_app(cfg: DictConfig) -> None:
     if report is None:  # a follower node of a multi-node run: node 0 reports
         return
     log.info("report: %s", report / "report.md")
-    print(report, flush=True)
+    say(str(report))
 
 
 @hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
@@ -72,7 +109,7 @@ def validate_app(cfg: DictConfig) -> None:
         try:
             prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
             result = validate.check(prepared, tuple(cfg.eval_splits))
-            print(result.render())
+            say(result.render())
             found += result.problems
         except VpevalError as error:
             found.append(str(error))
@@ -92,7 +129,23 @@ HYDRA_APPS = {"validate": validate_app}
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
+    """`vpeval ARGS`: one line, not a traceback, on Ctrl-C; quiet when the reader of stdout goes away."""
+    try:
+        try:
+            dispatch(sys.argv[1:] if argv is None else argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe fails here rather than in the interpreter's exit
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        if not reader_gone():  # a pipe other than stdout (a worker's, a subprocess's): a real error
+            raise
+        drop_output()
+        sys.exit(EXIT_BROKEN_PIPE)
+
+
+def dispatch(argv: list[str]) -> None:
     register_resolvers()  # before any Hydra app composes conf/config.yaml (also `--cfg job`, regression)
     if argv[:1] in (["--version"], ["-V"]):
         from pipeline import __version__
@@ -115,6 +168,11 @@ def main(argv: list[str] | None = None) -> None:
         fail(VpevalError(unknown_command(command, [*HYDRA_APPS, *TOOLS])))
     app = HYDRA_APPS.get(command, experiment_app)
     overrides = argv[1:] if command else argv
+    if command == "validate" and any(arg in ("--help", "-h") for arg in overrides):
+        from pipeline.usage import validate_usage
+
+        print(validate_usage())
+        sys.exit(0)
     check_overrides(overrides, settings=command != "validate")  # validate lists them with the corpus's
     sys.argv = [sys.argv[0], *overrides]
     app()
@@ -145,5 +203,21 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
             cfg = compose(variant)
             if settings:
                 check_settings(cfg)
+            make_output_folders(cfg, variant)
     except VpevalError as error:
         fail(error)
+
+
+def make_output_folders(cfg: DictConfig, overrides: list[str]) -> None:
+    """Create `paths.cache` and `paths.runs` (where Hydra puts the run folder, unless
+    `hydra.run.dir` / `hydra.sweep.dir` is given): an unwritable `paths.data` (read-only, no
+    permission, a file in the way) stops here in one line naming the folder, not in Hydra's chain
+    of OSErrors."""
+    keys = ["cache"] if any(arg.startswith(("hydra.run.dir=", "hydra.sweep.dir=")) for arg in overrides) \
+        else ["cache", "runs"]
+    for key in keys:
+        folder = Path(str(cfg.paths[key]))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise write_error(f"paths.{key}={folder}", error) from None

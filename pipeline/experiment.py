@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 from hydra.utils import get_class
@@ -102,8 +103,18 @@ class Experiment:
             self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name,
                                                   seed=int(self.cfg.anonymization_seed),
                                                   device=self.device,
-                                                  sample_rate=self.cfg.data.sample_rate) / "manifest.jsonl"
+                                                  sample_rate=self.cfg.data.sample_rate,
+                                                  speakers=self.source_speakers) / "manifest.jsonl"
         return self._anonymized[key]
+
+    @cached_property
+    def source_speakers(self) -> dict[str, str]:
+        """{speaker: gender} of every list of the prepared corpus (the attacker's training
+        data, every split's enrolment and trials), given alike to the anonymisation of each
+        list: a speaker-keyed system (PERM) maps them as a whole, so that a speaker keeps its
+        pseudo-speaker in every list and no two speakers share one."""
+        lists = sorted(manifest_path(self.prepared, "train").parent.glob("*.jsonl"))
+        return {utt.speaker: utt.gender for path in lists for utt in read_manifest(path)}
 
     def attacker(self, kind: str) -> tuple[Path, Path]:
         """(model folder, split folder) of the attacker trained on `kind` data; on original data

@@ -1,4 +1,4 @@
-"""Atomic file writes: a reader never sees a half-written file.
+"""Atomic file writes (a reader never sees a half-written file), and text reads that drop a BOM.
 
 Everything is written to a temporary name in the same folder, flushed, then renamed
 over the final name (`os.replace` is atomic on POSIX file systems). A failed write (full
@@ -7,9 +7,11 @@ disk, no permission) removes the temporary file and raises a one-line `WriteErro
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -45,9 +47,44 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
     except OSError as error:  # a full disk, a read-only or unwritable folder: one line, no partial file
         raise write_error(path, error) from None
+    except Exception as error:
+        cause = library_write_cause(error, path.parent)
+        if cause is None:
+            raise
+        raise write_error(path, cause) from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+
+
+LOW_SPACE = 1 << 20  # bytes: a folder with less free space than this counts as full
+SFE_SYSTEM = 2  # libsndfile's "System error." (a failed system call)
+
+
+def library_write_cause(error: Exception, folder: Path) -> OSError | None:
+    """The OSError behind a libsndfile error (soundfile.LibsndfileError), which reports a full
+    disk or an unwritable file as "System error." without the system's reason: the reason is
+    read from the folder (read-only file system, no write permission, less than LOW_SPACE
+    free), else libsndfile's own words for a system error. None for any other error (a bug, not
+    the disk). fileio does not import soundfile: only a process that loaded it can meet its errors.
+
+    >>> library_write_cause(ValueError("bad"), Path(".")) is None
+    True
+    """
+    soundfile = sys.modules.get("soundfile")
+    if soundfile is None or not isinstance(error, soundfile.LibsndfileError):
+        return None
+    try:
+        disk = os.statvfs(folder)
+    except OSError as probe:
+        return probe
+    if disk.f_flag & os.ST_RDONLY:
+        return OSError(errno.EROFS, os.strerror(errno.EROFS))
+    if not os.access(folder, os.W_OK):
+        return OSError(errno.EACCES, os.strerror(errno.EACCES))
+    if disk.f_bavail * disk.f_frsize < LOW_SPACE:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return OSError(f"libsndfile: {error.error_string}") if error.code == SFE_SYSTEM else None
 
 
 TEMPORARY_NAME = re.compile(r"\..*\.tmp[0-9]+(\.[^.]*)?")
@@ -60,6 +97,21 @@ def is_temporary(name: str) -> bool:
     (True, False)
     """
     return TEMPORARY_NAME.fullmatch(name) is not None
+
+
+def read_text(path: str | Path) -> str:
+    r"""The text of a UTF-8 file without the byte-order mark (U+FEFF) some editors put first,
+    which would otherwise become part of the first id (speaker "\ufeff1272"). Every reader of
+    a user's text file (lists, score files, corpus metadata) goes through it; a file that is not
+    UTF-8 text raises UnicodeDecodeError.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "utt2spk"
+    >>> _ = path.write_bytes(b"\xef\xbb\xbfu1 1272\n")  # a BOM, then one line
+    >>> read_text(path)
+    'u1 1272\n'
+    """
+    return Path(path).read_text(encoding="utf-8-sig")
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -43,7 +43,7 @@ class RecipeConfigSource(ConfigSource):
         path = self._file(config_path)
         if path is None:
             raise ConfigLoadError(f"Config not found : {config_path} in {self.full_path()}")
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM would hide a `# @package` header
         return ConfigResult(config=OmegaConf.create(text), path=self.full_path(), provider=self.provider,
                             header=ConfigSource._get_header_dict(text[:512]))
 

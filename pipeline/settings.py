@@ -52,6 +52,10 @@ def optional(test: Callable) -> Callable:
     return lambda v: v is None or test(v)
 
 
+def between(low: int, high: int) -> Callable:
+    return lambda v: integer(low)(v) and v <= high
+
+
 def duration_pair(v) -> bool:
     return (isinstance(v, (list, ListConfig)) and len(v) == 2 and all(map(positive, v)) and v[0] <= v[1])
 
@@ -59,8 +63,17 @@ def duration_pair(v) -> bool:
 PRECISIONS = ("fp32", "bf16", "fp16")
 UNSEEN_PER_GENDER = 4  # pipeline.stages.split.MIN_UNSEEN (settings may not import a stage)
 COUNT, COUNT0, FRACTION = "an integer >= 1", "an integer >= 0", "a number in (0, 1)"
+# Seeds reach torch.manual_seed and int64 tensors (RNG states in checkpoints), which take at most
+# 2**63 - 1; numpy's default_rng takes no negative seed.
+SEED_MAX = 2**63 - 1
+SEED = f"an integer >= 0 and <= 2**63-1 ({SEED_MAX})"
+# VPC 2024 trains its attacker 10 epochs, the shipped attackers 4 to 10. 10,000 epochs of
+# train-clean-360 take about 10 days on an H100 (docs/performance.md: 10 in 14.3 min), decades on
+# CPU: a larger count is a typo, refused before any stage starts.
+MAX_EPOCHS = 10_000
 RULES: list[tuple[str, str, Callable]] = [
-    ("seed", COUNT0, integer(0)),
+    ("seed", SEED, between(0, SEED_MAX)),
+    *[(f"data.{key}.seed", SEED, between(0, SEED_MAX)) for key in ("generate", "protocol", "reader")],
     ("device", "auto, cpu, cuda or cuda:N", lambda v: isinstance(v, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", v)),
     ("split.val_fraction", FRACTION, open_range(0, 1)),
     ("split.holdout", "unseen, speaker or list", one_of("unseen", "speaker", "list")),
@@ -92,7 +105,7 @@ RULES: list[tuple[str, str, Callable]] = [
     ("data.protocol.enroll_fraction", FRACTION, open_range(0, 1)),
     ("data.protocol.enroll_utterances", COUNT, integer(1)),
     ("attacker.pretrained_on", "original or anonymized", one_of("original", "anonymized")),
-    ("attacker.training.epochs", COUNT, integer(1)),
+    ("attacker.training.epochs", f"an integer >= 1 and <= {MAX_EPOCHS}", between(1, MAX_EPOCHS)),
     ("attacker.training.batch_size", COUNT, integer(1)),
     ("attacker.training.crop_seconds", "a number of seconds > 0", positive),
     ("attacker.training.optimizer.lr", "a number > 0", positive),
@@ -129,6 +142,10 @@ def _eval_splits(cfg: DictConfig) -> Iterator[str]:
     if not splits:
         yield f"eval_splits={_shown(splits)}: must name at least one of {subsets}"
         return
+    twice = sorted({split for split in splits if list(splits).count(split) > 1})
+    if twice:
+        yield (f"eval_splits={_shown(splits)}: names {', '.join(map(repr, twice))} more than once "
+               "(each split would be evaluated and reported twice): list each split once")
     for split in splits:
         if split not in subsets:
             yield f"eval_splits={_shown(splits)}: {split!r} is not an evaluation subset of data={cfg.data.name} ({subsets})"
@@ -183,8 +200,8 @@ def _attacks(cfg: DictConfig) -> Iterator[str]:
 def _anonymization_seed(cfg: DictConfig) -> Iterator[str]:
     """Checked only when set apart from `seed` (by default it is `${seed}`, checked above)."""
     value = cfg.get("anonymization_seed")
-    if value != cfg.get("seed") and not integer(0)(value):
-        yield f"anonymization_seed={value}: must be {COUNT0}"
+    if value != cfg.get("seed") and not between(0, SEED_MAX)(value):
+        yield f"anonymization_seed={value}: must be {SEED}"
 
 
 def _missing(cfg: DictConfig) -> Iterator[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from pipeline.config import compose
-from pipeline.config_tree import TRAINING_GROUPS, did_you_mean, group_options
+from pipeline.config_tree import CONFIG_DIR, TRAINING_GROUPS, did_you_mean, group_options
 
 # The keys a user sets most, shown with their defaults.
 MAIN_KEYS = ("name", "seed", "device", "eval_splits", "paths.data", "data.root", "split.val_fraction",
@@ -32,12 +32,14 @@ def usage() -> str:
     lines = ["usage:"] + [f"  {command:<{width}}  {what}" for command, what in COMMANDS]
     groups = group_options()
     recipes = groups.pop("experiment", [])
+    groups.update(hydra_groups())
     lines += ["", "An OVERRIDE is GROUP=OPTION, KEY=VALUE or +experiment=RECIPE (Hydra syntax; -m sweeps "
               "comma-separated values).", "", "config groups (GROUP=OPTION; `anonymizer@attacker_anonymizer` "
               "takes the anonymizer options):"]
     gwidth = max(len(group) for group in groups)
     lines += [f"  {group:<{gwidth}}  {', '.join(options)}" for group, options in groups.items()]
-    lines += [f"  {group:<{gwidth}}  ({what})" for group, what in TRAINING_GROUPS.items()]
+    lines += [f"  {group:<{gwidth}}  {', '.join(sorted(p.stem for p in (CONFIG_DIR / group).glob('*.yaml')))}; {what}"
+              for group, what in TRAINING_GROUPS.items()]
     lines += ["", "recipes (+experiment=RECIPE):", f"  {', '.join(recipes)}", "", "main keys (default):"]
     for key in MAIN_KEYS:
         value = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
@@ -45,6 +47,42 @@ def usage() -> str:
         lines.append(f"  {key}={shown}")
     lines += ["", f"docs: {DOCS}"]
     return "\n".join(lines)
+
+
+def hydra_groups() -> dict[str, list[str]]:
+    """The Hydra groups vpeval sets options of (conf/hydra/<group>/, e.g. hydra/launcher) with every
+    option Hydra finds: its own (basic), vpeval's (slurm) and those of installed plugins."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    groups = sorted({yaml.parent.relative_to(CONFIG_DIR).as_posix() for yaml in (CONFIG_DIR / "hydra").rglob("*.yaml")})
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        return {group: sorted(loader.get_group_options(group)) for group in groups}
+
+
+def validate_usage() -> str:
+    """`vpeval validate --help` (Hydra's generic help says nothing about validate)."""
+    return "\n".join([
+        "usage: vpeval validate [OVERRIDE...]",
+        "",
+        "Prepare the configured corpus and check it, running no other stage: the settings (as `vpeval`",
+        "checks them), then preparation (the corpus read, or the synthetic one generated, into the cache,",
+        "where an experiment with the same data settings reuses it), then every list of the prepared",
+        "corpus: each audio file decodes to the end, mono, at data.sample_rate and as long as its manifest",
+        "says; ids unique; one gender per speaker; trials naming enrolled speakers and listed utterances,",
+        "with target and non-target trials; no evaluation speaker among the training speakers; every",
+        "eval_splits subset prepared.",
+        "",
+        "Prints a table of the lists (utterances, speakers, trials) and `OK: no problems found.`, exit 0;",
+        "otherwise every problem, one `vpeval: error:` line each, exit 2.",
+        "",
+        "arguments:",
+        "  OVERRIDE    the experiment's overrides (GROUP=OPTION, KEY=VALUE; vpeval --help lists them);",
+        "              validate reads data=..., data.root=..., data.*, eval_splits=... and paths.data=...,",
+        "              e.g. vpeval validate data=librispeech data.root=/corpora/LibriSpeech",
+        "  -h, --help  this text",
+    ])
 
 
 def unknown_command(word: str, commands: list[str]) -> str:

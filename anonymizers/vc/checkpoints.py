@@ -24,7 +24,7 @@ from pipeline.asv.checkpoint import (
     save_checkpoint,
 )
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
+from pipeline.fileio import read_text, write_json
 
 ALLOWED_BUILDERS = ("anonymizers.vc.", "torchaudio.models.")
 VC_RECIPE = "python -m anonymizers.training.vc (see recipes/train_vc/README.md)"
@@ -63,7 +63,7 @@ def save_module(folder: str | Path, module: nn.Module, spec: Mapping[str, Any], 
 def read_spec(folder: Path, expected_format: str) -> dict:
     path = folder / SPEC
     try:
-        spec = json.loads(path.read_text())
+        spec = json.loads(read_text(path))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VpevalError(f"{path}: unreadable model description ({exc})") from None
     if not isinstance(spec, dict) or spec.get("format") != expected_format or "model" not in spec:

@@ -30,7 +30,7 @@ from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
 from pipeline.devices import autocast, module_device
 from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
+from pipeline.fileio import read_text, write_json
 
 ENCODER_BUILDERS = ("pipeline.asv.",)  # what an attacker folder's model.json may name
 
@@ -42,7 +42,7 @@ def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEn
     if not spec_path.is_file():
         raise VpevalError(f"{spec_path}: attacker model description not found")
     try:
-        spec = json.loads(spec_path.read_text())["model"]
+        spec = json.loads(read_text(spec_path))["model"]
         check_builders(spec, spec_path, ENCODER_BUILDERS)
         encoder = instantiate(spec)
     except (json.JSONDecodeError, KeyError, TypeError, InstantiationException) as exc:

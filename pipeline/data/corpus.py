@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 from typing import Protocol as Interface
 
 from pipeline.data.manifest import Utterance
-from pipeline.errors import VpevalError
+from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import write_lines
 
 MAIN = ""
@@ -44,6 +45,29 @@ class Entry:
 class Reader(Interface):
     def entries(self, subset: str) -> list[Entry]:
         """Every utterance of `subset`, in a stable order."""
+
+
+def listed_once(path: str | Path, rows: Iterable[tuple[int, str, str]], what: str,
+                listed: str) -> dict[str, tuple[str, int]]:
+    """key -> (value, line of its first listing) from the (line, key, value) rows of a metadata
+    file (genders of speakers, the speaker of each utterance). A key listed again with the same
+    value is accepted; with another value it is an error naming both lines, never the last
+    value silently (a male speaker listed twice, once as F, became female). `listed` is how a
+    value reads in that message, e.g. "as {}".
+
+    >>> listed_once("SPEAKERS.TXT", [(12, "174", "F"), (30, "174", "F")], "speaker", "as {}")
+    {'174': ('F', 12)}
+    >>> listed_once("SPEAKERS.TXT", [(12, "174", "F"), (57, "174", "M")], "speaker", "as {}")
+    Traceback (most recent call last):
+    pipeline.errors.VpevalError: SPEAKERS.TXT:57: speaker 174 is listed as M here and as F at line 12
+    """
+    found: dict[str, tuple[str, int]] = {}
+    for number, key, value in rows:
+        first = found.setdefault(key, (value, number))
+        if first[0] != value:
+            raise input_error(path, f"{what} {key} is listed {listed.format(value)} here and "
+                                    f"{listed.format(first[0])} at line {first[1]}", number)
+    return found
 
 
 def set_name(split: str, variant: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from pipeline import fileio
 from pipeline.data.manifest import Trial, Utterance, by_speaker, write_trials
 from pipeline.fileio import write_lines
 
@@ -26,7 +27,7 @@ SOX_OUTPUT_OPTIONS = {"-t": "wav", "-R": None, "-b": int, "-r": int, "-c": "1", 
 def table_lines(path: Path) -> list[tuple[int, str, str]]:
     """(line number, first field, rest of the line) of a Kaldi table file, blank lines skipped."""
     rows = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(fileio.read_text(path).splitlines(), start=1):
         key, _, rest = raw.strip().partition(" ")
         if key:
             rows.append((number, key, rest.strip()))
@@ -109,6 +110,6 @@ def read_text(path: Path) -> dict[str, str]:
     (cut by a kill while appending) is left out."""
     if not path.is_file():
         return {}
-    raw = path.read_text(encoding="utf-8")
+    raw = fileio.read_text(path)
     lines = raw.split("\n")[:-1]  # the part after the last newline is incomplete or empty
     return {utt: text for utt, _, text in (line.partition(" ") for line in lines if line)}

@@ -9,25 +9,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.data.corpus import Entry
+from pipeline.data.corpus import Entry, listed_once
 from pipeline.data.manifest import Utterance
 from pipeline.data.screening import probe, thread_map
 from pipeline.errors import VpevalError, input_error
+from pipeline.fileio import read_text
 
 
 def read_speakers(path: Path) -> dict[str, str]:
-    """Speaker id -> 'f' | 'm' from SPEAKERS.TXT (`ID | SEX | SUBSET | MINUTES | NAME`)."""
+    """Speaker id -> 'f' | 'm' from SPEAKERS.TXT (`ID | SEX | SUBSET | MINUTES | NAME`); a
+    speaker listed twice with two sexes is an error."""
     if not path.is_file():
         raise input_error(path, "SPEAKERS.TXT not found; is data.root a LibriSpeech folder?")
-    genders = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    rows = []
+    for number, raw in enumerate(read_text(path).splitlines(), start=1):
         if not raw.strip() or raw.lstrip().startswith(";"):
             continue
         fields = [f.strip() for f in raw.split("|", maxsplit=4)]
         if len(fields) < 3 or fields[1].upper() not in ("F", "M"):
             raise input_error(path, f"expected 'ID | SEX | SUBSET | ...' with SEX F or M, got {raw!r}", number)
-        genders[fields[0]] = fields[1].lower()
-    return genders
+        rows.append((number, fields[0], fields[1].upper()))
+    return {speaker: sex.lower() for speaker, (sex, _) in listed_once(path, rows, "speaker", "as {}").items()}
 
 
 class LibriSpeech:
@@ -51,7 +53,7 @@ class LibriSpeech:
             if speaker not in genders:
                 raise input_error(self.root / "SPEAKERS.TXT", f"speaker {speaker} of {trans} is not listed")
             chapter = trans.parent.resolve()
-            for number, raw in enumerate(trans.read_text(encoding="utf-8").splitlines(), start=1):
+            for number, raw in enumerate(read_text(trans).splitlines(), start=1):
                 if not raw.strip():
                     continue
                 utt_id, _, text = raw.partition(" ")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import write_lines
+from pipeline.fileio import read_text, write_lines
 
 GENDERS = ("f", "m")
 
@@ -66,7 +66,7 @@ def read_manifest(path: str | Path, problems: list[str] | None = None) -> list[U
     if not path.is_file():
         raise input_error(path, "manifest not found")
     utterances, seen = [], set()
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+    for number, raw in enumerate(read_text(path).splitlines(), start=1):
         if not raw.strip():
             continue
         problem, record = _manifest_line(raw, seen)
@@ -121,7 +121,7 @@ def read_trials(path: str | Path, problems: list[str] | None = None) -> list[Tri
     if not path.is_file():
         raise input_error(path, "trial list not found")
     trials = []
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+    for number, raw in enumerate(read_text(path).splitlines(), start=1):
         parts = raw.split()
         if not parts:
             continue

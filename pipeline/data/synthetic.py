@@ -32,9 +32,10 @@ import json
 import multiprocessing
 import os
 import re
+import secrets
 import shutil
+import signal
 import socket
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -644,7 +645,8 @@ def generate_corpus(
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(root)
-    staging = Path(tempfile.mkdtemp(prefix=f"{staging_prefix(root)}{os.getpid()}-", dir=root.parent))
+    staging = root.parent / f"{staging_prefix(root)}{os.getpid()}-{secrets.token_hex(4)}"
+    staging.mkdir()  # not tempfile.mkdtemp, whose 0700 would hide a shared VPEVAL_DATA's corpus from other users
     try:
         tasks = plan_speakers(options, staging)
         n_workers = max(1, min(workers or len(os.sched_getaffinity(0)), len(tasks)))
@@ -699,5 +701,7 @@ def _mapper(n_workers: int):
     if n_workers == 1:
         yield map
         return
-    with multiprocessing.get_context("spawn").Pool(n_workers) as pool:
+    # workers ignore Ctrl-C: the main process stops them and prints the one line
+    with multiprocessing.get_context("spawn").Pool(n_workers, initializer=signal.signal,
+                                                   initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
         yield pool.imap_unordered

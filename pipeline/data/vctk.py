@@ -27,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.data.corpus import MAIN, Entry, Problems, Reader
+from pipeline.data.corpus import MAIN, Entry, Problems, Reader, listed_once
 from pipeline.data.manifest import GENDERS, Utterance, by_speaker
 from pipeline.data.protocol import Protocol, cross_trials
 from pipeline.errors import VpevalError, input_error
+from pipeline.fileio import read_text
 
 log = logging.getLogger(__name__)
 MICS = ("mic1", "mic2")
@@ -38,18 +39,19 @@ TRAIN = "train"
 
 
 def read_speaker_info(path: Path) -> dict[str, str]:
-    """Speaker id -> 'f' | 'm' from VCTK's speaker-info.txt."""
+    """Speaker id -> 'f' | 'm' from VCTK's speaker-info.txt; a speaker listed twice with two
+    genders is an error."""
     if not path.is_file():
         raise input_error(path, "not found; is data.root a VCTK 0.92 folder?")
-    genders = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    rows = []
+    for number, raw in enumerate(read_text(path).splitlines(), start=1):
         fields = raw.split()
         if not fields or fields[0] == "ID":
             continue
         if len(fields) < 3 or fields[2].upper() not in ("F", "M"):
             raise input_error(path, f"expected 'ID AGE GENDER ...' with GENDER F or M, got {raw!r}", number)
-        genders[fields[0]] = fields[2].lower()
-    return genders
+        rows.append((number, fields[0], fields[2].upper()))
+    return {speaker: sex.lower() for speaker, (sex, _) in listed_once(path, rows, "speaker", "as {}").items()}
 
 
 class VCTK:
@@ -154,7 +156,7 @@ class VCTK:
             for number, path in sorted(self.recordings[speaker].items()):
                 utt = f"{speaker}_{number}"
                 transcript = self.root / "txt" / speaker / f"{utt}.txt"
-                text = transcript.read_text(encoding="utf-8").strip() if transcript.is_file() else ""
+                text = read_text(transcript).strip() if transcript.is_file() else ""
                 entries.append(Entry(id=utt, speaker=speaker, gender=self.genders[speaker], path=str(path),
                                      text=text, where=str(path)))
         return entries

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.data.corpus import MAIN, Entry, Problems
+from pipeline.data.corpus import MAIN, Entry, Problems, listed_once
 from pipeline.data.kaldi import WAV_SCP_FORMS, table_lines, wav_scp_path
 from pipeline.data.manifest import GENDERS, Trial, Utterance
 from pipeline.data.protocol import Protocol
@@ -54,7 +54,7 @@ class VoicePrivacyDirs:
         folder = self.folder(name)
         speakers = self._speakers(folder / "utt2spk")
         genders = self._genders(folder / "spk2gender")
-        texts = {key: rest for _, key, rest in table_lines(folder / "text")} if (folder / "text").is_file() else {}
+        texts = self._texts(folder / "text")
         scp = folder / "wav.scp"
         entries, listed = [], set()
         for number, utt, value in table_lines(scp):
@@ -113,21 +113,31 @@ class VoicePrivacyDirs:
 
     @staticmethod
     def _speakers(path: Path) -> dict[str, tuple[str, str]]:
-        speakers = {}
-        for number, utt, rest in table_lines(path):
+        """Utterance -> (speaker, where) from `utt2spk`; an utterance given two speakers is an error."""
+        rows = table_lines(path)
+        for number, utt, rest in rows:
             if len(rest.split()) != 1:
                 raise input_error(path, f"expected 'utterance speaker', got {utt} {rest!r}", number)
-            speakers[utt] = (rest, f"{path}:{number}")
-        return speakers
+        return {utt: (speaker, f"{path}:{number}")
+                for utt, (speaker, number) in listed_once(path, rows, "utterance", "with speaker {}").items()}
 
     @staticmethod
     def _genders(path: Path) -> dict[str, str]:
-        genders = {}
-        for number, speaker, rest in table_lines(path):
+        """Speaker -> 'f' | 'm' from `spk2gender`; a speaker given two genders is an error."""
+        rows = table_lines(path)
+        for number, speaker, rest in rows:
             if rest.lower() not in GENDERS:
                 raise input_error(path, f"expected 'speaker f|m', got {speaker} {rest!r}", number)
-            genders[speaker] = rest.lower()
-        return genders
+        rows = [(number, speaker, rest.lower()) for number, speaker, rest in rows]
+        return {speaker: gender for speaker, (gender, _) in listed_once(path, rows, "speaker", "as {}").items()}
+
+    @staticmethod
+    def _texts(path: Path) -> dict[str, str]:
+        """Utterance -> transcript from the optional `text`; an utterance given two transcripts is an error."""
+        if not path.is_file():
+            return {}
+        texts = listed_once(path, table_lines(path), "utterance", "with text {!r}")
+        return {utt: text for utt, (text, _) in texts.items()}
 
 
 class GivenProtocol:

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.data.corpus import listed_once
 from pipeline.errors import input_error
+from pipeline.fileio import read_text
 from pipeline.metrics.inputs import first_repeat
 from pipeline.metrics.similarity import TrialTable
 
@@ -71,11 +73,12 @@ def field_count(path: str | Path) -> int:
 
 
 def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[int]]:
-    """Non-blank lines split into fields, with their 1-based line numbers."""
+    """Non-blank lines split into fields, with their 1-based line numbers (a leading byte-order
+    mark dropped: it would become part of the first speaker id)."""
     if not path.is_file():
         raise input_error(path, f"{what} not found")
     try:
-        text = path.read_text()
+        text = read_text(path)
     except UnicodeDecodeError:
         raise input_error(path, "not a text file") from None
     rows, numbers = [], []
@@ -88,17 +91,15 @@ def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[i
 
 
 def read_utt2spk(path: str | Path) -> dict[str, str]:
-    """A Kaldi `utt2spk` file (`utterance speaker` per line) as a dict."""
+    """A Kaldi `utt2spk` file (`utterance speaker` per line) as a dict; an utterance given two
+    speakers is an error naming both lines."""
     rows, numbers = _rows(Path(path), "utt2spk file")
-    found: dict[str, str] = {}
     for fields, number in zip(rows, numbers):
         if len(fields) != 2:
             raise input_error(path, f"{len(fields)} fields, expected 2 (utterance speaker)", number)
-        if fields[0] in found and found[fields[0]] != fields[1]:
-            raise input_error(path, f"utterance {fields[0]} is given two speakers, {found[fields[0]]} and {fields[1]}",
-                              number)
-        found[fields[0]] = fields[1]
-    return found
+    listed = listed_once(path, ((number, *fields) for fields, number in zip(rows, numbers)), "utterance",
+                         "with speaker {}")
+    return {utt: speaker for utt, (speaker, _) in listed.items()}
 
 
 def speakers_of_utterances(utterances: list[str], utt2spk: dict[str, str] | None, path: Path,

@@ -3,7 +3,9 @@
 Output folder: `audio/<speaker>/<utt>.flac`, `pseudo_speakers.jsonl` (one record per
 utterance, see `anonymizers.base`) and `manifest.jsonl` (same ids, new paths, each entry's
 `pseudo_speaker` the utterance's record). `list_name` names the list (e.g. `dev_enrolls`):
-at speaker level a speaker gets a different pseudo-speaker in each list.
+at speaker level a speaker gets a different pseudo-speaker in each list. `speakers` are the
+source speakers of the whole corpus, the same for every list: a system that maps speakers as
+a whole (PERM) draws over them, so a speaker keeps its pseudo-speaker in every list.
 The folder is keyed by the system's config, the seed and the input manifest's content, so
 another experiment needing the same anonymised set reuses it, and a changed parameter
 never reuses stale audio. An interrupted run resumes: finished files are kept (each is
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,10 +39,11 @@ def output_path(out: Path, utt: Utterance) -> Path:
 
 
 def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, seed: int, device: str,
-        sample_rate: int = 16000) -> Path:
+        sample_rate: int = 16000, speakers: Mapping[str, str] | None = None) -> Path:
     """Anonymise the utterances of list `list_name` (`manifest`) with `system` (a
-    conf/anonymizer node)."""
-    anonymizer = instantiate(without(system, "name"), seed=seed, device=device)
+    conf/anonymizer node); `speakers`: {speaker: gender} of every list of the corpus (None:
+    this list's own, for a list anonymised on its own)."""
+    anonymizer = instantiate(without(system, "name"), seed=seed, device=device, source_speakers=speakers)
     params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate, "list": list_name}
     inputs = {"manifest": file_digest(manifest), **anonymizer.fingerprint()}
     return cache.build("anonymize", params, inputs,

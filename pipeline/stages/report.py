@@ -19,7 +19,7 @@ import numpy as np
 
 from pipeline.fileio import write_json, write_text
 from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
-from pipeline.metrics.detection import ORIGINAL, eer_interval
+from pipeline.metrics.detection import ORIGINAL, calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
@@ -147,13 +147,17 @@ def seeds_section(seeds: list[dict]) -> Section:
 
 
 def eer_matrix(detection: list[dict]) -> tuple[np.ndarray, list[str], list[str]]:
-    """EER_test of anonymised pairs: rows the attacker's system, columns the evaluated one."""
+    """EER_test of anonymised pairs: rows the attacker's system, columns the evaluated one; a
+    cell run with several seeds holds their mean."""
     own = [d for d in detection if d["anonymizer"] != ORIGINAL]
     attackers = sorted({_attacker_label(d) for d in own})
     evaluated = sorted({d["anonymizer"] for d in own})
-    matrix = np.full((len(attackers), len(evaluated)), np.nan)
+    cells: dict[tuple[int, int], list[float]] = {}
     for d in own:
-        matrix[attackers.index(_attacker_label(d)), evaluated.index(d["anonymizer"])] = d["eer_test"]
+        cells.setdefault((attackers.index(_attacker_label(d)), evaluated.index(d["anonymizer"])), []).append(d["eer_test"])
+    matrix = np.full((len(attackers), len(evaluated)), np.nan)
+    for (row, column), values in cells.items():
+        matrix[row, column] = np.mean(values)
     return matrix, attackers, evaluated
 
 
@@ -164,14 +168,24 @@ def _attacker_label(row: dict) -> str:
     return f"{system} ({row['attack']})" if system == ORIGINAL else system
 
 
+def fit_set(fit: dict) -> tuple:
+    """The calibration set a fit record belongs to (`pipeline.metrics.detection.calibration_set`)."""
+    return fit.get("group", ""), fit.get("seed"), fit.get("anonymization_seed")
+
+
+def figure_title(fit: dict) -> str | None:
+    parts = [fit.get("group") or "", f"seed {fit['seed']}" if fit.get("seed") is not None else ""]
+    where = ", ".join(p for p in parts if p)
+    return f"Overestimation detection: {where}" if where else None
+
+
 def detection_sections(detection: list[dict], fits: list[dict], figures: Path,
                        seeds: list[dict] | None = None) -> list[Section]:
     from pipeline.report.figures import detection_figure, eer_matrix_figure
 
     matrix, attackers, evaluated = eer_matrix(detection)
-    drawn = [detection_figure([d for d in detection if d.get("group", "") == fit.get("group", "")], fit,
-                              figures / ("detection.png" if i == 0 else f"detection_{i}.png"),
-                              title=f"Overestimation detection: {fit['group']}" if fit.get("group") else None)
+    drawn = [detection_figure([d for d in detection if calibration_set(d) == fit_set(fit)], fit,
+                              figures / ("detection.png" if i == 0 else f"detection_{i}.png"), title=figure_title(fit))
              for i, fit in enumerate(fits)]
     sections = [Section(
         "Overestimation detection (EER_val vs EER_test)",
@@ -191,7 +205,8 @@ def detection_sections(detection: list[dict], fits: list[dict], figures: Path,
     if matrix.size:
         table_rows = [[a, *[percent(v) if np.isfinite(v) else "–" for v in row]] for a, row in zip(attackers, matrix)]
         sections.append(Section("EER matrix (attacker system × evaluated system)",
-                                "EER_test in %, rows the attacker's training system, columns the evaluated system.",
+                                "EER_test in %, rows the attacker's training system, columns the evaluated system; a "
+                                "cell run with several seeds shows their mean (each seed's row is in the detection table).",
                                 tables=[(["attacker \\ evaluated", *evaluated], table_rows)],
                                 figures=[eer_matrix_figure(matrix, attackers, evaluated, figures / "eer_matrix.png")]))
     return sections

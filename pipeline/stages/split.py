@@ -60,6 +60,7 @@ from pipeline.data.manifest import (
 )
 from pipeline.data.protocol import cross_trials
 from pipeline.errors import VpevalError, input_error
+from pipeline.fileio import read_text
 from pipeline.layout import manifest_path, trials_path
 
 HOLDOUTS = ("unseen", "speaker", "list")
@@ -81,7 +82,7 @@ def named_speakers(spec) -> list[str] | None:
     path = Path(spec)
     if not path.is_file():
         raise input_error(path, "file of unseen validation speakers not found (split.unseen_speakers)")
-    speakers = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+    speakers = [line.strip() for line in read_text(path).splitlines() if line.strip()]
     if not speakers:
         raise input_error(path, "no speaker id (split.unseen_speakers: one id per line)")
     return speakers

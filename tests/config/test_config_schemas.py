@@ -136,4 +136,5 @@ def test_plugin_keys_keep_their_defaults_check():
 def test_settings_name_a_wrong_type_once():
     """A config that did not come through `compose` (a Hydra job): the type, not also the range."""
     cfg = _compose(["attacker.training.batch_size=2.5", "seed=-1"], "config")
-    assert problems(cfg) == ["attacker.training.batch_size=2.5: must be an integer", "seed=-1: must be an integer >= 0"]
+    assert problems(cfg) == ["attacker.training.batch_size=2.5: must be an integer",
+                             "seed=-1: must be an integer >= 0 and <= 2**63-1 (9223372036854775807)"]

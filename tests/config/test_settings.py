@@ -19,6 +19,15 @@ def test_every_shipped_config_and_recipe_passes(override):
 
 @pytest.mark.parametrize("override, expected", [
     ("seed=-1", "seed=-1: must be an integer >= 0"),
+    ("seed=99999999999999999999", "seed=99999999999999999999: must be an integer >= 0 and <= 2**63-1"),
+    ("seed=9223372036854775808", "seed=9223372036854775808: must be an integer >= 0 and <= 2**63-1"),
+    ("anonymization_seed=99999999999999999999", "anonymization_seed=99999999999999999999: must be an integer >= 0 "
+     "and <= 2**63-1"),
+    ("data.generate.seed=-1", "data.generate.seed=-1: must be an integer >= 0 and <= 2**63-1"),
+    ("data.protocol.seed=99999999999999999999", "data.protocol.seed=99999999999999999999: must be an integer >= 0"),
+    ("attacker.training.epochs=100000000000000000000",
+     "attacker.training.epochs=100000000000000000000: must be an integer >= 1 and <= 10000"),
+    ("attacker.training.epochs=10001", "attacker.training.epochs=10001: must be an integer >= 1 and <= 10000"),
     ("device=gpu", "device=gpu: must be auto, cpu, cuda or cuda:N"),
     ("split.val_fraction=1.0", "split.val_fraction=1.0: must be a number in (0, 1)"),
     ("split.val_fraction=0", "split.val_fraction=0: must be a number in (0, 1)"),
@@ -41,6 +50,7 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("attacker.model.frontend=os.system", "attacker.model.frontend=os.system: must be a front-end class"),
     # combinations
     ("eval_splits=[test,tst]", "eval_splits=['test', 'tst']: 'tst' is not an evaluation subset of data=synthetic"),
+    ("eval_splits=[test,dev,test]", "eval_splits=['test', 'dev', 'test']: names 'test' more than once"),
     ("detect.test_split=dev2", "detect.test_split=dev2: must be one of eval_splits ['dev', 'test']"),
     ("distributed.node_rank=1", "distributed.node_rank=1: must be below distributed.nodes=1"),
     ("split.val_fraction=0.99", "split.holdout=unseen: train-synth has 20 female and 20 male speaker(s); split.val_fraction=0.99 holds out at least 4"),
@@ -67,6 +77,8 @@ def test_rules_accept_the_edges_of_their_ranges():
     cfg = compose(["split.val_fraction=0.999", "split.holdout=speaker", "seed=0", "detect.false_alarm=0.001", "device=cuda:3",
                    "attacker.training.scheduler.warmup_fraction=0", "data.generate.duration=[1.0,1.0]"])
     assert problems(cfg) == []
+    largest = ["seed=9223372036854775807", "anonymization_seed=9223372036854775807", "attacker.training.epochs=10000"]
+    assert problems(compose(largest)) == []
 
 
 def test_list_holdout_is_not_held_to_two_per_speaker():

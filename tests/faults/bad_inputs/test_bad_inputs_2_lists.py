@@ -3,11 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipeline.cache import Cache
+from pipeline.data.librispeech import LibriSpeech
+from pipeline.data.vctk import VCTK
 from pipeline.stages import prepare
 from pipeline.stages.prepare import manifest_path, trials_path
-from tests.faults.bad_inputs.catalogue import append_line, raised, record, validation_error
-from tests.helpers import damaged, edit_manifest, vpc_cfg
+from tests.faults.bad_inputs.catalogue import RATE, append_line, raised, record, validation_error
+from tests.helpers import damaged, edit_manifest, librispeech_tree, vctk_tree, vpc_cfg
 
 
 def test_missing_manifest(prepared, tmp_path):
@@ -126,3 +130,42 @@ def test_evaluation_speaker_in_training_data(prepared, tmp_path):
                   if r["id"] == "t1-0" else [r])
     record("seen-speaker", "an evaluation speaker in the attacker's training data", "validate",
            validation_error(prepared), tmp_path, "test_trials_f.txt", "'e1'", "training data")
+
+
+def test_speakers_txt_lists_a_speaker_with_two_sexes(tmp_path):
+    root = librispeech_tree(tmp_path / "LibriSpeech", {"dev-clean": {"1272": "M", "174": "M", "251": "F"}},
+                            utterances=1, seconds=0.1)
+    append_line(root / "SPEAKERS.TXT", "174 | F | dev-clean | 1.00 | Reader 174")
+    record("speakers-two-sexes", "LibriSpeech SPEAKERS.TXT listing a speaker twice, as M and as F",
+           "prepare (LibriSpeech reader)", raised(LibriSpeech(root).entries, "dev-clean"), tmp_path,
+           "SPEAKERS.TXT:5", "speaker 174 is listed as F here and as M at line 3")
+
+
+def test_speaker_info_lists_a_speaker_with_two_genders(tmp_path):
+    root = vctk_tree(tmp_path / "vctk", {"p225": "F", "p226": "M"}, sentences=1, seconds=0.05, rate=RATE)
+    append_line(root / "speaker-info.txt", "p226  22  F    English    Somewhere")
+    record("speaker-info-two-genders", "VCTK speaker-info.txt listing a speaker twice, as M and as F",
+           "prepare (VCTK reader)", raised(VCTK(root).entries, "train"), tmp_path,
+           "speaker-info.txt:4", "speaker p226 is listed as F here and as M at line 3")
+
+
+KALDI_CONFLICT_ROWS = [  # row, input, file, appended line, needles
+    ("spk2gender-two-genders", "Kaldi spk2gender listing a speaker twice, as m and as f", "spk2gender", "23 f",
+     ("spk2gender:3", "speaker 23 is listed as f here and as m at line 1")),
+    ("utt2spk-two-speakers", "Kaldi utt2spk giving one utterance two speakers", "utt2spk", "23-100-0002 24",
+     ("utt2spk:5", "utterance 23-100-0002 is listed with speaker 24 here and with speaker 23 at line 1")),
+    ("text-two-transcripts", "Kaldi text giving one utterance two transcripts", "text", "23-100-0002 GOODBYE",
+     ("text:2", "utterance 23-100-0002 is listed with text 'GOODBYE' here and with text 'HELLO' at line 1")),
+]
+
+
+@pytest.mark.parametrize("row, what, file_name, line, needles", KALDI_CONFLICT_ROWS,
+                         ids=[row[0] for row in KALDI_CONFLICT_ROWS])
+def test_kaldi_key_with_two_values(vpc_folder, tmp_path, row, what, file_name, line, needles):
+    data = damaged(vpc_folder, tmp_path, {})
+    listing = data / "libri_dev_trials_m" / file_name
+    if not listing.exists():
+        listing.write_text("23-100-0002 HELLO\n")
+    append_line(listing, line)
+    message = raised(prepare.run, vpc_cfg(data, workers=1), Cache(tmp_path / "cache"))
+    record(row, what, "prepare (Kaldi dirs, before any audio is read)", message, tmp_path, *needles)

@@ -3,6 +3,7 @@ import errno
 import os
 from pathlib import Path
 
+import pytest
 import torch
 
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
@@ -35,7 +36,7 @@ def test_unwritable_output_folder(tmp_path, monkeypatch):
 def test_cache_under_a_file(tmp_path):
     blocker = tmp_path / "cache_is_a_file"
     blocker.write_text("not a folder\n")
-    message = raised(Cache(blocker).build, "prepare", {}, {}, lambda out: None)
+    message = raised(Cache(blocker).build, "prepare", {}, {}, lambda out: None, code="pipeline.stages.prepare")
     record("unwritable-cache", "`paths.cache` pointing below a regular file", "cache (before a stage starts)",
            message, tmp_path, "cache_is_a_file", "not a folder")
 
@@ -51,6 +52,47 @@ def test_full_disk_during_write(tmp_path, monkeypatch):
     assert leftovers(tmp_path / "out") == []
     record("disk-full", "disk full in the middle of a write", "every write (fileio.atomic_path)", message, tmp_path,
            "manifest.jsonl", "No space left on device")
+
+
+def test_full_disk_during_audio_write(tmp_path, monkeypatch):
+    """Regression: libsndfile said `LibsndfileError: System error.`, naming neither the file nor the cause."""
+    import numpy as np
+    import soundfile as sf
+
+    from pipeline.data.audio import write_audio
+
+    real_write, disk = sf.write, os.statvfs(tmp_path)
+
+    def fill_disk(file, data, *args, **kwargs):
+        real_write(file, data[: len(data) // 2], *args, **kwargs)  # half the samples land, then the disk is full
+        raise sf.LibsndfileError(2)  # what libsndfile raises: "System error.", without the errno
+    monkeypatch.setattr(sf, "write", fill_disk)
+    monkeypatch.setattr(os, "statvfs", lambda path: os.statvfs_result((*disk[:4], 0, *disk[5:])))  # no block free
+    message = raised(write_audio, tmp_path / "out" / "1-1-0001.flac", np.zeros(16000), 16000)
+    assert leftovers(tmp_path / "out") == []
+    record("disk-full-audio", "disk full while audio is written (libsndfile's `System error.`)",
+           "every audio write (data.audio.write_audio)", message, tmp_path, "1-1-0001.flac", "No space left on device")
+
+
+def test_cli_read_only_data_folder(tmp_path, monkeypatch, capsys):
+    """Regression: Hydra's creation of the run folder ended in three chained OSErrors."""
+    from pipeline import cli
+
+    data = tmp_path / "data"
+    data.mkdir()
+    real_mkdir = Path.mkdir
+
+    def read_only(self, *args, **kwargs):  # a read-only mount (root could write into a chmod-ed folder)
+        if data in self.parents:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["data=synthetic_tiny", f"paths.data={data}"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err and leftovers(data) == []
+    record("cli-read-only-data", "`vpeval paths.data=<a read-only folder>`", "CLI (exit 2, before Hydra starts)",
+           err, tmp_path, "paths.cache=", "Read-only file system", "paths.data")
 
 
 def test_full_disk_during_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):

@@ -67,6 +67,22 @@ def test_permutation_gives_distinct_targets_per_speaker():
     assert len(set(mapping.values())) == len(speakers)
 
 
+def test_permutation_over_the_corpus_agrees_across_lists():
+    """Given the corpus's speakers once, lists with other speaker sets (enrolment {a, c},
+    trials {a, b, c}) map each speaker to one pool speaker, the same in both, and no speaker
+    to another's (the anonymize stage's wiring: test_neural_system.py)."""
+    pool, strategy = make_pool(), Permutation({"a": "f", "b": "m", "c": "f"})
+    found = {}
+    for name, speakers in {"enrolls": "ac", "trials": "abc"}.items():
+        sources = [Source(f"{name}/{s}", s, "fm"[s == "b"]) for s in speakers for _ in range(2)]
+        for source, target in zip(sources, strategy.select(pool, sources, seed=3)):
+            found.setdefault((name, source.speaker), set()).add(target.speakers)
+    assert all(len(targets) == 1 for targets in found.values())
+    for (_, speaker1), targets1 in found.items():
+        for (_, speaker2), targets2 in found.items():
+            assert (targets1 == targets2) == (speaker1 == speaker2)
+
+
 def test_permutation_pool_too_small():
     speakers = {f"s{i}": "f" for i in range(13)}
     with pytest.raises(VpevalError, match="perm: the target pool has 12 f speakers, fewer than the 13 needed"):

@@ -19,7 +19,7 @@ from pipeline.asv.model import SpeakerEncoder
 from pipeline.cache import Cache
 from pipeline.config import compose, instantiate, without
 from pipeline.data.audio import read_audio
-from pipeline.data.manifest import read_manifest
+from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import anonymize
 from tests.helpers import encoder_folder, recipe_script
@@ -156,6 +156,35 @@ def test_target_strategies_and_levels_are_wired(trained):
                              "anonymizer.level=speaker"), utts)
     rows = {spk: tuple(permuted[speakers == spk][0]) for spk in set(speakers)}
     assert len(set(rows.values())) == len(rows)  # PERM: distinct pool speakers
+
+
+def test_perm_gives_a_speaker_one_pool_speaker_in_every_list_and_never_another_speakers(trained, tmp_path):
+    """Regression: PERM's permutation was drawn over the speakers of the list being anonymised,
+    so a speaker's pool speaker followed its rank in each list: with enrolment speakers {a, c}
+    and trial speakers {a, b, c}, b's trials got the pool speaker c had in enrolment (a false
+    accept built into the data). Now every list is mapped over the corpus's speakers."""
+    female = {}
+    for utt in trained["trials"]:
+        if utt.gender == "f":
+            female.setdefault(utt.speaker, []).append(utt)
+    a, b, c = sorted(female)[:3]  # the pool has 3 female speakers: PERM uses all of them
+    lists = {"dev_enrolls": (a, c), "dev_trials_f": (a, b, c)}
+    corpus = {speaker: "f" for speaker in (a, b, c)}
+    cfg = compose(["anonymizer=xvector_speaker", f"anonymizer.vc_model={trained['vc_model']}",
+                   "anonymizer.strategy._target_=anonymizers.targets.Permutation",
+                   "~anonymizer.strategy.n_farthest", "~anonymizer.strategy.n_average"])
+    cache, targets = Cache(tmp_path / "cache"), {}  # (list, speaker) -> pool speakers its utterances got
+    for name, speakers in lists.items():
+        manifest = write_manifest(tmp_path / f"{name}.jsonl", [u for s in speakers for u in female[s][:2]])
+        out = anonymize.run(cfg.anonymizer, manifest, cache, list_name=name, seed=1, device="cpu", speakers=corpus)
+        for utt in read_manifest(out / "manifest.jsonl"):
+            targets.setdefault((name, utt.speaker), set()).add(tuple(utt.pseudo_speaker["target_speakers"]))
+    assert set(targets) == {(name, s) for name, speakers in lists.items() for s in speakers}
+    assert all(len(found) == 1 for found in targets.values())  # one pool speaker per speaker within a list
+    for (list1, speaker1), found1 in targets.items():
+        for (list2, speaker2), found2 in targets.items():
+            # another speaker's pool speaker in no list; PERM's own: the same in every list
+            assert (found1 == found2) == (speaker1 == speaker2), (list1, speaker1, list2, speaker2)
 
 
 def test_ohnn_maps_every_utterance_deterministically(trained):

@@ -33,6 +33,26 @@ def test_help_lists_commands_groups_recipes_keys_and_docs(capsys):
     assert "docs: README.md" in out
 
 
+def test_help_lists_the_launcher_group_with_every_launcher(capsys):
+    """Regression: `vpeval --help` left out hydra/launcher, the group that sends a sweep to Slurm, and
+    the options of the voice-converter training group."""
+    _, out, _ = run_cli(capsys, "--help")
+    line = next(line for line in out.splitlines() if line.split()[:1] == ["hydra/launcher"])
+    assert {"basic", "slurm"} <= set(line.split(None, 1)[1].split(", "))  # Hydra's own and conf/hydra/launcher's
+    assert next(line for line in out.splitlines() if line.split()[:1] == ["vc"]).split()[1:3] == ["gpu,", "ohnn_gpu,"]
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_validate_help_says_what_validate_does(capsys, flag):
+    """Regression: `vpeval validate --help` showed Hydra's generic application help."""
+    code, out, err = run_cli(capsys, "validate", flag)
+    assert (code, err) == (0, "")
+    assert out.startswith("usage: vpeval validate [OVERRIDE...]")
+    for said in ("no other stage", "OK: no problems found.", "exit 2", "OVERRIDE", "data.root"):
+        assert said in out
+    assert "Powered by Hydra" not in out
+
+
 def test_misspelt_subcommand_suggests_the_closest(capsys):
     code, out, err = run_cli(capsys, "valdate", "data=synthetic_tiny")
     assert (code, out) == (2, "")

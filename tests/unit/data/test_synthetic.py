@@ -268,3 +268,14 @@ def test_glottal_source_any_duration_and_jitter(seconds, jitter, f0_hz, seed):
     (pulses, open_phase), n = _glottal(seconds, jitter, f0_hz, seed)
     assert pulses.shape == open_phase.shape == (n,)
     assert np.isfinite(pulses).all() and set(np.unique(open_phase)) <= {0.0, 1.0}
+
+
+def test_corpus_folder_follows_the_umask(tmp_path):
+    """Regression: the corpus folder was made mode 0700, so the other users of a shared VPEVAL_DATA
+    could not read it."""
+    old = os.umask(0o022)
+    try:
+        root = tiny(tmp_path / "corpus", subsets={"test-x": {"female": 1, "male": 0, "utterances": 2}})
+    finally:
+        os.umask(old)
+    assert root.stat().st_mode & 0o777 == 0o755

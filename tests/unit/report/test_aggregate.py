@@ -229,3 +229,16 @@ def test_only_node_0_writes_the_aggregate(sweep, monkeypatch):
     monkeypatch.setenv("SLURM_NODEID", "0")
     AggregateCallback().on_job_end(config, done)
     assert (sweep / "aggregate" / "results.json").is_file()
+
+
+def test_matrix_cells_and_figures_of_several_seeds():
+    """Regression: the EER matrix kept the last seed's EER of a cell, and every calibration
+    set's figure drew the rows of all seeds."""
+    from pipeline.stages.report import eer_matrix, figure_title, fit_set
+
+    rows = [{"attack": "AA", "anonymizer": "s1", "attacker_anonymizer": "s2", "eer_test": e, "seed": k}
+            for k, e in ((1, 0.2), (2, 0.3))]
+    matrix, attackers, evaluated = eer_matrix(rows)
+    assert matrix.tolist() == [[pytest.approx(0.25)]] and attackers == ["s2"] and evaluated == ["s1"]
+    fit = {"group": "g", "seed": 2, "anonymization_seed": 2}
+    assert fit_set(fit) == ("g", 2, 2) and figure_title(fit) == "Overestimation detection: g, seed 2"
