@@ -101,6 +101,7 @@ def validate_app(cfg: DictConfig) -> None:
     """Every problem in one run: the settings, then preparation (when the data settings are
     sound), then every list of the prepared corpus; one `vpeval: error:` line each, exit 2."""
     from pipeline.cache import Cache
+    from pipeline.data.corpus import PreparationProblems
     from pipeline.settings import problems
     from pipeline.stages import prepare, validate
 
@@ -111,6 +112,8 @@ def validate_app(cfg: DictConfig) -> None:
             result = validate.check(prepared, tuple(cfg.eval_splits))
             say(result.render())
             found += result.problems
+        except PreparationProblems as stopped:  # every problem met while preparing, not the first only
+            found += stopped.problems
         except VpevalError as error:
             found.append(str(error))
     for problem in found:

@@ -75,16 +75,29 @@ def set_name(split: str, variant: str) -> str:
     return f"{split}_{variant}" if variant else split
 
 
+class PreparationProblems(VpevalError):
+    """Preparation stopped on bad input: the message names the first problem, `problems`
+    holds every one (`vpeval validate` prints them all)."""
+
+    def __init__(self, message: str, problems: list[str]):
+        super().__init__(message)
+        self.problems = problems
+
+
 @dataclass
 class Problems:
-    """Bad utterances and trials found while preparing, each as `where: problem`.
+    """Bad utterances and trials found while preparing, each as `where: problem`, and problems
+    of the corpus as a whole (`corpus`: an unreadable list, evaluation speakers among the
+    training speakers), which no skipping can mend.
 
     Without `data.skip_bad` any of them stops preparation (all are listed in a file, the
-    first is shown); with it they are dropped and listed in the skip list.
+    first is shown); with it bad utterances and trials are dropped and listed in the skip
+    list, and corpus problems still stop it.
     """
 
     utterances: list[str] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
+    corpus: list[str] = field(default_factory=list)
 
     def utterance(self, where: str, problem: str) -> None:
         self.utterances.append(f"{where}: {problem}")
@@ -92,15 +105,22 @@ class Problems:
     def trial(self, where: str, problem: str) -> None:
         self.trials.append(f"{where}: {problem}")
 
+    def whole(self, problem: str) -> None:
+        """A problem of the corpus as a whole (already `where: problem`)."""
+        self.corpus.append(problem)
+
     def lines(self) -> list[str]:
-        return [f"utterance\t{p}" for p in self.utterances] + [f"trial\t{p}" for p in self.trials]
+        return ([f"corpus\t{p}" for p in self.corpus] + [f"utterance\t{p}" for p in self.utterances]
+                + [f"trial\t{p}" for p in self.trials])
 
     def stop_unless(self, skip_bad: bool, listing: Path) -> None:
-        """Raise naming the first problem (all written to `listing`) unless skipping bad input."""
-        if skip_bad or not (self.utterances or self.trials):
+        """Raise `PreparationProblems` naming the first problem (all written to `listing`)
+        unless skipping bad input (corpus problems stop even then)."""
+        found = self.corpus + ([] if skip_bad else self.utterances + self.trials)
+        if not found:
             return
         write_lines(listing, self.lines())
-        first = (self.utterances or self.trials)[0]
-        total = len(self.utterances) + len(self.trials)
-        more = f" ({total} bad inputs in all, listed in {listing})" if total > 1 else ""
-        raise VpevalError(f"{first}{more}; fix the data or set data.skip_bad=true to skip bad utterances")
+        more = f" ({len(found)} bad inputs in all, listed in {listing})" if len(found) > 1 else ""
+        mend = "" if self.corpus and found[0] in self.corpus else \
+            "; fix the data or set data.skip_bad=true to skip bad utterances"
+        raise PreparationProblems(f"{found[0]}{more}{mend}", found)

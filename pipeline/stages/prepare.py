@@ -82,16 +82,16 @@ def _build(out: Path, data: DictConfig, root: Path) -> dict:
     skip_bad = bool(data.get("skip_bad", False))
     problems = Problems()
     train_subsets = [data.subsets.train] if isinstance(data.subsets.train, str) else data.subsets.train
-    listed = {"train": [e for subset in train_subsets for e in reader.entries(subset)]}
-    listed.update({split: protocol.entries(reader, data.subsets[split]) for split in SPLITS})
-    _check_unseen(listed, root)
+    listed = {"train": [e for subset in train_subsets for e in _entries(lambda: reader.entries(subset), problems)]}
+    listed.update({split: _entries(lambda: protocol.entries(reader, data.subsets[split]), problems)
+                   for split in SPLITS})
+    _check_unseen(listed, root, problems)
     screened, multichannel = _screen_lists(listed, problems, data)
     train = screened["train"]
     try:
         sets = _protocols(protocol, reader, screened, data, root, problems)
-    except VpevalError:
-        problems.stop_unless(skip_bad, out / PROBLEM_LIST)  # bad input may be the cause: name it first
-        raise
+    except VpevalError as error:  # the lists' own problems may be its cause: all of them are named
+        problems.whole(str(error))
     problems.stop_unless(skip_bad, out / PROBLEM_LIST)
     used = {u.id: u for u in train + [u for p in sets.values() for u in p.utterances()]}
     ready = conform(list(used.values()), out / "audio", problems, sample_rate=data.sample_rate,
@@ -120,13 +120,23 @@ def _screen_lists(listed: dict[str, list[Entry]], problems: Problems,
     return screened, result.multichannel
 
 
-def _check_unseen(listed: dict[str, list[Entry]], root: Path) -> None:
+def _entries(read, problems: Problems) -> list[Entry]:
+    """A list's entries; a list that cannot be read at all is a corpus problem (the others are
+    still read, so every problem is named in one run)."""
+    try:
+        return read()
+    except VpevalError as error:
+        problems.whole(str(error))
+        return []
+
+
+def _check_unseen(listed: dict[str, list[Entry]], root: Path, problems: Problems) -> None:
     train_speakers = {e.speaker for e in listed["train"] if not e.problem}
     for split in SPLITS:
         overlap = train_speakers & {e.speaker for e in listed[split] if not e.problem}
         if overlap:
-            raise VpevalError(f"{root}: {split} speakers {sorted(overlap)[:5]} are also in the "
-                              "attacker's training data; evaluation speakers must be unseen")
+            problems.whole(f"{root}: {split} speakers {sorted(overlap)[:5]} are also in the attacker's training "
+                           "data; evaluation speakers must be unseen")
 
 
 def _protocols(protocol: ProtocolSource, reader: Reader, screened: dict[str, list[Utterance]], data: DictConfig,

@@ -39,3 +39,33 @@ def test_validate_lists_settings_and_corpus_problems_in_one_run(tmp_path, monkey
     assert errors == ["vpeval: error: split.val_fraction=2: must be a number in (0, 1)",
                       "vpeval: error: detect.false_alarm=0.9: must be a number in (0, 0.5)",
                       f"vpeval: error: {tmp_path / 'none'}: corpus folder not found (set data.root=...)"]
+
+
+def test_validate_names_five_planted_faults_of_a_vpc_folder_in_one_run(vpc_folder, tmp_path, monkeypatch, capsys):
+    """Regression (issue 27): VoicePrivacy data dirs with 5 planted faults; `vpeval validate`
+    named only the first (a test speaker among the training speakers, raised while preparing)."""
+    from tests.helpers import damaged
+
+    empty = tmp_path / "empty.flac"
+    empty.write_bytes(b"")
+    train = lambda text: text + text.splitlines()[0].replace("11-100-0000", "31-100-0009") + "\n"  # noqa: E731
+    data = damaged(vpc_folder, tmp_path, {
+        ("libri_dev_trials_f", "wav.scp"): [
+            lambda t: t.replace(t.splitlines()[0].split(maxsplit=1)[1], str(tmp_path / "gone.flac"), 1),  # missing
+            lambda t: t + t.splitlines()[1] + "\n"],  # the second utterance listed twice
+        ("libri_dev_trials_m", "wav.scp"): [
+            lambda t: t.replace(t.splitlines()[0].split(maxsplit=1)[1], str(empty), 1)],  # empty audio
+        ("libri_test_trials_f", "trials"): [lambda t: t + "31 31-100-9999 target\n"],  # unknown utterance
+        ("train-clean-360", "wav.scp"): [lambda t: t + f"31-100-0009 {tmp_path / 'gone.flac'}\n"],
+        ("train-clean-360", "utt2spk"): [lambda t: t + "31-100-0009 31\n"],  # a test speaker in training
+        ("train-clean-360", "spk2gender"): [lambda t: t + "31 f\n"],
+    })
+    monkeypatch.setenv("VPEVAL_DATA", str(tmp_path / "vpeval"))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["validate", "data=vpc", f"data.root={data}", f"hydra.run.dir={tmp_path / 'run'}"])
+    errors = "\n".join(line for line in capsys.readouterr().err.splitlines() if line.startswith("vpeval: error:"))
+    assert stopped.value.code == 2
+    for needle in ("wav.scp:1: audio file gone.flac is missing", "empty.flac: cannot read audio header",
+                   "duplicate utterance id '21-100-0003'", "trial utterance 31-100-9999 is not in",
+                   "test speakers ['31'] are also in the attacker's training data"):
+        assert needle in errors, (needle, errors)

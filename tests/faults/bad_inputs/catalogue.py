@@ -12,6 +12,7 @@ in docs/robustness.md shows exactly these messages (regenerate it with
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,7 @@ def record(row: str, what: str, where: str, message: str, tmp: Path, *needles: s
     for needle in needles:
         assert needle in message, f"{row}: {needle!r} not in {message!r}"
     shown = message.replace(str(tmp), "<tmp>").replace(str(REPO_ROOT), "<repo>")
+    shown = re.sub(r"(/cache/\w+/)[0-9a-f]{16}/", r"\1<hash>/", shown)  # cache keys follow the code and the files' times
     OBSERVED[row] = (what, shown, where)
     return message
 

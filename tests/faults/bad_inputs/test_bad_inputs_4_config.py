@@ -113,9 +113,12 @@ def test_cli_evaluation_speaker_in_training_data(tmp_path):
     root = librispeech_tree(tmp_path / "LibriSpeech", {
         "train-clean-360": {"11": "F", "13": "M"}, "dev-clean": {"21": "F", "23": "M"},
         "test-clean": {"11": "F", "33": "M"}}, utterances=2, seconds=0.2)
-    message = cli_message(vpeval("validate", "data=librispeech", f"data.root={root}", tmp=tmp_path))
+    process = vpeval("validate", "data=librispeech", f"data.root={root}", tmp=tmp_path)
+    errors = [line for line in process.stderr.splitlines() if line.startswith("vpeval: error:")]
+    assert process.returncode == 2 and len(errors) == 4  # this tiny corpus has other problems too, all listed
     record("cli-seen-speaker", "`vpeval validate` on a corpus whose test speaker 11 is also a training speaker",
-           "CLI / prepare (exit 2, before any audio is read)", message, tmp_path, "['11']", "training data")
+           "CLI / prepare (exit 2; validate lists every problem of the corpus, this one first)", errors[0],
+           tmp_path, "['11']", "training data")
 
 
 def test_split_names_unseen_speakers_absent_from_the_training_list(tmp_path):
