@@ -23,7 +23,7 @@ def launcher_config(overrides: list[str]):
 def test_slurm_launcher_takes_its_resources_from_the_distributed_settings():
     launcher = launcher_config(["hydra/launcher=slurm", "distributed.gpus_per_node=8", "distributed.nodes=2",
                                 "hydra.launcher.partition=h200", "hydra.launcher.timeout_min=30"])
-    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert launcher._target_ == "hydra_plugins.vpeval_launcher.VpevalSlurmLauncher"  # submitit's, watched
     assert (launcher.gpus_per_node, launcher.nodes, launcher.tasks_per_node) == (8, 2, 1)
     assert (launcher.partition, launcher.timeout_min, launcher.max_num_timeout) == ("h200", 30, 3)
     assert launcher.cpus_per_task > 0 and launcher.mem_gb > 0
@@ -45,12 +45,15 @@ class RecordingExecutor:
 
     def map_array(self, function, *job_params):
         self.jobs = list(zip(*job_params))
-        return [_FinishedJob(overrides) for overrides, *_ in self.jobs]
+        return [_FinishedJob(overrides, f"7_{i}") for i, (overrides, *_) in enumerate(self.jobs)]
 
 
 class _FinishedJob:
-    def __init__(self, overrides):
-        self.overrides = overrides
+    def __init__(self, overrides, job_id):
+        self.overrides, self.job_id = overrides, job_id
+
+    def done(self):
+        return True
 
     def results(self):
         return [JobReturn(overrides=self.overrides, status=JobStatus.COMPLETED, _return_value=None)]

@@ -67,3 +67,62 @@ def test_missing_slurm_extra_is_named(monkeypatch):
                         lambda name, *a: None if name.startswith("hydra_plugins") else real(name, *a))
     with pytest.raises(VpevalError, match=r"pip install 'vpeval\[slurm\]'"):
         slurm.check_slurm_sweep(["-m", "hydra/launcher=slurm", "seed=1,2"])
+
+
+class FakeJob:
+    """A submitit job: done after `done_after` polls (never: None); `fails` makes its results raise."""
+
+    def __init__(self, job_id, done_after=0, fails=None):
+        self.job_id, self.done_after, self.fails, self.polls = job_id, done_after, fails, 0
+
+    def done(self):
+        self.polls += 1
+        return self.done_after is not None and self.polls > self.done_after
+
+    def results(self):
+        if self.fails:
+            raise self.fails
+        from hydra.core.utils import JobReturn, JobStatus
+
+        return [JobReturn(overrides=[f"job={self.job_id}"], status=JobStatus.COMPLETED, _return_value="ok")]
+
+
+def test_a_sweep_whose_job_was_cancelled_without_sacct_returns(caplog):
+    """Regression (issue 27): after `scancel` of one point on a Slurm without accounting,
+    `vpeval -m` waited forever; while waiting it never said for which jobs."""
+    import logging
+
+    from submitit.core.utils import FailedJobError
+
+    from pipeline.slurm import SweepWatch, WatchedJob
+
+    caplog.set_level(logging.INFO, logger="pipeline.slurm")
+    cancelled = FakeJob("42_1", done_after=None)  # no result, ever; squeue stops listing it
+    finished = FakeJob("42_0", done_after=2)
+    crashed = FakeJob("42_2", done_after=0, fails=FailedJobError("Traceback ...\n  File x\nMemoryError: out of memory"))
+    queue = iter([{"42_0", "42_1"}, {"42_0"}, {"42_0"}, set(), set()])
+    slept = []
+    watch = SweepWatch([finished, cancelled, crashed], queue=lambda: next(queue), sleep=slept.append,
+                       clock=lambda: 60.0 * len(slept))
+    results = [WatchedJob(job, watch, [f"seed={k}"]).results()[0] for k, job in enumerate((finished, cancelled, crashed))]
+    assert results[0].return_value == "ok"
+    assert results[1].status.name == "FAILED" and "Slurm job 42_1 ended without a result" in str(results[1]._return_value)
+    assert str(results[2]._return_value) == "Slurm job 42_2 failed: MemoryError: out of memory"
+    waiting = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+    assert waiting[0] == "sweep: waiting for 2 of 3 Slurm job(s): 42_0, 42_1" and len(slept) >= 2
+
+
+def test_slurm_refusals_are_one_line(monkeypatch):
+    from pipeline.errors import VpevalError
+    from pipeline.slurm import WatchedExecutor, check_slurm_sweep
+
+    monkeypatch.setattr("pipeline.slurm.check_launcher_installed", lambda: None)
+    with pytest.raises(VpevalError, match=r"^hydra.launcher.additional_parameters.mem=30G: sbatch already gets --mem"):
+        check_slurm_sweep(["-m", "hydra/launcher=slurm", "+hydra.launcher.additional_parameters.mem=30G"])
+
+    class Refusing:
+        def map_array(self, *args):
+            raise RuntimeError("sbatch: error: line 1\nsbatch: error: Batch job submission failed: Memory required")
+
+    with pytest.raises(VpevalError, match=r"Slurm refused the jobs: sbatch: error: Batch job submission failed"):
+        WatchedExecutor(Refusing()).map_array(print, [["seed=1"]])

@@ -178,3 +178,13 @@ def test_power_study_of_one_seed(tmp_path, capsys):
     assert (results.parent / "power.md").read_text().startswith("undetermined")
     record("power-one-seed", "`recipes/detection_power/power.py` on a sweep of one seed", "power study (exit 2, "
            "report written as undetermined)", message, tmp_path, "hydra.sweeper.params.seed", "at least 2")
+
+
+def test_slurm_memory_through_additional_parameters(tmp_path):
+    """Regression (issue 27): memory asked through sbatch's own option ended in a 40-line
+    FailedJobError traceback (sbatch refuses two memory requests)."""
+    message = cli_message(vpeval("-m", "hydra/launcher=slurm", "+hydra.launcher.additional_parameters.mem=30G",
+                                 "seed=1,2", tmp=tmp_path))
+    record("slurm-memory-twice", "`vpeval -m hydra/launcher=slurm +hydra.launcher.additional_parameters.mem=30G`",
+           "CLI (exit 2, before anything is submitted)", message, tmp_path, "additional_parameters.mem=30G",
+           "hydra.launcher.mem_gb")
