@@ -176,6 +176,7 @@ def dispatch(argv: list[str]) -> None:
 
         print(validate_usage())
         sys.exit(0)
+    overrides = quote_non_ascii(overrides)
     check_overrides(overrides, settings=command != "validate")  # validate lists them with the corpus's
     sys.argv = [sys.argv[0], *overrides]
     app()
@@ -184,6 +185,40 @@ def dispatch(argv: list[str]) -> None:
 def is_command(arg: str) -> bool:
     """A bare word (no `=`, no `+`/`~`/`-` prefix) is a subcommand: Hydra takes none."""
     return "=" not in arg and not arg.startswith(("-", "+", "~"))
+
+
+def quote_non_ascii(overrides: list[str]) -> list[str]:
+    """Hydra's grammar takes only ASCII letters in an unquoted value, so a path such as
+    `data.root=/corpora/données` needed inner quotes; such a value is quoted for it (one
+    holding quotes, commas or brackets, i.e. Hydra syntax, is left as written).
+
+    >>> quote_non_ascii(["data.root=/corpora/données", "seed=1,2", "name=é,è"])
+    ["data.root='/corpora/données'", 'seed=1,2', 'name=é,è']
+    """
+    quoted = []
+    for arg in overrides:
+        key, sep, value = arg.partition("=")
+        plain_value = not any(c in value for c in "'\",[](){}\\")
+        quoted.append(f"{key}='{value}'" if sep and not key.startswith("-") and not value.isascii() and plain_value
+                      else arg)
+    return quoted
+
+
+def check_syntax(overrides: list[str]) -> None:
+    """Each override parses with Hydra's grammar, else one line naming it (Hydra's own
+    message spans several lines and exits with status 1)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in overrides:
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as error:
+            reason = str(error).strip().splitlines()[0]
+            raise VpevalError(f"config override {arg!r} is not valid Hydra syntax ({reason}); quote a value with "
+                              "spaces or special characters (key='a b'), see https://hydra.cc/docs/advanced/"
+                              "override_grammar/basic/") from None
 
 
 def check_overrides(overrides: list[str], settings: bool = True) -> None:
@@ -195,6 +230,10 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
     flags = [arg for arg in overrides if arg.startswith("-")]
     if any(flag not in ("-m", "--multirun") for flag in flags):
         return
+    try:
+        check_syntax([arg for arg in overrides if not arg.startswith("-")])
+    except VpevalError as error:
+        fail(error)
     from pipeline.config import compose
     from pipeline.settings import check_settings
     from pipeline.slurm import check_slurm_sweep

@@ -188,3 +188,20 @@ def test_slurm_memory_through_additional_parameters(tmp_path):
     record("slurm-memory-twice", "`vpeval -m hydra/launcher=slurm +hydra.launcher.additional_parameters.mem=30G`",
            "CLI (exit 2, before anything is submitted)", message, tmp_path, "additional_parameters.mem=30G",
            "hydra.launcher.mem_gb")
+
+
+def test_cli_hydra_syntax_error(tmp_path):
+    """Regression (issue 27): a Hydra syntax error printed Hydra's several lines and exited 1."""
+    message = cli_message(vpeval("seed=[1,2", tmp=tmp_path))
+    record("cli-bad-syntax", "`vpeval seed=[1,2` (an override Hydra cannot parse)", "CLI (exit 2, before Hydra starts)",
+           message, tmp_path, "'seed=[1,2'", "not valid Hydra syntax")
+
+
+def test_cli_path_with_non_ascii_letters_needs_no_inner_quotes(tmp_path):
+    """Regression (issue 27): `data.root=/corpora/données` needed undocumented inner quotes."""
+    root = librispeech_tree(tmp_path / "données" / "LibriSpeech", {
+        "train-clean-360": {str(s): "F" if s % 2 else "M" for s in range(11, 21)},
+        "dev-clean": {"21": "F", "22": "F", "23": "M", "24": "M"},
+        "test-clean": {"31": "F", "32": "F", "33": "M", "34": "M"}}, utterances=3, seconds=0.2)
+    process = vpeval("validate", "data=librispeech", f"data.root={root}", tmp=tmp_path)
+    assert process.returncode == 0 and "OK: no problems found." in process.stdout, process.stderr[-500:]
