@@ -61,7 +61,7 @@ def duration_pair(v) -> bool:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-UNSEEN_PER_GENDER = 4  # pipeline.stages.split.MIN_UNSEEN (settings may not import a stage)
+UNSEEN_PER_GENDER = 6  # pipeline.stages.split.MIN_UNSEEN (settings may not import a stage)
 COUNT, COUNT0, FRACTION = "an integer >= 1", "an integer >= 0", "a number in (0, 1)"
 # Seeds reach torch.manual_seed and int64 tensors (RNG states in checkpoints), which take at most
 # 2**63 - 1; numpy's default_rng takes no negative seed.
@@ -163,7 +163,7 @@ def _node_rank(cfg: DictConfig) -> Iterator[str]:
 def _held_out(cfg: DictConfig) -> Iterator[str]:
     """`split.holdout: speaker` holds out round(val_fraction * n) utterances per training
     speaker; a validation speaker needs 2 (one enrolment, one trial). `unseen` holds out
-    whole speakers, at least 4 per gender, and must leave one to train on;
+    whole speakers, at least 6 per gender, and must leave one to train on;
     `unseen_speakers` only means something under `unseen`."""
     fraction, generate, holdout = cfg.split.get("val_fraction"), cfg.data.get("generate"), cfg.split.get("holdout")
     if cfg.split.get("unseen_speakers") is not None and holdout != "unseen":

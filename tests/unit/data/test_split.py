@@ -114,12 +114,12 @@ TWENTY = {str(i): "f" if i < 10 else "m" for i in range(20)}
 
 
 def test_unseen_holdout_keeps_whole_speakers_out_of_training(tmp_path):
-    """The default: validation speakers are never trained on, at least 4 per gender."""
+    """The default: validation speakers are never trained on, at least 6 per gender."""
     utts = utterances(TWENTY, 8)
     train, val = split.hold_out(utts, seed=1, val_fraction=0.1, holdout="unseen")
     held = {u.speaker for u in val}
     assert not held & {u.speaker for u in train} and len(val) == 8 * len(held)
-    assert sorted(TWENTY[s] for s in held) == ["f"] * 4 + ["m"] * 4
+    assert sorted(TWENTY[s] for s in held) == ["f"] * 6 + ["m"] * 6
     assert held != {u.speaker for u in split.hold_out(utts, seed=2, val_fraction=0.1, holdout="unseen")[1]}
     out = run_split(tmp_path, utts, holdout="unseen", select_fraction=0.5)
     speakers = {part: {u.speaker for u in read_manifest(manifest_path(out, f"{part}_enrolls"))} for part in ("select", "val")}
