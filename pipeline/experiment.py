@@ -79,6 +79,13 @@ class Experiment:
         self.score_files: dict[str, str] = {}  # "<attack>/<set>" -> score file
         self._replicates: dict[str, list[float]] = {}  # score file -> bootstrap EER replicates
 
+    def check_split(self) -> None:
+        """The split's own checks (e.g. too few speakers to hold out unseen), before the
+        training list is anonymised: the held-out ids are the same for every system."""
+        split.hold_out(read_manifest(manifest_path(self.prepared, "train")), int(self.cfg.seed),
+                       float(self.cfg.split.val_fraction), str(self.cfg.split.holdout),
+                       split.named_speakers(self.cfg.split.get("unseen_speakers")))
+
     def probe_systems(self) -> None:
         """Run each anonymisation system that asks for it (`probe_first`: an external
         command) once on one utterance, before any long work: a command that cannot start
@@ -324,6 +331,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         return None
     with Team(spec) if spec is not None else nullcontext() as team:
         experiment = Experiment(cfg, team)
+        experiment.check_split()
         records = experiment.records()
         voice_similarity = experiment.voice_similarity()
         utility_results = utility.measure(experiment)

@@ -205,3 +205,20 @@ def test_cli_path_with_non_ascii_letters_needs_no_inner_quotes(tmp_path):
         "test-clean": {"31": "F", "32": "F", "33": "M", "34": "M"}}, utterances=3, seconds=0.2)
     process = vpeval("validate", "data=librispeech", f"data.root={root}", tmp=tmp_path)
     assert process.returncode == 0 and "OK: no problems found." in process.stdout, process.stderr[-500:]
+
+
+def test_too_few_speakers_to_hold_out_unseen_stops_before_anonymising(tmp_path):
+    """A real corpus (no generator settings to check) with 3 female training speakers: the
+    split's error comes when the experiment starts, before the training list is anonymised."""
+    from pipeline.experiment import Experiment
+
+    root = librispeech_tree(tmp_path / "LibriSpeech", {
+        "train-clean-360": {**{str(s): "F" for s in range(11, 14)}, **{str(s): "M" for s in range(14, 24)}},
+        "dev-clean": {"31": "F", "32": "F", "33": "M", "34": "M"},
+        "test-clean": {"41": "F", "42": "F", "43": "M", "44": "M"}}, utterances=3, seconds=0.2)
+    cfg = compose([f"paths.data={tmp_path / 'data'}", "data=librispeech", f"data.root={root}", "device=cpu"])
+    message = raised(lambda: Experiment(cfg).check_split())  # run_experiment's first step
+    assert not (tmp_path / "data" / "cache" / "anonymize").exists()
+    record("unseen-too-few-real", "a corpus with 3 female training speakers under the default unseen validation "
+           "speakers", "experiment start (before any anonymisation)", message, tmp_path,
+           "split.holdout=unseen", "3 female speaker(s)")
