@@ -36,7 +36,9 @@ def test_validate_whose_reader_is_gone_still_says_its_verdict(tmp_path):
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
     """Regression: Ctrl-C printed a 40-line traceback. Interrupted once it is at work (its first log
     line: the run folder exists, the corpus is being generated or prepared)."""
-    process = start("+experiment=smoke", tmp_path=tmp_path)
+    # a shell's background job (CI's, a nohup'ed `make test`) ignores SIGINT, and children inherit it
+    process = start("+experiment=smoke", tmp_path=tmp_path,
+                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     logged = process.stderr.readline()
     assert logged, "vpeval ended before logging anything"
     process.send_signal(signal.SIGINT)
