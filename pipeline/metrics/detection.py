@@ -230,10 +230,13 @@ def calibration_set(row: dict) -> tuple:
     return row.get("group", ""), row.get("seed"), row.get("anonymization_seed")
 
 
-def evaluation_data(row: dict) -> tuple:
+def evaluation_data(row: dict) -> tuple | None:
     """Rows scored on the same trials: one calibration set, evaluated system and enrolment /
-    trial data (attack kinds)."""
-    return (*calibration_set(row), row["anonymizer"], row.get("enroll", "anonymized"), row.get("trials", "anonymized"))
+    trial data (attack kinds); None for a row that does not say which data it was scored on
+    (written before rows carried `enroll` and `trials`), which is compared with no other."""
+    if "enroll" not in row or "trials" not in row:
+        return None
+    return (*calibration_set(row), row["anonymizer"], row["enroll"], row["trials"])
 
 
 @dataclass(frozen=True)
@@ -261,21 +264,20 @@ def assess(rows: list[dict], *, trusted: Trusted, settings: Settings = Settings(
     problem = trusted.problem or _trusted_problem(rows, trusted)
     is_trusted = lambda r: problem is None and is_matched(r) and r["anonymizer"] in trusted.systems  # noqa: E731
     columns = column_evidence(rows, settings) if settings.column else {}
+    from_csv = fit_model(settings.method, list(trusted.points)) if trusted.points and problem is None else None
     judged, fits = [], []
     for key in dict.fromkeys(calibration_set(r) for r in rows):
         members = [(i, r) for i, r in enumerate(rows) if calibration_set(r) == key]
         own_points = {point(r): _as_point(r) for _, r in members if is_trusted(r)}
         protocols = {r.get("validation_protocol") for _, r in members} - {None}
         if problem is not None:
-            model, source = problem, trusted.source
+            model = problem
         elif trusted.points and protocols and protocols != {trusted.protocol}:
-            model, source = (f"detect.trusted={trusted.source} was measured with validation protocol "
-                             f"'{trusted.protocol}', these pairs with '{', '.join(sorted(protocols))}': "
-                             "re-measure the trusted pairs with this protocol"), trusted.source
-        elif trusted.points:
-            model, source = fit_model(settings.method, list(trusted.points)), trusted.source
+            model = (f"detect.trusted={trusted.source} was measured with validation protocol '{trusted.protocol}', "
+                     f"these pairs with '{', '.join(sorted(protocols))}': re-measure the trusted pairs with this "
+                     "protocol")
         else:
-            model, source = fit_model(settings.method, list(own_points.values())), trusted.source
+            model = from_csv if trusted.points else fit_model(settings.method, list(own_points.values()))
         for index, row in members:
             own_model = model
             if not trusted.points and is_trusted(row) and not isinstance(model, str):
@@ -288,7 +290,7 @@ def assess(rows: list[dict], *, trusted: Trusted, settings: Settings = Settings(
                            **verdict(row, own_model, columns.get(index), settings)})
         n_points = len(trusted.points) if trusted.points else len(own_points)
         compared = any(i in columns for i, _ in members)  # the val-test then runs at α/2
-        fits.append({"group": key[0], "seed": key[1], "anonymization_seed": key[2], "source": source,
+        fits.append({"group": key[0], "seed": key[1], "anonymization_seed": key[2], "source": trusted.source,
                      "false_alarm": settings.false_alarm, "n_points": n_points,
                      "band_false_alarm": settings.false_alarm / (2 if compared else 1),
                      **(as_fit(model) if not isinstance(model, str) else {"method": settings.method, "reason": model})})
@@ -325,22 +327,25 @@ def column_evidence(rows: list[dict], settings: Settings) -> dict[int, dict]:
     with paired EER_test replicates: the other attacker whose EER_test is most surely
     below this one's, the difference, its one-sided lower bound at α/(2k) (the column test
     has α/2, Bonferroni over the k others) and whether that bound is above 0 (`flag`)."""
+    by_data: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row["anonymizer"] != ORIGINAL and row.get("eer_test_replicates") and evaluation_data(row) is not None:
+            by_data.setdefault(evaluation_data(row), []).append(i)
     found = {}
-    usable = [(i, r) for i, r in enumerate(rows) if r["anonymizer"] != ORIGINAL and r.get("eer_test_replicates")]
-    for i, row in usable:
-        others = [r for j, r in usable if j != i and evaluation_data(r) == evaluation_data(row)
-                  and len(r["eer_test_replicates"]) == len(row["eer_test_replicates"])]
-        if not others:
-            continue
-        level = settings.false_alarm / 2 / len(others)
-        best = None
-        for other in others:
-            difference = np.subtract(row["eer_test_replicates"], other["eer_test_replicates"])
-            bound = float(np.quantile(difference, level))
-            if best is None or bound > best["lower_bound"]:
-                best = {"other": f"{other['attacker_anonymizer']} ({other['attack']})",
-                        "difference": row["eer_test"] - other["eer_test"], "lower_bound": bound}
-        found[i] = {**best, "comparisons": len(others), "flag": best["lower_bound"] > 0}
+    for indices in by_data.values():
+        for i in indices:
+            row = rows[i]
+            others = [rows[j] for j in indices
+                      if j != i and len(rows[j]["eer_test_replicates"]) == len(row["eer_test_replicates"])]
+            if not others:
+                continue
+            level = settings.false_alarm / 2 / len(others)
+            bounds = [(float(np.quantile(np.subtract(row["eer_test_replicates"], other["eer_test_replicates"]),
+                                         level)), other) for other in others]
+            bound, best = max(bounds, key=lambda found_bound: found_bound[0])
+            found[i] = {"other": f"{best['attacker_anonymizer']} ({best['attack']})",
+                        "difference": row["eer_test"] - best["eer_test"], "lower_bound": bound,
+                        "comparisons": len(others), "flag": bound > 0}
     return found
 
 

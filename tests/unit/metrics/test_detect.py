@@ -209,7 +209,8 @@ def replicated(row: dict, mean: float, spread: float, seed: int) -> dict:
     shared = np.random.default_rng(seed).normal(0, spread, 400)
     own = np.random.default_rng(hash(row["attacker_anonymizer"]) % 2 ** 32).normal(0, spread / 4, 400)
     val = np.random.default_rng(7).normal(row["eer_val"], spread, 400)
-    return {**row, "eer_test": mean, "eer_test_replicates": list(mean + shared + own),
+    return {**row, "enroll": "anonymized", "trials": "anonymized", "eer_test": mean,
+            "eer_test_replicates": list(mean + shared + own),
             "eer_val_replicates": list(val), "ci_level": 0.95}
 
 
@@ -225,6 +226,17 @@ def test_column_test_flags_an_attacker_beaten_on_the_same_trials_and_splits_alph
     assert fit["band_false_alarm"] == 0.025
     judged, _ = assess([matched, beaten], trusted=Trusted(systems=("s1",)), settings=Settings(column=False))
     assert all(r["column"] is None for r in judged)
+
+
+def test_rows_that_do_not_say_their_data_are_compared_with_none():
+    """Regression: rows of results written before they carried `enroll` and `trials` (an old
+    sweep aggregated again) were taken as scored on anonymised enrolment and trials, so OA
+    was compared with AA on other trials."""
+    oa = {k: v for k, v in replicated(pair("s1", "original", 0.30, 0.29, attack="OA"), 0.30, 0.03, 1).items()
+          if k not in ("enroll", "trials")}
+    aa = replicated(pair("s1", "s1", 0.20, 0.19), 0.20, 0.03, seed=1)
+    judged, _ = assess([oa, aa], trusted=Trusted(systems=("s1",)))
+    assert [r["column"] for r in judged] == [None, None]
 
 
 def test_settings_are_checked():

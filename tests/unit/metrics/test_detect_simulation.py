@@ -50,7 +50,8 @@ def column_rows(rng, shift: float) -> list[dict]:
     for attacker, eer in truth.items():
         observed = eer + shared + own[attacker]
         replicates = observed + replicate_shared + rng.normal(0, 0.01, 200)
-        rows.append({"attack": "AA", "anonymizer": "x", "attacker_anonymizer": attacker, "eer_test": observed,
+        rows.append({"attack": "AA", "anonymizer": "x", "attacker_anonymizer": attacker, "enroll": "anonymized",
+                     "trials": "anonymized", "eer_test": observed,
                      "eer_val": observed - 0.01, "gap": 0.01, "eer_test_replicates": list(replicates),
                      "eer_val_replicates": list(np.full(200, observed - 0.01)), "ci_level": 0.95})
     return rows
