@@ -8,8 +8,10 @@ aggregate (`<sweep>/aggregate/` by default) holds:
   job's pairs, each with its job, seed and group, judged against the trusted line of its
   group, see `pipeline.stages.detect`), "detection_fit" (one per group), "seeds" (mean and
   spread of every point run with several seeds)};
-- `trusted.csv`: every matched pair (eer_test, eer_val, gap_var, protocol), in the form
-  `detect.trusted=<csv>` reads, to calibrate later runs measured with the same protocol;
+- `trusted.csv` (`trusted_1.csv`, ... for further groups): the trusted matched pairs of a
+  group, one row per system with its seeds averaged (eer_test, eer_val, gap_var, protocol),
+  in the form `detect.trusted=<csv>` reads, to calibrate later runs measured with the same
+  protocol (suspects, e.g. speaker-level systems, never go there);
 - `results.csv` (every record of every job), `similarity.csv` (the voice similarity
   metrics of every evaluated system and set, when the jobs measured them), `utility.csv`
   (ρF0 and WER of every evaluated system per set and pooled split, when measured),
@@ -34,10 +36,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import write_json, write_text
 from pipeline.layout import FAILED, LAUNCHED, RESULTS
-from pipeline.metrics.detection import Settings, assess, is_matched, read_trusted, seed_summary
+from pipeline.metrics.detection import Settings, assess, read_trusted, seed_summary
 from pipeline.metrics.detectors import MODELS
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
@@ -152,12 +156,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     settings = replace(settings or Settings(), **(detect or {}))
     judged, fit = assess(rows, trusted=read_trusted(trusted_spec(trusted)), settings=settings)
     seeds = seed_summary(judged)
-    matched = [r for r in judged if is_matched(r) and not r.get("imported")]
-    if matched:
-        write_text(out / "trusted.csv", results_csv([
-            {"anonymizer": r["anonymizer"], "seed": r["seed"], "group": r["group"], "eer_test": r["eer_test"],
-             "eer_val": r["eer_val"], "gap_var": r.get("gap_var"), "protocol": r.get("validation_protocol")}
-            for r in matched]))
+    for i, group in enumerate(dict.fromkeys(r["group"] for r in judged if r["role"] == "trusted")):
+        write_text(out / ("trusted.csv" if i == 0 else f"trusted_{i}.csv"), results_csv(trusted_points(judged, group)))
     write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "unfinished": unfinished,
                                       "records": records, "detection": judged, "detection_fit": fit, "seeds": seeds})
     write_text(out / "results.csv", results_csv(records))
@@ -214,6 +214,25 @@ PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "enroll", "trials", 
              "eer_test_ci", "eer_test_f", "eer_test_m", "gap", "gap_var", "relative_drop", "relative_drop_ci",
              "eer_val_replicates", "eer_test_replicates", "ci_level", "val_trials", "val_speakers", "attacker_origin",
              "imported")
+
+
+def trusted_points(judged: list[dict], group: str) -> list[dict]:
+    """The trusted matched pairs of one group as `detect.trusted=<csv>` reads them: one row per
+    system, its seeds averaged (a system is one point of the model, as in the sweep's own
+    calibration), the bootstrap variance of the mean gap where every seed has one."""
+    rows: dict[str, list[dict]] = {}
+    for row in judged:
+        if row["group"] == group and row["role"] == "trusted":
+            rows.setdefault(row["anonymizer"], []).append(row)
+    points = []
+    for system, own in rows.items():
+        variances = [r.get("gap_var") for r in own]
+        points.append({"anonymizer": system, "seeds": len(own), "group": group,
+                       "eer_test": float(np.mean([r["eer_test"] for r in own])),
+                       "eer_val": float(np.mean([r["eer_val"] for r in own])),
+                       "gap_var": None if None in variances else float(np.sum(variances)) / len(own) ** 2,
+                       "protocol": own[0].get("validation_protocol")})
+    return points
 
 
 def trusted_spec(trusted):

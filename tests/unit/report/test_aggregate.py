@@ -242,3 +242,21 @@ def test_matrix_cells_and_figures_of_several_seeds():
     assert matrix.tolist() == [[pytest.approx(0.25)]] and attackers == ["s2"] and evaluated == ["s1"]
     fit = {"group": "g", "seed": 2, "anonymization_seed": 2}
     assert fit_set(fit) == ("g", 2, 2) and figure_title(fit) == "Overestimation detection: g, seed 2"
+
+
+def test_trusted_csv_holds_the_trusted_systems_only_one_row_each(tmp_path):
+    """Regression: trusted.csv listed every matched pair, the suspects (a speaker-level system,
+    the hidden mismatch) and each seed included: calibrating on it fitted the suspects again."""
+    sweep = tmp_path / "multirun"
+    num = 0
+    for seed, shift in ((1, -0.004), (2, 0.004)):
+        for system, (eer_test, eer_val) in SYSTEMS.items():
+            write_job(sweep, num, system, system, eer_val + shift, eer_test, seed=seed)
+            num += 1
+        write_job(sweep, num, "s5", "s5", 0.05, 0.45, seed=seed)  # matched, not trusted: a suspect
+        num += 1
+    out = aggregate(sweep)
+    lines = (out / "trusted.csv").read_text().splitlines()
+    assert lines[0].startswith("anonymizer,seeds,group,eer_test,eer_val")
+    assert [line.split(",")[:2] for line in lines[1:]] == [[s, "2"] for s in SYSTEMS]
+    assert float(lines[1].split(",")[4]) == pytest.approx(SYSTEMS["s1"][1])  # the seeds' mean EER_val
