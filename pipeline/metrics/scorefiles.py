@@ -41,7 +41,7 @@ LAYOUTS = {
 SCORE_FIELD = {"score_label": 0, "vpc": 2, "trials": 2, "table": 4}
 LABELS = {"score_label": ("1", "0"), "trials": ("target", "nontarget")}
 SPEAKER_IN_ID = (re.compile(r"^([^-\s]+)-[^-\s]+-\d+$"),  # LibriSpeech: speaker-chapter-utterance
-                 re.compile(r"^([a-z]*\d+)_\d+(?:_mic\d)?$"))  # VCTK: p225_001, p225_001_mic1
+                 re.compile(r"^(p\d{3}|s\d+)_\d{3}(?:_mic\d)?$"))  # VCTK: p225_001, p225_001_mic1, s5_001
 
 
 @dataclass(frozen=True)

@@ -180,8 +180,10 @@ def test_cli_table_json_and_figures(tmp_path, capsys):
     trials = _trials(tmp_path / "trials.txt")
     oo, op, pp = _tables(tmp_path)
     out = tmp_path / "out" / "metrics.json"
+    utt2spk = _write(tmp_path / "utt2spk", [f"{line.split()[1]} spk{line.split()[1][3:].split('_')[0]}"
+                                            for line in trials.read_text().splitlines()])
     code = main([str(trials), str(oo), str(op), str(pp), "--json", str(out), "--bootstrap", "20",
-                 "--zoo", "--figures", str(tmp_path / "figs")])
+                 "--zoo", "--figures", str(tmp_path / "figs"), "--utt2spk", str(utt2spk)])
     assert code == 0
     printed = capsys.readouterr().out
     assert "EER%" in printed and "DeID%" in printed and "95% CI (20 resamples of speakers" in printed
@@ -405,6 +407,10 @@ def test_bootstrap_errors():
         bootstrap_ci([1.0], [0.0], 10, unit="utterances")
     with pytest.raises(ScoreError, match="confidence"):
         bootstrap_ci([1.0], [0.0], 10, unit="trials", confidence=1.0)
+    # one speaker under two names (enrolment "spk1", test utterances of "1") would be resampled as two
+    with pytest.raises(ScoreError, match="enrolment speaker 'spk1' and test speaker '1' differ"):
+        bootstrap_ci([1.0], [0.0], 10, tar_speakers=["spk1"], non_speakers=["spk1"], tar_test_speakers=["1"],
+                     non_test_speakers=["2"])
     # a single speaker owning every target: resamples without it lack targets
     result = bootstrap_ci([1.0, 2.0], [0.0, 1.5, 0.5], 50, tar_speakers=["a", "a"], non_speakers=["b", "c", "d"],
                           tar_test_speakers=["a", "a"], non_test_speakers=["c", "d", "b"])
