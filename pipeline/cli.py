@@ -230,16 +230,13 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
     flags = [arg for arg in overrides if arg.startswith("-")]
     if any(flag not in ("-m", "--multirun") for flag in flags):
         return
-    try:
-        check_syntax([arg for arg in overrides if not arg.startswith("-")])
-    except VpevalError as error:
-        fail(error)
     from pipeline.config import compose
     from pipeline.settings import check_settings
     from pipeline.slurm import check_slurm_sweep
     from pipeline.sweep import sweep_variants
 
     try:
+        check_syntax([arg for arg in overrides if not arg.startswith("-")])
         check_slurm_sweep(overrides)
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
             cfg = compose(variant)

@@ -33,8 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent  # the folder holding the packages
 
 def code_digest(modules: Iterable[str], root: Path = ROOT) -> str:
     """Digest of the source of `modules` and every project module they import."""
-    closure = sorted(set().union(*(_closure(m, Path(root)) for m in modules)))
-    text = "\n".join(f"{name} {_module_digest(name, Path(root))}" for name in closure)
+    return _digest(tuple(sorted(set(modules))), Path(root))
+
+
+@lru_cache(maxsize=None)
+def _digest(modules: tuple[str, ...], root: Path) -> str:  # a cache call per stage call: once per process
+    closure = sorted(set().union(*(_closure(m, root) for m in modules)))
+    text = "\n".join(f"{name} {_module_digest(name, root)}" for name in closure)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -293,7 +293,8 @@ def detection_group(cfg: DictConfig) -> str:
 def validation_protocol(cfg: DictConfig) -> str:
     """The validation protocol in one line: what a trusted CSV must have been measured with.
 
-    >>> validation_protocol(compose([]))  # doctest: +SKIP
+    >>> from pipeline.config import compose
+    >>> validation_protocol(compose([]))
     'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn test_split=test'
     """
     split_cfg = cfg.split

@@ -37,7 +37,7 @@ def record(row: str, what: str, where: str, message: str, tmp: Path, *needles: s
     for needle in needles:
         assert needle in message, f"{row}: {needle!r} not in {message!r}"
     shown = message.replace(str(tmp), "<tmp>").replace(str(REPO_ROOT), "<repo>")
-    shown = re.sub(r"(/cache/\w+/)[0-9a-f]{16}/", r"\1<hash>/", shown)  # cache keys follow the code and the files' times
+    shown = re.sub(r"/(\w+)/[0-9a-f]{16}(?=[/.])", r"/\1/<hash>", shown)  # stage folders: keys follow the code
     OBSERVED[row] = (what, shown, where)
     return message
 
