@@ -147,6 +147,7 @@ class Training:
     examples_per_epoch: str = MISSING
     optimizer: Any = MISSING  # _target_ plugin (torch.optim.*)
     scheduler: Any = MISSING  # the attacker/scheduler group: keys differ per schedule
+    augment: Any = MISSING  # the attacker/augment group: a list of _target_ nodes
     precision: str = MISSING
     compile: Any = MISSING  # null, a boolean or a torch.compile mode
     sync_batchnorm: bool = MISSING
@@ -171,6 +172,7 @@ class Attacker:
     pretrained: str | None = MISSING
     pretrained_on: str = MISSING
     init: str | None = MISSING
+    finetune: bool | None = MISSING
     model: Any = MISSING  # _target_ plugin (the speaker encoder)
     head: Head = MISSING
     training: Training = MISSING

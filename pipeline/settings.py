@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from pipeline.asv.finetune import finetune_problem
 from pipeline.devices import COMPILE_MODES
 from pipeline.errors import VpevalError
 from pipeline.schemas import type_problems
@@ -105,6 +106,7 @@ RULES: list[tuple[str, str, Callable]] = [
     ("data.protocol.enroll_fraction", FRACTION, open_range(0, 1)),
     ("data.protocol.enroll_utterances", COUNT, integer(1)),
     ("attacker.pretrained_on", "original or anonymized", one_of("original", "anonymized")),
+    ("attacker.finetune", "null, true or false", one_of(None, True, False)),
     ("attacker.training.epochs", f"an integer >= 1 and <= {MAX_EPOCHS}", between(1, MAX_EPOCHS)),
     ("attacker.training.batch_size", COUNT, integer(1)),
     ("attacker.training.crop_seconds", "a number of seconds > 0", positive),
@@ -204,13 +206,19 @@ def _anonymization_seed(cfg: DictConfig) -> Iterator[str]:
         yield f"anonymization_seed={value}: must be {SEED}"
 
 
+def _finetune(cfg: DictConfig) -> Iterator[str]:
+    problem = finetune_problem(cfg.get("attacker") or {})
+    if problem:
+        yield problem
+
+
 def _missing(cfg: DictConfig) -> Iterator[str]:
     for key in _missing_keys(cfg, ""):
         yield f"{key}: required, not set (add {key}=...)"
 
 
 COMBINATIONS: list[Callable[[DictConfig], Iterator[str]]] = [_eval_splits, _node_rank, _held_out, _attacks,
-                                                             _anonymization_seed, _missing]
+                                                             _anonymization_seed, _finetune, _missing]
 
 
 def _missing_keys(node: DictConfig, prefix: str) -> Iterator[str]:
@@ -262,12 +270,17 @@ def _built(cfg: DictConfig) -> list[str]:
     """Resolve the device and build each anonymiser (its constructor checks its parameters)."""
     from pathlib import Path
 
+    from pipeline.asv.augment import Augmentation
     from pipeline.config import instantiate, without
     from pipeline.devices import resolve_device
 
     found = []
     try:
         resolve_device(str(cfg.device))
+    except VpevalError as error:
+        found.append(str(error))
+    try:  # the training augmentations: a bad _target_ or argument stops here, not after anonymisation
+        Augmentation(OmegaConf.select(cfg, "attacker.training.augment") or [], seed=0)
     except VpevalError as error:
         found.append(str(error))
     for key in ("anonymizer", "attacker_anonymizer"):

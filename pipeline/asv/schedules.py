@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.optim.lr_scheduler import CyclicLR, LambdaLR, LRScheduler
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler
+
+from pipeline.errors import VpevalError
 
 
 def one_cycle(optimizer: torch.optim.Optimizer, total_steps: int, *, warmup_fraction: float = 0.05,
@@ -39,9 +41,46 @@ def one_cycle(optimizer: torch.optim.Optimizer, total_steps: int, *, warmup_frac
 
 
 def cyclic(optimizer: torch.optim.Optimizer, total_steps: int, *, base_lr: float, step_size_up: int,
-           mode: str = "triangular") -> LRScheduler:
-    """SpeechBrain's / VPC 2024's cyclic schedule: a triangle between `base_lr` and the
-    optimiser's lr with `step_size_up` steps per half cycle, whatever `total_steps` is."""
+           mode: str = "triangular", gamma: float = 1.0) -> LRScheduler:
+    """SpeechBrain's `CyclicLRScheduler` as VPC 2024 and 2026 step it: a triangle between
+    `base_lr` and the optimiser's lr with `step_size_up` steps per half cycle, whatever
+    `total_steps` is. VPC calls `on_batch_end` before each optimiser step, so step k (from 1)
+    runs at SpeechBrain's clr(k), never at `base_lr` itself.
+
+    >>> opt = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.3)
+    >>> schedule = cyclic(opt, total_steps=4, base_lr=0.1, step_size_up=2)
+    >>> rates = []
+    >>> for _ in range(4):
+    ...     rates.append(round(schedule.get_last_lr()[0], 6)); opt.step(); schedule.step()
+    >>> rates
+    [0.2, 0.3, 0.2, 0.1]
+    """
     del total_steps  # the cycle length is fixed by step_size_up, as in the VPC recipe
-    return CyclicLR(optimizer, base_lr=base_lr, max_lr=[group["lr"] for group in optimizer.param_groups],
-                    step_size_up=int(step_size_up), mode=mode, cycle_momentum=False)
+    return SpeechBrainCyclic(optimizer, base_lr=base_lr, step_size=int(step_size_up), mode=mode, gamma=gamma)
+
+
+class SpeechBrainCyclic(LRScheduler):
+    """SpeechBrain's cyclic learning rate (speechbrain.nnet.schedulers.CyclicLRScheduler,
+    re-implemented: same formula, same float operations), peak = each group's initial lr."""
+
+    MODES = ("triangular", "triangular2", "exp_range")
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, base_lr: float, step_size: int, mode: str = "triangular",
+                 gamma: float = 1.0):
+        if mode not in self.MODES:
+            raise VpevalError(f"attacker.training.scheduler.mode={mode}: must be one of {', '.join(self.MODES)}")
+        if step_size < 1:
+            raise VpevalError(f"attacker.training.scheduler.step_size_up={step_size}: must be an integer >= 1")
+        self.low, self.step_size, self.mode, self.gamma = float(base_lr), step_size, mode, float(gamma)
+        super().__init__(optimizer)
+
+    def clr(self, iterations: int, peak: float) -> float:
+        """SpeechBrain's `clr`: the learning rate after `iterations` calls of `on_batch_end`."""
+        cycle = math.floor(1 + iterations / (2 * self.step_size))
+        x = abs(iterations / self.step_size - 2 * cycle + 1)
+        scale = {"triangular": 1.0, "triangular2": 1 / (2.0 ** (cycle - 1)),
+                 "exp_range": self.gamma ** iterations}[self.mode]
+        return self.low + (peak - self.low) * max(0, (1 - x)) * scale
+
+    def get_lr(self) -> list[float]:
+        return [self.clr(self.last_epoch + 1, peak) for peak in self.base_lrs]

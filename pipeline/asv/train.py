@@ -43,9 +43,11 @@ from tqdm import tqdm
 
 from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
+from pipeline.asv.augment import Augmentation
 from pipeline.asv.checkpoint import differences
 from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.asv.embed import save_encoder
+from pipeline.asv.finetune import init_folder
 from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
 from pipeline.asv.speechbrain_folder import load_attacker_folder
@@ -124,8 +126,10 @@ class _Trainer(Trainer):
         self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
         if not isinstance(self.model, SpeakerEncoder):
             raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(self.model).__name__}")
-        if cfg.get("init"):  # start from a pretrained encoder (overridden by a checkpoint to resume)
-            start_from(self.model, cfg.init)
+        init = init_folder(cfg)
+        if init:  # fine-tune a pretrained encoder (overridden by a checkpoint to resume); the head is new
+            start_from(self.model, init)
+        self.augment = Augmentation(training.get("augment") or [], seed)
         crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
         if crop_samples < self.model.fbank.window_size:
             raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
@@ -216,7 +220,9 @@ class _Trainer(Trainer):
         state, device, steps_per_epoch, world = self.state, self.device, self.plan.steps_per_epoch, self.world
         epoch = state["epoch"]
         self.epoch_started = time.monotonic()
-        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch, self.rows)
+        # augmentation sees the whole global batch (its draws must not depend on the number of ranks)
+        rows = slice(None) if self.augment else self.rows
+        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch, rows)
         loader = DataLoader(batches, batch_size=None, sampler=range(state["step"], steps_per_epoch),
                             num_workers=self.num_workers, pin_memory=device.type == "cuda")
         # This rank's loss and correct-count sums since they were last added to `state`; they
@@ -228,6 +234,8 @@ class _Trainer(Trainer):
         for crops, labels in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)
+            if self.augment:
+                wavs, labels = self.augment(wavs, epoch, state["step"])[self.rows], labels[self.rows]
             loss, cosines = self._forward_backward(wavs, labels)
             self.scaler.step(self.optimizer)
             self.scaler.update()

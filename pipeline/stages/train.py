@@ -64,8 +64,9 @@ def train_on_rank(world: World, attacker: dict, held_out: str, out: str, seed: i
 def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None) -> Path:
     """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
     ranks when given, else in this process on `device`."""
-    # pretrained (never trained here) and an unset init are left out, so that they do not change the folder
-    params = {**without(attacker, "name", "pretrained", "init"),
+    # pretrained (never trained here), an unset init and finetune (init decides it) are left out, so that
+    # they do not change the folder
+    params = {**without(attacker, "name", "pretrained", "init", "finetune"),
               "training": without(attacker.training, *OPERATIONAL_KEYS), "seed": seed}
     inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "select_enrolls", "select_trials")}
     inputs["select_trial_list"] = file_digest(trials_path(held_out, "select_trials"))
