@@ -279,8 +279,10 @@ def _built(cfg: DictConfig) -> list[str]:
         resolve_device(str(cfg.device))
     except VpevalError as error:
         found.append(str(error))
-    try:  # the training augmentations: a bad _target_ or argument stops here, not after anonymisation
-        Augmentation(OmegaConf.select(cfg, "attacker.training.augment") or [], seed=0)
+    try:  # the training augmentations: a bad _target_, argument or output stops here, not after anonymisation
+        rate = OmegaConf.select(cfg, "attacker.model.sample_rate", default=16000)
+        augmentation = Augmentation(OmegaConf.select(cfg, "attacker.training.augment") or [], seed=0)
+        augmentation.probe(round(cfg.attacker.training.crop_seconds * rate))
     except VpevalError as error:
         found.append(str(error))
     for key in ("anonymizer", "attacker_anonymizer"):

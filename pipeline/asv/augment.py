@@ -51,6 +51,11 @@ class Augmentation:
     def __bool__(self) -> bool:
         return bool(self.steps)
 
+    def probe(self, crop_samples: int) -> None:
+        """Run once on a silent batch of two crops, so that an augmentation that changes the batch
+        stops before any training (the generators are restored after it: training is unchanged)."""
+        self(torch.zeros(2, crop_samples), 0, 0)
+
     @torch.no_grad()
     def __call__(self, wavs: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
         if not self.steps:

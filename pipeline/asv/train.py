@@ -129,11 +129,12 @@ class _Trainer(Trainer):
         init = init_folder(cfg)
         if init:  # fine-tune a pretrained encoder (overridden by a checkpoint to resume); the head is new
             start_from(self.model, init)
-        self.augment = Augmentation(training.get("augment") or [], seed)
         crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
         if crop_samples < self.model.fbank.window_size:
             raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
                               f"one fbank window")
+        self.augment = Augmentation(training.get("augment") or [], seed)
+        self.augment.probe(crop_samples)
 
         cache_dir = Path(training.cache_dir) if training.get("cache_dir") else out_dir / "audio_cache"
         with world.main_first():

@@ -222,3 +222,39 @@ def test_too_few_speakers_to_hold_out_unseen_stops_before_anonymising(tmp_path):
     record("unseen-too-few-real", "a corpus with 3 female training speakers under the default unseen validation "
            "speakers", "experiment start (before any anonymisation)", message, tmp_path,
            "split.holdout=unseen", "3 female speaker(s)")
+
+
+def test_cli_finetune_without_init(tmp_path):
+    message = cli_message(vpeval("validate", "attacker.finetune=true", tmp=tmp_path))
+    record("cli-finetune-without-init", "`vpeval attacker.finetune=true` without `attacker.init` (VPC 2026 "
+           "fine-tunes a pretrained attacker: the folder is missing)", "CLI (exit 2, before Hydra starts)", message,
+           tmp_path, "attacker.finetune=true", "needs attacker.init")
+
+
+def test_finetune_false_with_init(tmp_path):
+    from pipeline.settings import check_settings
+
+    message = raised(check_settings, compose(["attacker.finetune=false", f"attacker.init={tmp_path / 'asv_ssl'}"]))
+    record("finetune-false-with-init", "`attacker.finetune=false` (from scratch) with `attacker.init` set",
+           "settings (pipeline.settings, before any stage)", message, tmp_path, "attacker.finetune=false",
+           "attacker.init=", "unset one of them")
+
+
+AUGMENT_ROWS = [  # row, input, override, needles (pipeline.settings builds the augmentations, before any stage)
+    ("augment-unknown-argument", "a training augmentation with an argument its class does not take "
+     "(`+attacker.training.augment.0.drop_freq_lowx=0` on `vpc2026`)", "+attacker.training.augment.0.drop_freq_lowx=0",
+     ("attacker.training.augment[0]", "DropFreq", "drop_freq_lowx")),
+    ("augment-changes-batch", "a training augmentation that adds crops (SpeechBrain's `Augmenter` with "
+     "`concat_original: true`)", "attacker.training.augment=[{_target_:speechbrain.augment.augmenter.Augmenter,"
+     "concat_original:true,augmentations:[{_target_:speechbrain.augment.time_domain.DropChunk}]}]",
+     ("attacker.training.augment[0]", "turned crops of shape (2, 32000) into (4, 32000)")),
+]
+
+
+@pytest.mark.parametrize("row, what, override, needles", AUGMENT_ROWS, ids=[row[0] for row in AUGMENT_ROWS])
+def test_augment_rows(tmp_path, row, what, override, needles):
+    from pipeline.settings import check_settings
+
+    cfg = compose(["attacker/augment@attacker.training.augment=vpc2026", override])
+    record(row, what, "settings (pipeline.settings, building the augmentations, before any stage)",
+           raised(check_settings, cfg, build=True), tmp_path, *needles)
