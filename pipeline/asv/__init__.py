@@ -2,5 +2,6 @@
 
 Modules: `features` (batched Kaldi fbank), `model` (encoder and AAM-softmax head),
 `audio_cache` (decoded int16 audio), `crops` (reproducible training crops), `schedules`
-(learning-rate schedules), `checkpoint` (safe save/load), `train`, `embed`, `scoring`.
+(learning-rate schedules), `augment` (training-crop augmentation), `finetune` (`attacker.init` /
+`finetune`), `checkpoint` (safe save/load), `train`, `embed`, `scoring`.
 """

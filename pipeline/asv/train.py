@@ -15,6 +15,9 @@ function of (seed, epoch, step), so the consumed ones are skipped and, on CPU, a
 interrupted run ends with bitwise the same model as an uninterrupted one. A checkpoint written
 with other result-affecting settings is refused with the differing keys named.
 
+The encoder starts from `attacker.init` when set (`pipeline.asv.finetune`; the AAM head is
+always new); every batch of crops goes through `attacker.training.augment` (`pipeline.asv.augment`).
+
 Several ranks (a `World` of processes launched by torchrun, see `distributed` and `team`)
 train one model with DistributedDataParallel: every rank builds the same (seed, epoch, step)
 batch and takes its rows of it, so the global batch, and the model up to float rounding, do
@@ -47,8 +50,8 @@ from pipeline.asv.augment import Augmentation
 from pipeline.asv.checkpoint import differences
 from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.asv.embed import save_encoder
-from pipeline.asv.finetune import init_folder
 from pipeline.asv.distributed import World, use_global_batchnorm
+from pipeline.asv.finetune import init_folder
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
 from pipeline.asv.speechbrain_folder import load_attacker_folder
 from pipeline.asv.trainer import Trainer, write_log
