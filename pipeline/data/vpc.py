@@ -22,7 +22,7 @@ from pathlib import Path
 from pipeline.data.corpus import MAIN, Entry, Problems, listed_once
 from pipeline.data.kaldi import WAV_SCP_FORMS, table_lines, wav_scp_path
 from pipeline.data.manifest import GENDERS, Trial, Utterance
-from pipeline.data.protocol import Protocol
+from pipeline.data.protocol import Protocol, mixed_trials
 from pipeline.errors import VpevalError, input_error
 
 REQUIRED_FILES = ("wav.scp", "utt2spk", "spk2gender")
@@ -146,13 +146,16 @@ class GivenProtocol:
     `enrolls` and `trials` are patterns of the enrolment dir and the per-gender trial dirs
     (`{subset}`, `{g}`); `extra_trials` names more trial dirs per variant, e.g.
     `{common: "{subset}_trials_{g}_common"}` gives the evaluation set `<split>_common`,
-    enrolled like the split itself.
+    enrolled like the split itself. `mixed_trials` is the pattern of the mixed-gender trial
+    dir (VPC 2026: `{subset}_trials_mixed`), read when `data.eval_trials` asks for it; null
+    draws the mixed list from the female and male lists (`pipeline.data.protocol.mixed_trials`).
     """
 
     def __init__(self, enrolls: str = "{subset}_enrolls", trials: str = "{subset}_trials_{g}",
-                 extra_trials: dict[str, str] | None = None):
+                 extra_trials: dict[str, str] | None = None, mixed_trials: str | None = None):
         self.enrolls = enrolls
         self.patterns = {MAIN: trials, **dict(extra_trials or {})}
+        self.mixed_pattern = mixed_trials
 
     def dirs(self, subset: str) -> tuple[str, dict[str, dict[str, str]]]:
         """The enrolment dir and, per variant and gender, the trial dir of `subset`."""
@@ -189,6 +192,30 @@ class GivenProtocol:
                         trials[g].append(trial)
             protocols[variant] = Protocol(enrolls, trial_utts, trials)
         return protocols
+
+    def mixed(self, protocol: Protocol, *, reader: VoicePrivacyDirs, subset: str, seed: int,
+              problems: Problems) -> list[Trial]:
+        """The trials of the given mixed dir (its utterances are those of the female and male
+        trial dirs), or the list drawn by VPC's rule with `seed` when no dir is configured."""
+        if self.mixed_pattern is None:
+            return mixed_trials(protocol, seed)
+        trial_dir = self.mixed_pattern.format(subset=subset)
+        enrolled = {u.speaker for u in protocol.enrolls}
+        speakers = {u.id: u.speaker for g in protocol.trial_utts for u in protocol.trial_utts[g]}
+        known = set(reader.utterance_ids(trial_dir))
+        trials = []
+        for where, trial, problem in reader.trials(trial_dir):
+            if not problem:
+                problem = self._trial_problem(trial, enrolled, set(speakers), known,
+                                              self.enrolls.format(subset=subset), trial_dir)
+            if not problem and trial.target != (speakers[trial.test] == trial.enroll):
+                problem = (f"label '{'target' if trial.target else 'nontarget'}' contradicts the speakers of "
+                           f"{trial.enroll} and {trial.test}")
+            if problem:
+                problems.trial(where, problem)
+            else:
+                trials.append(trial)
+        return trials
 
     @staticmethod
     def _enrolls(reader: VoicePrivacyDirs, enroll_dir: str, ready: dict[str, Utterance],

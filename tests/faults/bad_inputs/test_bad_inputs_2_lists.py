@@ -169,3 +169,13 @@ def test_kaldi_key_with_two_values(vpc_folder, tmp_path, row, what, file_name, l
     append_line(listing, line)
     message = raised(prepare.run, vpc_cfg(data, workers=1), Cache(tmp_path / "cache"))
     record(row, what, "prepare (Kaldi dirs, before any audio is read)", message, tmp_path, *needles)
+
+
+def test_mixed_trials_on_a_corpus_with_one_gender(tmp_path):
+    root = librispeech_tree(tmp_path / "LibriSpeech", {"train-clean-360": {"11": "F", "12": "M"},
+                                                       "dev-clean": {"21": "F", "22": "F"},
+                                                       "test-clean": {"31": "F", "32": "M"}}, utterances=2, seconds=0.1)
+    cfg = vpc_cfg(root, "data.eval_trials=mixed", config="librispeech", workers=1)
+    record("mixed-one-gender", "mixed-gender trials (`data.eval_trials=mixed`) on a corpus with one gender",
+           "prepare (before any audio is converted)", raised(prepare.run, cfg, Cache(tmp_path / "cache")), tmp_path,
+           "data.eval_trials=mixed", "dev-clean has ['f'] speakers only")
