@@ -11,7 +11,7 @@ from pipeline.data.vctk import VCTK
 from pipeline.stages import prepare
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.faults.bad_inputs.catalogue import RATE, append_line, raised, record, validation_error
-from tests.helpers import damaged, edit_manifest, librispeech_tree, vctk_tree, vpc_cfg
+from tests.helpers import damaged, edit_manifest, librispeech_tree, mls_tree, vctk_tree, vpc_cfg
 
 
 def test_missing_manifest(prepared, tmp_path):
@@ -179,3 +179,12 @@ def test_mixed_trials_on_a_corpus_with_one_gender(tmp_path):
     record("mixed-one-gender", "mixed-gender trials (`data.eval_trials=mixed`) on a corpus with one gender",
            "prepare (before any audio is converted)", raised(prepare.run, cfg, Cache(tmp_path / "cache")), tmp_path,
            "data.eval_trials=mixed", "dev-clean has ['f'] speakers only")
+
+
+def test_mls_tree_missing_a_split_transcripts(tmp_path):
+    root = mls_tree(tmp_path / "mls", "german", utterances=2, seconds=0.1)
+    (root / "mls_german" / "dev" / "transcripts.txt").unlink()
+    cfg = vpc_cfg(root, "data.language=german", config="mls", workers=1)
+    record("mls-no-transcripts", "an MLS language tree whose dev split has no `transcripts.txt`",
+           "prepare (MLS reader, before any audio is read)", raised(prepare.run, cfg, Cache(tmp_path / "cache")),
+           tmp_path, "mls_german/dev/transcripts.txt", "not found")
