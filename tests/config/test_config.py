@@ -15,6 +15,7 @@ REQUIRED = {
     ("data", "vctk"): ["data.root=/corpora/VCTK"],
     ("data", "vpc"): ["data.root=/corpora/vpc/data"],
     ("data", "vpc_vctk"): ["data.root=/corpora/vpc/data"],
+    ("data", "mls"): ["data.root=/corpora/mls"],
     ("anonymizer", "external"): ["anonymizer.command=[python,x.py]"],
     ("anonymizer", "precomputed"): ["anonymizer.folder=/anon"],
 }
