@@ -62,3 +62,10 @@ def test_missing_language_folder_names_the_key(tmp_path):
     root = mls_tree(tmp_path / "mls", "german")
     with pytest.raises(VpevalError, match=r"mls_french: MLS language folder not found .*data.language=french"):
         MultilingualLibriSpeech(root, "french")
+
+
+def test_vpc_track2_config_names_its_dirs(tmp_path):
+    cfg = vpc_cfg(tmp_path, "data.language=german", "data.tag=de", config="vpc_mls")
+    assert list(cfg.subsets.train) == ["train_german"] and (cfg.subsets.dev, cfg.subsets.test) == ("de_dev", "de_test")
+    assert cfg.protocol.trials is None and cfg.protocol.mixed_trials == "{subset}_trials_mixed"
+    assert cfg.eval_trials == "mixed"

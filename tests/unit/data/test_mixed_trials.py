@@ -1,4 +1,6 @@
 """Mixed-gender trial lists (VPC 2026's `<split>_trials_mixed`): the rule, its seed, VPC's dirs, prepare."""
+import shutil
+
 import pytest
 
 from pipeline.cache import Cache, summary_of
@@ -132,3 +134,20 @@ def test_vpc_dirs_without_a_mixed_dir_draw_one(vpc_folder, tmp_path):
     same = read_trials(trials_path(out, "dev_trials_f")) + read_trials(trials_path(out, "dev_trials_m"))
     assert read_trials(trials_path(out, "dev_trials_mixed")) == same
     assert validate.check(out, ("dev",), workers=1).problems == []
+
+
+def test_a_mixed_dir_alone_gives_the_same_gender_lists_too(vpc_folder, tmp_path):
+    """VPC 2026 Track 2 ships `<lang>_<split>_trials_mixed` with no f and m dirs (data=vpc_mls):
+    the same-gender lists are the mixed list's same-gender trials."""
+    data = vpc_mixed_dir(vpc_folder, tmp_path, ["{m} 21-100-0002 nontarget"])
+    given = {g: (data / f"libri_dev_trials_{g}" / "trials").read_text().splitlines() for g in ("f", "m")}
+    for split in ("dev", "test"):
+        for g in ("f", "m"):
+            shutil.rmtree(data / f"libri_{split}_trials_{g}")
+    cfg = vpc_cfg(data, "data.eval_trials=both", "data.protocol.trials=null",
+                  "data.protocol.mixed_trials='{subset}_trials_mixed'")
+    out = prepare.run(cfg, Cache(tmp_path / "cache"))
+    for g in ("f", "m"):
+        assert [t.line() for t in read_trials(trials_path(out, f"dev_trials_{g}"))] == given[g]
+    assert [t.line() for t in read_trials(trials_path(out, "dev_trials_mixed"))][-1] == "23 21-100-0002 nontarget"
+    assert validate.check(out, ("dev", "test"), workers=1).problems == []
