@@ -133,7 +133,7 @@ def mixed_trials(protocol: Protocol, seed: int) -> list[Trial]:
         nontarget = sum(not t.target for t in protocol.trials[gender])
         count = min(round(nontarget / len(tried)), len(others))
         for test in tried:
-            cross.extend(Trial(spk, test, False) for spk in sorted(rng.choice(others, size=count, replace=False)))
+            cross.extend(Trial(str(spk), test, False) for spk in sorted(rng.choice(others, size=count, replace=False)))
     return [*protocol.trials["f"], *protocol.trials["m"], *cross]
 
 
