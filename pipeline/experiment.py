@@ -25,6 +25,7 @@ from pipeline.cache import Cache, content_hash, plain
 from pipeline.config import instantiate, without
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
+from pipeline.data.protocol import trial_lists
 from pipeline.devices import compile_mode, resolve_device
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics.detection import ORIGINAL, Settings
@@ -162,7 +163,7 @@ class Experiment:
             }
             for split_name in self.cfg.eval_splits:
                 enrolls = self.data(spec.enroll, f"{split_name}_enrolls", self.evaluated)
-                for g in GENDERS:
+                for g in trial_lists(self.cfg.data.get("eval_trials", "same_gender")):
                     name = f"{split_name}_{g}"
                     trial_utts = self.data(spec.trials, f"{split_name}_trials_{g}", self.evaluated)
                     scores = self.scores(model, held_out, enrolls, trial_utts,
@@ -349,5 +350,5 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         evaluated, attacker = system_labels(cfg)
         write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),
                           system=evaluated, attacker_system=attacker, eval_splits=list(cfg.eval_splits),
-                          genders=GENDERS)
+                          genders=trial_lists(cfg.data.get("eval_trials", "same_gender")))
     return folder

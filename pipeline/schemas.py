@@ -81,6 +81,9 @@ class Data:
     generate: Generate | None = MISSING
     subsets: dict[str, Any] = MISSING  # train: a list of folders, the others one folder
     protocol: Any = MISSING  # _target_ plugin
+    eval_trials: str = MISSING  # same_gender | mixed | both (pipeline.data.protocol.EVAL_TRIALS)
+    language: str = MISSING  # data=mls: the MLS language read (mls_<language>/)
+    mixed_seed: int = MISSING
 
 
 @dataclass

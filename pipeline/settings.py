@@ -105,6 +105,8 @@ RULES: list[tuple[str, str, Callable]] = [
     ("data.generate.subsets.*.utterances", COUNT, integer(1)),
     ("data.protocol.enroll_fraction", FRACTION, open_range(0, 1)),
     ("data.protocol.enroll_utterances", COUNT, integer(1)),
+    ("data.eval_trials", "same_gender, mixed or both", one_of("same_gender", "mixed", "both")),
+    ("data.mixed_seed", COUNT0, integer(0)),
     ("attacker.pretrained_on", "original or anonymized", one_of("original", "anonymized")),
     ("attacker.finetune", "null, true or false", one_of(None, True, False)),
     ("attacker.training.epochs", f"an integer >= 1 and <= {MAX_EPOCHS}", between(1, MAX_EPOCHS)),

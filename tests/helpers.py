@@ -9,6 +9,7 @@ from pathlib import Path
 
 import hydra
 import numpy as np
+import soundfile as sf
 import torch
 from scipy.signal import lfilter
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
@@ -63,6 +64,38 @@ def librispeech_tree(root: Path, speakers: dict[str, dict[str, str]], utterances
                 lines.append(f"{utt} WORDS OF {spk} NUMBER {i}")
             (chapter / f"{spk}-100.trans.txt").write_text("\n".join(lines) + "\n")
     (root / "SPEAKERS.TXT").write_text("\n".join(rows) + "\n")
+    return root
+
+
+MLS_SPEAKERS = {"train": {"101": "F", "102": "F", "103": "M", "104": "M"},
+                "dev": {"201": "F", "202": "F", "203": "F", "204": "M", "205": "M", "206": "M"},
+                "test": {"301": "F", "302": "F", "303": "F", "304": "M", "305": "M", "306": "M"}}
+
+
+def mls_tree(root: Path, language: str = "german", speakers: dict[str, dict[str, str]] = MLS_SPEAKERS,
+             utterances: int = 3, seconds: float = 0.3, audio_ext: str = "flac") -> Path:
+    """Write an MLS-layout tree of one language (`root/mls_<language>/`): metainfo.txt (one row
+    per speaker and book), per split transcripts.txt, segments.txt and
+    audio/<speaker>/<book>/<speaker>_<book>_<n>.<audio_ext> (flac, or opus as the opus release)."""
+    folder = root / f"mls_{language}"
+    meta = [" SPEAKER   |   GENDER   | PARTITION  |  MINUTES   |  BOOK ID   |   TITLE   |   CHAPTER   "]
+    for split, genders in speakers.items():
+        transcripts, segments = [], []
+        for n, (spk, sex) in enumerate(genders.items()):
+            for book in ("7000", "7001"):
+                meta.append(f"  {spk}    |     {sex}      |   {split}   |   1.000   |   {book}   | A Book | Ch 1 ")
+            for i in range(utterances):
+                book = ("7000", "7001")[i % 2]
+                utt = f"{spk}_{book}_{i:06d}"
+                path = folder / split / "audio" / spk / book / f"{utt}.{audio_ext}"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                sf.write(str(path), tone(seconds, 100 + 15 * n + 5 * i, seed=i), 16000,
+                         **({"format": "OGG", "subtype": "OPUS"} if audio_ext == "opus" else {}))
+                transcripts.append(f"{utt}\twörter von {spk} nummer {i}")
+                segments.append(f"{utt}\thttp://archive.org/x/{book}.mp3\t{i}.0\t{i}.3")
+        (folder / split / "transcripts.txt").write_text("\n".join(transcripts) + "\n")
+        (folder / split / "segments.txt").write_text("\n".join(segments) + "\n")
+    (folder / "metainfo.txt").write_text("\n".join(meta) + "\n")
     return root
 
 

@@ -7,9 +7,13 @@ speaker from its utterance embeddings, and scores aligned (speaker model, test) 
     model = backend.enrol(speaker_embeddings)                 # (n, D) -> one vector
     scores = backend.score(models, test_vectors)              # one score per row pair
 
-The default speaker model is the mean of the length-normalised utterance embeddings (as the
-VoicePrivacy toolkits do); PLDA (`pipeline.asv.plda`) keeps what its multi-enrolment LLR
-needs. `score_trials` scores a trial list; `write_scores` writes
+The cosine backend's speaker model follows a named rule (`enrolment`, see `ENROLMENT_RULES`):
+`mean_normalised`, the mean of the length-normalised utterance embeddings (VPC 2026's
+`ecapa_ssl` extractor L2-normalises each utterance's embedding before the toolkit averages
+them), or `mean_raw`, the mean of the raw embeddings (VPC 2024's `convert_to_spk_level`
+averages the raw `encode_batch` outputs). Cosine scoring itself ignores the scale of either
+side, so the rules differ only in how much each enrolment utterance weighs. PLDA
+(`pipeline.asv.plda`) keeps what its multi-enrolment LLR needs. `score_trials` scores a trial list; `write_scores` writes
 `enroll test score target|nontarget` lines, the file every metric reads.
 """
 from __future__ import annotations
@@ -35,8 +39,24 @@ def length_normalise(embeddings: np.ndarray) -> np.ndarray:
 
 
 def mean_of_normalised(embeddings: np.ndarray) -> np.ndarray:
-    """The mean of length-normalised embeddings (rows), the usual speaker model."""
+    """The mean of length-normalised embeddings (rows): every utterance weighs the same.
+
+    >>> mean_of_normalised(np.array([[3.0, 0.0], [0.0, 1.0]]))
+    array([0.5, 0.5])
+    """
     return length_normalise(as_matrix(embeddings, "enrolment embeddings")).mean(axis=0)
+
+
+def mean_of_raw(embeddings: np.ndarray) -> np.ndarray:
+    """The mean of the raw embeddings (rows): longer vectors weigh more.
+
+    >>> mean_of_raw(np.array([[3.0, 0.0], [0.0, 1.0]]))
+    array([1.5, 0.5])
+    """
+    return as_matrix(embeddings, "enrolment embeddings").mean(axis=0)
+
+
+ENROLMENT_RULES = {"mean_normalised": mean_of_normalised, "mean_raw": mean_of_raw}
 
 
 class ScoringBackend(ABC):
@@ -69,17 +89,25 @@ class ScoringBackend(ABC):
 
 
 class CosineBackend(ScoringBackend):
-    """Cosine similarity; with `mean_subtraction`, embeddings are length-normalised and the mean
-    of the length-normalised training embeddings is subtracted before the cosine.
+    """Cosine similarity of speaker models built by the `enrolment` rule (`ENROLMENT_RULES`);
+    with `mean_subtraction`, embeddings are length-normalised and the mean of the
+    length-normalised training embeddings is subtracted before the cosine.
 
     >>> CosineBackend().fit(np.eye(2), ["a", "b"]).score(np.array([[1.0, 0.0]]), np.array([[1.0, 1.0]]))
     array([0.70710678])
     """
 
-    def __init__(self, mean_subtraction: bool = False, name: str = "cosine"):
+    def __init__(self, mean_subtraction: bool = False, enrolment: str = "mean_normalised", name: str = "cosine"):
         super().__init__(name)
+        if enrolment not in ENROLMENT_RULES:
+            raise VpevalError(f"backend.enrolment: {enrolment!r} is not one of {', '.join(ENROLMENT_RULES)}")
         self.mean_subtraction = bool(mean_subtraction)
+        self.enrolment = enrolment
         self.mean: np.ndarray | None = None
+
+    def enrol(self, embeddings: np.ndarray) -> np.ndarray:
+        """A speaker's model by the `enrolment` rule."""
+        return ENROLMENT_RULES[self.enrolment](embeddings)
 
     @property
     def needs_fit(self) -> bool:

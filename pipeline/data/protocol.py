@@ -14,6 +14,12 @@ every trial utterance of the same gender (target when the speaker matches).
 [Trial(enroll='f2', test='f1-0', target=False), Trial(enroll='f2', test='f1-1', target=False)]
 
 `GeneratedProtocol` is the protocol source (`data.protocol`) that applies it in preparation.
+
+Mixed-gender trials (VPC 2026's `libri_<split>_trials_mixed`, `data.eval_trials`): the female
+and male lists plus, for every trial utterance, cross-gender non-target trials against as
+many enrolled speakers of the other gender as the average number of same-gender non-target
+trials of an utterance of its gender (`mixed_trials`). VPC's script draws them unseeded;
+here they are drawn with a seed.
 """
 from __future__ import annotations
 
@@ -26,10 +32,25 @@ from pipeline.data.corpus import MAIN, Entry, Problems, Reader
 from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
 from pipeline.errors import VpevalError
 
+MIXED = "mixed"
+EVAL_TRIALS = {"same_gender": GENDERS, MIXED: (MIXED,), "both": (*GENDERS, MIXED)}
+
+
+def trial_lists(eval_trials: str) -> tuple[str, ...]:
+    """The trial lists (`<set>_trials_<list>`) that `data.eval_trials` evaluates.
+
+    >>> trial_lists("both")
+    ('f', 'm', 'mixed')
+    """
+    if eval_trials not in EVAL_TRIALS:
+        raise VpevalError(f"data.eval_trials={eval_trials}: must be one of {', '.join(EVAL_TRIALS)}")
+    return EVAL_TRIALS[eval_trials]
+
 
 @dataclass
 class Protocol:
-    """Enrolment utterances (both genders) and, per gender, trial utterances and trials."""
+    """Enrolment utterances (both genders) and, per trial list, trial utterances and trials:
+    lists `f` and `m` (same-gender), and `mixed` once `with_mixed` added it."""
 
     enrolls: list[Utterance]
     trial_utts: dict[str, list[Utterance]]
@@ -37,7 +58,7 @@ class Protocol:
 
     def counts(self) -> dict:
         out = {"enroll_speakers": len({u.speaker for u in self.enrolls}), "enroll_utterances": len(self.enrolls)}
-        for g in GENDERS:
+        for g in self.trials:
             out[g] = {
                 "trial_speakers": len({u.speaker for u in self.trial_utts[g]}),
                 "trial_utterances": len(self.trial_utts[g]),
@@ -48,6 +69,12 @@ class Protocol:
 
     def utterances(self) -> list[Utterance]:
         return self.enrolls + [u for g in GENDERS for u in self.trial_utts[g]]
+
+    def with_mixed(self, trials: list[Trial]) -> "Protocol":
+        """This protocol with the `mixed` list: every trial utterance of both genders, `trials`."""
+        trial_utts = {g: self.trial_utts[g] for g in GENDERS}
+        return Protocol(self.enrolls, {**trial_utts, MIXED: [u for g in GENDERS for u in trial_utts[g]]},
+                        {**{g: self.trials[g] for g in GENDERS}, MIXED: trials})
 
     def restricted(self, ready: dict[str, Utterance]) -> "Protocol":
         """This protocol over the utterances in `ready` (by id, which replace the old records):
@@ -69,11 +96,45 @@ class ProtocolSource(Interface):
               problems: Problems) -> dict[str, Protocol]:
         """Protocols by variant from the screened `utterances` of `subset`."""
 
+    def mixed(self, protocol: Protocol, *, reader: Reader, subset: str, seed: int,
+              problems: Problems) -> list[Trial]:
+        """The mixed-gender trial list of `subset`'s (same-gender) `protocol`."""
+
 
 
 def cross_trials(enroll_speakers: list[str], trial_utts: list[Utterance]) -> list[Trial]:
     """Every enrolled speaker against every trial utterance."""
     return [Trial(spk, u.id, u.speaker == spk) for spk in enroll_speakers for u in trial_utts]
+
+
+def mixed_trials(protocol: Protocol, seed: int) -> list[Trial]:
+    """VPC 2026's mixed list from a same-gender protocol: the female and male trials, then for
+    each trial utterance of gender g, non-target trials against k_g distinct enrolled speakers
+    of the other gender drawn with `seed`, k_g = round(mean number of non-target trials of a
+    trial utterance of gender g) (Python's `round`, as VPC's script) and at most the number of
+    such speakers. Trial utterances are taken in sorted order, so the seed alone fixes the draw.
+
+    VPC's script differs where it is wrong: it reads the male list into its female variables
+    (so its "cross-gender" trials pair utterances with enrolled speakers of their own gender,
+    their own speaker included, labelled non-target), and it samples from the enrolment
+    utterance list, so a speaker can be drawn twice for one utterance.
+    """
+    rng = np.random.default_rng(seed)
+    genders = {u.speaker: u.gender for u in protocol.enrolls}
+    cross: list[Trial] = []
+    for gender, other in zip(GENDERS, reversed(GENDERS)):
+        tried = sorted({t.test for t in protocol.trials[gender]})
+        others = sorted(spk for spk, g in genders.items() if g == other)
+        if not tried:
+            continue
+        if not others:
+            raise VpevalError(f"data.eval_trials: no enrolled '{other}' speaker to try the '{gender}' "
+                              "trial utterances against; mixed-gender trials need enrolled speakers of both genders")
+        nontarget = sum(not t.target for t in protocol.trials[gender])
+        count = min(round(nontarget / len(tried)), len(others))
+        for test in tried:
+            cross.extend(Trial(str(spk), test, False) for spk in sorted(rng.choice(others, size=count, replace=False)))
+    return [*protocol.trials["f"], *protocol.trials["m"], *cross]
 
 
 def make_protocol(utterances: list[Utterance], *, seed: int, enroll_fraction: float,
@@ -118,3 +179,7 @@ class GeneratedProtocol:
     def build(self, utterances: list[Utterance], *, reader: Reader, subset: str, name: str,
               problems: Problems) -> dict[str, Protocol]:
         return {MAIN: make_protocol(utterances, name=name, **self.settings)}
+
+    def mixed(self, protocol: Protocol, *, reader: Reader, subset: str, seed: int,
+              problems: Problems) -> list[Trial]:
+        return mixed_trials(protocol, seed)

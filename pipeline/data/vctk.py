@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader, listed_once
-from pipeline.data.manifest import GENDERS, Utterance, by_speaker
-from pipeline.data.protocol import Protocol, cross_trials
+from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
+from pipeline.data.protocol import Protocol, cross_trials, mixed_trials
 from pipeline.errors import VpevalError, input_error
 from pipeline.fileio import read_text
 
@@ -186,6 +186,10 @@ class VctkProtocol:
 
     def entries(self, reader: Reader, subset: str) -> list[Entry]:
         return reader.entries(subset)
+
+    def mixed(self, protocol: Protocol, *, reader: Reader, subset: str, seed: int,
+              problems: Problems) -> list[Trial]:
+        return mixed_trials(protocol, seed)
 
     def build(self, utterances: list[Utterance], *, reader: Reader, subset: str, name: str,
               problems: Problems) -> dict[str, Protocol]:

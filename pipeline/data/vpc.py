@@ -22,7 +22,7 @@ from pathlib import Path
 from pipeline.data.corpus import MAIN, Entry, Problems, listed_once
 from pipeline.data.kaldi import WAV_SCP_FORMS, table_lines, wav_scp_path
 from pipeline.data.manifest import GENDERS, Trial, Utterance
-from pipeline.data.protocol import Protocol
+from pipeline.data.protocol import Protocol, mixed_trials
 from pipeline.errors import VpevalError, input_error
 
 REQUIRED_FILES = ("wav.scp", "utt2spk", "spk2gender")
@@ -146,13 +146,20 @@ class GivenProtocol:
     `enrolls` and `trials` are patterns of the enrolment dir and the per-gender trial dirs
     (`{subset}`, `{g}`); `extra_trials` names more trial dirs per variant, e.g.
     `{common: "{subset}_trials_{g}_common"}` gives the evaluation set `<split>_common`,
-    enrolled like the split itself.
+    enrolled like the split itself. `mixed_trials` is the pattern of the mixed-gender trial
+    dir (VPC 2026: `{subset}_trials_mixed`), read when `data.eval_trials` asks for it; null
+    draws the mixed list from the female and male lists (`pipeline.data.protocol.mixed_trials`).
+    With `trials: null` the mixed dir is the only trial dir (VPC 2026 Track 2's MLS dirs).
     """
 
-    def __init__(self, enrolls: str = "{subset}_enrolls", trials: str = "{subset}_trials_{g}",
-                 extra_trials: dict[str, str] | None = None):
+    def __init__(self, enrolls: str = "{subset}_enrolls", trials: str | None = "{subset}_trials_{g}",
+                 extra_trials: dict[str, str] | None = None, mixed_trials: str | None = None):
+        if trials is None and mixed_trials is None:
+            raise VpevalError("data.protocol: trials and mixed_trials are both null; name the trial dirs")
         self.enrolls = enrolls
-        self.patterns = {MAIN: trials, **dict(extra_trials or {})}
+        self.patterns = {**({MAIN: trials} if trials is not None else {}), **dict(extra_trials or {})}
+        self.mixed_pattern = mixed_trials
+        self._mixed: dict[str, list[Trial]] = {}  # subset -> the mixed dir's trials, when it is the only one
 
     def dirs(self, subset: str) -> tuple[str, dict[str, dict[str, str]]]:
         """The enrolment dir and, per variant and gender, the trial dir of `subset`."""
@@ -160,9 +167,16 @@ class GivenProtocol:
             variant: {g: pattern.format(subset=subset, g=g) for g in GENDERS}
             for variant, pattern in self.patterns.items()}
 
+    def mixed_only(self) -> bool:
+        """Whether the mixed dir is the split's only trial dir (VPC 2026 Track 2): the female
+        and male lists are then its same-gender trials."""
+        return MAIN not in self.patterns
+
     def entries(self, reader: VoicePrivacyDirs, subset: str) -> list[Entry]:
         enroll_dir, trial_dirs = self.dirs(subset)
         names = [enroll_dir] + [name for dirs in trial_dirs.values() for name in dirs.values()]
+        if self.mixed_only():
+            names.append(self.mixed_pattern.format(subset=subset))
         return [entry for name in names for entry in reader.entries(name)]
 
     def build(self, utterances: list[Utterance], *, reader: VoicePrivacyDirs, subset: str, name: str,
@@ -170,25 +184,55 @@ class GivenProtocol:
         ready = {u.id: u for u in utterances}
         enroll_dir, trial_dirs = self.dirs(subset)
         enrolls = self._enrolls(reader, enroll_dir, ready, problems)
-        enrolled = {u.speaker for u in enrolls}
         enroll_ids = {u.id for u in enrolls}
         protocols = {}
         for variant, dirs in trial_dirs.items():
             trial_utts, trials = {}, {}
             for g, trial_dir in dirs.items():
-                listed = reader.utterance_ids(trial_dir)
-                trial_utts[g] = [ready[i] for i in listed if i in ready and i not in enroll_ids]
-                usable, known = {u.id for u in trial_utts[g]}, set(listed)
-                trials[g] = []
-                for where, trial, problem in reader.trials(trial_dir):
-                    if not problem:
-                        problem = self._trial_problem(trial, enrolled, usable, known, enroll_dir, trial_dir)
-                    if problem:
-                        problems.trial(where, problem)
-                    else:
-                        trials[g].append(trial)
+                trial_utts[g] = [ready[i] for i in reader.utterance_ids(trial_dir) if i in ready and i not in enroll_ids]
+                trials[g] = self._given(reader, trial_dir, enrolls, trial_utts[g], enroll_dir, problems)
             protocols[variant] = Protocol(enrolls, trial_utts, trials)
+        if self.mixed_only():
+            trial_dir = self.mixed_pattern.format(subset=subset)
+            tried = [ready[i] for i in reader.utterance_ids(trial_dir) if i in ready and i not in enroll_ids]
+            self._mixed[subset] = self._given(reader, trial_dir, enrolls, tried, enroll_dir, problems)
+            enrolled = {u.speaker: u.gender for u in enrolls}
+            tested = {u.id: u.gender for u in tried}
+            protocols[MAIN] = Protocol(enrolls, {g: [u for u in tried if u.gender == g] for g in GENDERS},
+                                       {g: [t for t in self._mixed[subset] if enrolled[t.enroll] == tested[t.test] == g]
+                                        for g in GENDERS})
         return protocols
+
+    def mixed(self, protocol: Protocol, *, reader: VoicePrivacyDirs, subset: str, seed: int,
+              problems: Problems) -> list[Trial]:
+        """The trials of the given mixed dir (its utterances are those of the female and male
+        trial dirs), or the list drawn by VPC's rule with `seed` when no dir is configured."""
+        if subset in self._mixed:
+            return self._mixed[subset]
+        if self.mixed_pattern is None:
+            return mixed_trials(protocol, seed)
+        tried = [u for g in GENDERS for u in protocol.trial_utts[g]]
+        return self._given(reader, self.mixed_pattern.format(subset=subset), protocol.enrolls, tried,
+                           self.enrolls.format(subset=subset), problems)
+
+    def _given(self, reader: VoicePrivacyDirs, trial_dir: str, enrolls: list[Utterance], tried: list[Utterance],
+               enroll_dir: str, problems: Problems) -> list[Trial]:
+        """The usable trials of a trial dir's `trials` list; each other line is a named trial problem."""
+        enrolled = {u.speaker for u in enrolls}
+        speakers = {u.id: u.speaker for u in tried}
+        known = set(reader.utterance_ids(trial_dir))
+        trials = []
+        for where, trial, problem in reader.trials(trial_dir):
+            if not problem:
+                problem = self._trial_problem(trial, enrolled, set(speakers), known, enroll_dir, trial_dir)
+            if not problem and trial.target != (speakers[trial.test] == trial.enroll):
+                problem = (f"label '{'target' if trial.target else 'nontarget'}' contradicts the speakers of "
+                           f"{trial.enroll} and {trial.test}")
+            if problem:
+                problems.trial(where, problem)
+            else:
+                trials.append(trial)
+        return trials
 
     @staticmethod
     def _enrolls(reader: VoicePrivacyDirs, enroll_dir: str, ready: dict[str, Utterance],

@@ -10,7 +10,8 @@ into `audio/` (resumable); conforming audio is referenced in place.
 Output folder (`<set>` is a split, or `<split>_<variant>` such as VCTK's `dev_common`):
     manifests/train.jsonl                      the attacker's training utterances
     manifests/<set>_enrolls.jsonl              enrolment utterances (both genders)
-    manifests/<set>_trials_<g>.jsonl           trial utterances of gender g
+    manifests/<set>_trials_<g>.jsonl           trial utterances of gender g (g = mixed: both genders,
+                                               with data.eval_trials mixed or both)
     trials/<set>_trials_<g>.txt                `enroll_spk test_utt target|nontarget`
     kaldi/<tag>_<split>_enrolls/, kaldi/<tag>_<split>_trials_<g>[_<variant>]/   Kaldi data dirs
     audio/<spk>/<utt>.flac                     converted copies, where needed
@@ -29,8 +30,8 @@ from pipeline.cache import Cache, content_hash, plain
 from pipeline.config import instantiate
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
-from pipeline.data.manifest import GENDERS, Utterance, write_manifest, write_trials
-from pipeline.data.protocol import Protocol, ProtocolSource
+from pipeline.data.manifest import Utterance, write_manifest, write_trials
+from pipeline.data.protocol import MIXED, Protocol, ProtocolSource, trial_lists
 from pipeline.data.screening import conform, screen
 from pipeline.errors import VpevalError
 from pipeline.fileio import write_lines
@@ -38,7 +39,8 @@ from pipeline.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 
 log = logging.getLogger(__name__)
 SPLITS = ("dev", "test")
-PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad")
+PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad", "eval_trials",
+          "mixed_seed")
 
 
 def corpus_root(data: DictConfig) -> Path:
@@ -77,6 +79,7 @@ def _build(out: Path, data: DictConfig, root: Path) -> dict:
     for key in ("reader", "protocol"):
         if "_target_" not in data[key]:
             raise VpevalError(f"data.{key} has no _target_ (see conf/data/librispeech.yaml for the form)")
+    trial_lists(data.get("eval_trials", "same_gender"))
     reader = instantiate(data.reader, root=root)
     protocol = instantiate(data.protocol)
     skip_bad = bool(data.get("skip_bad", False))
@@ -142,11 +145,21 @@ def _check_unseen(listed: dict[str, list[Entry]], root: Path, problems: Problems
 def _protocols(protocol: ProtocolSource, reader: Reader, screened: dict[str, list[Utterance]], data: DictConfig,
                root: Path, problems: Problems) -> dict[tuple[str, str], Protocol]:
     """Every split's protocols by (split, variant)."""
+    eval_trials = data.get("eval_trials", "same_gender")
+    mixed = MIXED in trial_lists(eval_trials)
     sets = {}
     for split in SPLITS:
         subset = data.subsets[split]
+        genders = sorted({u.gender for u in screened[split]})
+        if mixed and len(genders) < 2:
+            problems.whole(f"data.eval_trials={eval_trials}: {root}/{subset} has {genders or 'no'} speakers only; "
+                           "mixed-gender trials need speakers of both genders")
+            continue
         built = protocol.build(screened[split], reader=reader, subset=subset, name=f"{root}/{subset}",
                                problems=problems)
+        if mixed:
+            built[MAIN] = built[MAIN].with_mixed(protocol.mixed(
+                built[MAIN], reader=reader, subset=subset, seed=int(data.get("mixed_seed", 0)), problems=problems))
         sets.update({(split, variant): p for variant, p in built.items()})
     return sets
 
@@ -167,7 +180,7 @@ def _write_set(out: Path, tag: str, split: str, variant: str, protocol: Protocol
     if variant == MAIN:
         write_data_dir(out / "kaldi" / kaldi_dir_name(tag, split, variant, "enrolls"), protocol.enrolls,
                        enrolls=True)
-    for g in GENDERS:
+    for g in protocol.trials:
         list_name = f"{name}_trials_{g}"
         write_manifest(manifest_path(out, list_name), protocol.trial_utts[g])
         write_trials(trials_path(out, list_name), protocol.trials[g])

@@ -2,7 +2,7 @@
 
 The backend (conf/backend) is fitted on the attacker's training embeddings when it needs
 them (e.g. mean subtraction, PLDA); a speaker's model comes from its enrolment embeddings
-by the backend's `enrol` (cosine: the mean of the length-normalised embeddings). Output folder: `scores.txt` with
+by the backend's `enrol` (cosine: its `enrolment` rule). Output folder: `scores.txt` with
 `enroll test score target|nontarget` lines, written before any metric runs.
 """
 from __future__ import annotations

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pipeline.cache import PARAMS, Cache, summary_of
 from pipeline.data.manifest import GENDERS, Utterance, read_manifest, read_trials
+from pipeline.data.protocol import MIXED
 from pipeline.data.screening import decode_check, process_map
 from pipeline.errors import VpevalError
 from pipeline.layout import SKIP_LIST, manifest_path, trials_path
@@ -105,7 +106,7 @@ def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, list
             result.problems.append(f"{path}:{number}: enrolment speaker {trial.enroll} is not in {enroll_list}")
         elif trial.test not in tried:
             result.problems.append(f"{path}:{number}: trial utterance {trial.test} is not in {trial_list}")
-        elif genders[trial.enroll] != tried[trial.test].gender:
+        elif genders[trial.enroll] != tried[trial.test].gender and not name.endswith(f"_{MIXED}"):
             result.problems.append(f"{path}:{number}: mixed-gender trial {trial.enroll} vs {trial.test}")
         elif trial.target != (tried[trial.test].speaker == trial.enroll):
             result.problems.append(f"{path}:{number}: label '{'target' if trial.target else 'nontarget'}' "
@@ -152,10 +153,11 @@ def check(prepared: Path, splits: tuple[str, ...] | None = None, workers: int | 
     summary = summary_of(prepared)
     params = json.loads((prepared / PARAMS).read_text())["params"]
     sets = summary.get("eval_sets", list(SPLITS))
-    names = ["train"] + [f"{s}_{kind}" for s in sets for kind in ("enrolls", "trials_f", "trials_m")]
+    lists = {s: [g for g in (*GENDERS, MIXED) if g in summary.get(s, {g: 0 for g in GENDERS})] for s in sets}
+    names = ["train"] + [f"{s}_{kind}" for s in sets for kind in ("enrolls", *(f"trials_{g}" for g in lists[s]))]
     manifests = {n: manifest_path(prepared, n) for n in names}
     trial_lists = {f"{s}_trials_{g}": (trials_path(prepared, f"{s}_trials_{g}"), f"{s}_enrolls", f"{s}_trials_{g}")
-                   for s in sets for g in GENDERS}
+                   for s in sets for g in lists[s]}
     result = validate_lists(manifests, trial_lists, sample_rate=params.get("sample_rate"), workers=workers)
     missing = [s for s in (splits or ()) if s not in sets]
     if missing:

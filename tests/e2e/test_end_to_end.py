@@ -188,3 +188,26 @@ def test_similarity_off_builds_nothing_and_reports_none(first):
     assert built(off) == {}
     assert "similarity" not in results(off) and not (off / "similarity.csv").exists()
     assert results(off)["config"]["similarity"] is False
+
+
+def test_mixed_gender_trials_are_reported_apart_and_carry_signal(tmp_path):
+    """data.eval_trials=both: the rows <split>_mixed beside <split>_f and _m; the mixed list holds
+    both same-gender lists and cross-gender non-targets, which the attacker scores lower than
+    same-gender ones (the genders are easy to tell apart)."""
+    report = run_experiment(compose(overrides(tmp_path, "data.eval_trials=both", "eval_splits=[test]",
+                                              "~attacks.AA", "similarity=false", "utility.wer=false",
+                                              "utility.pitch_correlation=false")), tmp_path / "runs" / "mixed")
+    found = results(report)
+    rows = {r["set"]: r for r in found["records"]}
+    assert [r["set"] for r in found["records"]] == ["test_f", "test_m", "test_mixed", "val"]
+    mixed = rows["test_mixed"]
+    assert mixed["n_target"] == rows["test_f"]["n_target"] + rows["test_m"]["n_target"]
+    assert mixed["n_nontarget"] > rows["test_f"]["n_nontarget"] + rows["test_m"]["n_nontarget"]
+    assert mixed["eer"] < 0.35
+    lines = [line.split() for line in Path(found["score_files"]["OO/test_mixed"]).read_text().splitlines()]
+    same = {(t.enroll, t.test) for g in "fm" for t in read_trials(next(tmp_path.glob(f"cache/prepare/*/trials/"
+                                                                                       f"test_trials_{g}.txt")))}
+    cross = [float(s) for e, t, s, label in lines if (e, t) not in same]
+    same_nontarget = [float(s) for e, t, s, label in lines if (e, t) in same and label == "nontarget"]
+    assert cross and sum(cross) / len(cross) < sum(same_nontarget) / len(same_nontarget)
+    assert "test_mixed" in (report / "report.md").read_text()

@@ -11,7 +11,7 @@ from pipeline.data.vctk import VCTK
 from pipeline.stages import prepare
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.faults.bad_inputs.catalogue import RATE, append_line, raised, record, validation_error
-from tests.helpers import damaged, edit_manifest, librispeech_tree, vctk_tree, vpc_cfg
+from tests.helpers import damaged, edit_manifest, librispeech_tree, mls_tree, vctk_tree, vpc_cfg
 
 
 def test_missing_manifest(prepared, tmp_path):
@@ -169,3 +169,22 @@ def test_kaldi_key_with_two_values(vpc_folder, tmp_path, row, what, file_name, l
     append_line(listing, line)
     message = raised(prepare.run, vpc_cfg(data, workers=1), Cache(tmp_path / "cache"))
     record(row, what, "prepare (Kaldi dirs, before any audio is read)", message, tmp_path, *needles)
+
+
+def test_mixed_trials_on_a_corpus_with_one_gender(tmp_path):
+    root = librispeech_tree(tmp_path / "LibriSpeech", {"train-clean-360": {"11": "F", "12": "M"},
+                                                       "dev-clean": {"21": "F", "22": "F"},
+                                                       "test-clean": {"31": "F", "32": "M"}}, utterances=2, seconds=0.1)
+    cfg = vpc_cfg(root, "data.eval_trials=mixed", config="librispeech", workers=1)
+    record("mixed-one-gender", "mixed-gender trials (`data.eval_trials=mixed`) on a corpus with one gender",
+           "prepare (before any audio is converted)", raised(prepare.run, cfg, Cache(tmp_path / "cache")), tmp_path,
+           "data.eval_trials=mixed", "dev-clean has ['f'] speakers only")
+
+
+def test_mls_tree_missing_a_split_transcripts(tmp_path):
+    root = mls_tree(tmp_path / "mls", "german", utterances=2, seconds=0.1)
+    (root / "mls_german" / "dev" / "transcripts.txt").unlink()
+    cfg = vpc_cfg(root, "data.language=german", config="mls", workers=1)
+    record("mls-no-transcripts", "an MLS language tree whose dev split has no `transcripts.txt`",
+           "prepare (MLS reader, before any audio is read)", raised(prepare.run, cfg, Cache(tmp_path / "cache")),
+           tmp_path, "mls_german/dev/transcripts.txt", "not found")

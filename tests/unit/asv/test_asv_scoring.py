@@ -1,4 +1,5 @@
 """Scoring backends, enrolment means, trial scoring and score files."""
+import hydra
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -83,6 +84,45 @@ def test_backend_configs_instantiate(name, mean_subtraction):
     backend = instantiate(OmegaConf.load(CONF / "backend" / f"{name}.yaml"))
     assert isinstance(backend, CosineBackend)
     assert backend.mean_subtraction is mean_subtraction and backend.name == name
+
+
+def test_enrolment_rules_on_a_hand_computed_case():
+    """Speaker A enrols with (4, 0) and (0, 1), tried against (1, 1). VPC 2026 (mean of the
+    L2-normalised rows): model (0.5, 0.5), cosine 1. VPC 2024 (mean of the raw rows): model
+    (2, 0.5), cosine 2.5 / (sqrt(4.25) sqrt(2))."""
+    utts = [utterance("a1", "A"), utterance("a2", "A")]
+    embeddings = np.array([[4.0, 0.0], [0.0, 1.0]])
+    trials, tests = [Trial("A", "t", True)], {"t": np.array([1.0, 1.0])}
+    normalised = CosineBackend(enrolment="mean_normalised")
+    raw = CosineBackend(enrolment="mean_raw")
+    np.testing.assert_allclose(enrolment_vectors(utts, embeddings, normalised)["A"], [0.5, 0.5])
+    np.testing.assert_allclose(enrolment_vectors(utts, embeddings, raw)["A"], [2.0, 0.5])
+    np.testing.assert_allclose(score_trials(normalised, utts, embeddings, tests, trials), [1.0])
+    np.testing.assert_allclose(score_trials(raw, utts, embeddings, tests, trials), [2.5 / np.sqrt(4.25 * 2)])
+    # one enrolment utterance: both rules give the same cosine (it ignores scale)
+    one = [utterance("a1", "A")]
+    assert score_trials(raw, one, embeddings[:1], tests, trials) == pytest.approx(
+        score_trials(normalised, one, embeddings[:1], tests, trials))
+
+
+def test_unknown_enrolment_rule_names_the_key():
+    with pytest.raises(VpevalError, match="backend.enrolment: 'median' is not one of mean_normalised, mean_raw"):
+        CosineBackend(enrolment="median")
+
+
+@pytest.mark.parametrize("name, rule", [("cosine", "mean_normalised"), ("cosine_vpc2024", "mean_raw"),
+                                        ("cosine_vpc2026", "mean_normalised"), ("cosine_mean", "mean_normalised")])
+def test_named_scoring_rules_compose(name, rule):
+    with hydra.initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hydra.compose("config", overrides=[f"backend={name}"])
+    backend = instantiate(cfg.backend)
+    assert isinstance(backend, CosineBackend) and backend.enrolment == rule and backend.name == name
+
+
+def test_vpc2024_recipe_scores_by_vpc2024_rule():
+    with hydra.initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hydra.compose("config", overrides=["+experiment=vpc2024", "data.root=/nowhere"])
+    assert cfg.backend.name == "cosine_vpc2024" and cfg.backend.enrolment == "mean_raw"
 
 
 def test_length_normalise_keeps_zero_rows():
