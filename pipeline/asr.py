@@ -51,15 +51,18 @@ def model_folder(folder: str | None, key: str, needed: str, kind: str) -> Path:
     return path
 
 
-def speechbrain_folder(folder: str | None, key: str, kind: str, interface: str, device: str):
+def speechbrain_folder(folder: str | None, key: str, kind: str, interface: str, device: str,
+                       overrides: dict | None = None):
     """(checked folder, model): a SpeechBrain pretrained folder (`hyperparams.yaml`, config key
-    `key`) loaded offline by the `interface` class; a folder it cannot load is one line."""
+    `key`) loaded offline by the `interface` class, `overrides` replacing hyperparams.yaml keys
+    (e.g. a hub name the folder's yaml names, pointed at a local folder); a folder it cannot
+    load is one line."""
     from hydra.utils import get_class
 
     path = model_folder(folder, key, "hyperparams.yaml", kind)
     try:
         return path, get_class(interface).from_hparams(source=str(path.resolve()), savedir=str(path.resolve()),
-                                                       run_opts={"device": device})
+                                                       run_opts={"device": device}, overrides=dict(overrides or {}))
     except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise VpevalError(f"{path}: not a {kind} folder for {interface}: {message}") from None
@@ -110,13 +113,16 @@ class PocketSphinx(Recognizer):
 
 
 class SpeechBrainASR(Recognizer):
-    """A SpeechBrain pretrained ASR folder, loaded by `interface` (default EncoderDecoderASR)."""
+    """A SpeechBrain pretrained ASR folder, loaded by `interface` (default EncoderDecoderASR;
+    EncoderASR for a wav2vec2 CTC folder, VPC 2026 Track 1), `overrides` replacing keys of its
+    hyperparams.yaml."""
 
     def __init__(self, folder: str | None = None, interface: str = "speechbrain.inference.ASR.EncoderDecoderASR",
-                 device: str = "cpu"):
+                 device: str = "cpu", overrides: dict | None = None):
         import torch
 
-        self.folder, self.model = speechbrain_folder(folder, "asr.folder", "SpeechBrain ASR", interface, device)
+        self.folder, self.model = speechbrain_folder(folder, "asr.folder", "SpeechBrain ASR", interface, device,
+                                                     overrides)
         self.device, self.torch = device, torch
 
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:

@@ -18,7 +18,7 @@ import logging
 import numpy as np
 
 from pipeline.data.manifest import GENDERS, read_manifest
-from pipeline.emotion import unweighted_average_recall
+from pipeline.emotion import class_recalls, unweighted_average_recall
 from pipeline.errors import VpevalError
 from pipeline.metrics.detection import ORIGINAL
 from pipeline.metrics.wer import WordErrors, normalise, ratio_interval, word_errors
@@ -153,7 +153,9 @@ def emotion_recognition(experiment, result: dict) -> None:
                                device=experiment.device, sample_rate=experiment.cfg.data.sample_rate)
     found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
     for kind, predicted in found.items():
-        result["emotion"][f"uar_{kind}"] = unweighted_average_recall(list(truth.values()),
-                                                                     [predicted[u] for u in truth])
+        labels = [predicted[u] for u in truth]
+        result["emotion"][f"uar_{kind}"] = unweighted_average_recall(list(truth.values()), labels)
+        result["emotion"][f"class_recall_{kind}"] = class_recalls(list(truth.values()), labels)
+    result["emotion"]["data"] = str(settings.data)
     result["emotion"]["utterances"] = len(truth)
     result["emotion"]["classes"] = sorted(set(truth.values()))
