@@ -21,7 +21,7 @@ from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.emotion import class_recalls, unweighted_average_recall
 from pipeline.errors import VpevalError
 from pipeline.metrics.detection import ORIGINAL
-from pipeline.metrics.wer import WordErrors, normalise, ratio_interval, word_errors
+from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
 from pipeline.stages import anonymize, emotion, pitch, transcribe
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,8 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
     is loaded."""
     if cfg.data.get("generate") is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
         raise VpevalError(NO_WORDS)
+    rule = str((cfg.get("utility") or {}).get("wer_text", "vpc"))
+    normalise = text_rule(rule)
     references = {}
     for name, pair in lists.items():
         utts = read_manifest(pair[ORIGINAL])
@@ -118,7 +120,7 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
         for kind, manifest in pair.items():
             hypotheses = transcribe.load(transcribe.run(cfg.asr, manifest, cache), manifest)
             ids = list(references[name])
-            counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids])
+            counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids], rule)
             result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
         result["sets"][name]["words"] = counts[name, ORIGINAL].words
     for split in dict.fromkeys(split for split, _ in sets.values()):
