@@ -169,8 +169,11 @@ def result_for_rank(runs: Sequence[RunResults], time: datetime) -> list[str]:
 
 
 def write_vpc2026_results(folder: Path, runs: Sequence[RunResults], *, system: str,
-                          time: datetime | None = None) -> Path:
-    """Write `<folder>/result_for_rank_<system>`; returns the file."""
+                          time: datetime | None = None) -> Path | None:
+    """Write `<folder>/result_for_rank_<system>`; returns the file, or None (nothing written)
+    when no run has an EER of a `<split>_<trial_list>` set (no mixed-gender trials)."""
+    if not any(asv_table(runs, kind) for kind in (ASV_EVAL, ASV_EVAL_ANON)):
+        return None
     path = Path(folder) / f"result_for_rank_{system}"
     write_lines(path, result_for_rank(runs, time or datetime.now()))
     return path

@@ -112,3 +112,9 @@ def test_float_columns_share_their_decimals_and_strings_get_a_leading_space():
     assert frame_text(["asr", "WER"], [["original", 1.802], ["anon", 10.0]], index=[0, 11]).splitlines() == [
         "         asr     WER", "0   original   1.802", "11      anon  10.000"]  # as pandas 3.1.1 prints it
     assert frame_text(["EER"], [[50.0], [2.5]], index=[0, 1]).splitlines() == ["    EER", "0  50.0", "1   2.5"]
+
+
+def test_a_run_without_mixed_gender_sets_writes_nothing(tmp_path):
+    same_gender = [dict(r, set=r["set"].replace("mixed", "f")) for r in b4_run().records]
+    assert write_vpc2026_results(tmp_path, [b4_run(records=same_gender)], system="b4", time=TIME) is None
+    assert not list(tmp_path.iterdir())
