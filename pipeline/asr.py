@@ -51,15 +51,18 @@ def model_folder(folder: str | None, key: str, needed: str, kind: str) -> Path:
     return path
 
 
-def speechbrain_folder(folder: str | None, key: str, kind: str, interface: str, device: str):
+def speechbrain_folder(folder: str | None, key: str, kind: str, interface: str, device: str,
+                       overrides: dict | None = None):
     """(checked folder, model): a SpeechBrain pretrained folder (`hyperparams.yaml`, config key
-    `key`) loaded offline by the `interface` class; a folder it cannot load is one line."""
+    `key`) loaded offline by the `interface` class, `overrides` replacing hyperparams.yaml keys
+    (e.g. a hub name the folder's yaml names, pointed at a local folder); a folder it cannot
+    load is one line."""
     from hydra.utils import get_class
 
     path = model_folder(folder, key, "hyperparams.yaml", kind)
     try:
         return path, get_class(interface).from_hparams(source=str(path.resolve()), savedir=str(path.resolve()),
-                                                       run_opts={"device": device})
+                                                       run_opts={"device": device}, overrides=dict(overrides or {}))
     except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise VpevalError(f"{path}: not a {kind} folder for {interface}: {message}") from None
@@ -110,13 +113,16 @@ class PocketSphinx(Recognizer):
 
 
 class SpeechBrainASR(Recognizer):
-    """A SpeechBrain pretrained ASR folder, loaded by `interface` (default EncoderDecoderASR)."""
+    """A SpeechBrain pretrained ASR folder, loaded by `interface` (default EncoderDecoderASR;
+    EncoderASR for a wav2vec2 CTC folder, VPC 2026 Track 1), `overrides` replacing keys of its
+    hyperparams.yaml."""
 
     def __init__(self, folder: str | None = None, interface: str = "speechbrain.inference.ASR.EncoderDecoderASR",
-                 device: str = "cpu"):
+                 device: str = "cpu", overrides: dict | None = None):
         import torch
 
-        self.folder, self.model = speechbrain_folder(folder, "asr.folder", "SpeechBrain ASR", interface, device)
+        self.folder, self.model = speechbrain_folder(folder, "asr.folder", "SpeechBrain ASR", interface, device,
+                                                     overrides)
         self.device, self.torch = device, torch
 
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:
@@ -137,9 +143,14 @@ class Whisper(Recognizer):
     `device`, a batch decoded at once as the folder's generation config says (greedily, for
     OpenAI's). `language` (a name or code the generation config knows) fixes the language; null
     leaves it to the model (English-only `.en` models, or language detection). Audio longer than
-    the 30 s window is not cut: transformers decodes it window after window (long-form)."""
+    the 30 s window is not cut: with `chunk_length_s` null transformers decodes it window after
+    window (long-form); with `chunk_length_s` set (VPC 2026: 30 s, `stride_length_s` 5 s), an
+    utterance longer than that is decoded in chunks of that length overlapping by twice the stride
+    and their texts merged by transformers' speech recognition pipeline, as VPC 2026's Whisper
+    evaluation does; shorter ones are decoded as a batch."""
 
-    def __init__(self, folder: str | None = None, language: str | None = "english", device: str = "cpu"):
+    def __init__(self, folder: str | None = None, language: str | None = "english", device: str = "cpu",
+                 chunk_length_s: float | None = None, stride_length_s: float = 5.0):
         try:
             import transformers
         except ImportError:
@@ -158,6 +169,10 @@ class Whisper(Recognizer):
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise VpevalError(f"{self.folder}: not a Whisper model folder: {message}") from None
         self.options = {} if language is None else {"language": self.language_token(language), "task": "transcribe"}
+        self.chunk_length_s, self.stride_length_s = chunk_length_s, stride_length_s
+        self.pipeline = None if chunk_length_s is None else transformers.pipeline(
+            "automatic-speech-recognition", model=self.model, tokenizer=self.processor.tokenizer,
+            feature_extractor=self.processor.feature_extractor, device=self.device)
 
     def language_token(self, language: str) -> str:
         """`<|en|>` for 'english', 'English' or 'en', checked against the model's languages."""
@@ -175,9 +190,22 @@ class Whisper(Recognizer):
         return token
 
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:
+        waves = [np.asarray(wave, dtype=np.float32) for wave in waves]
+        if self.chunk_length_s is None:
+            return self.decode(waves)
+        longest = self.chunk_length_s * SAMPLE_RATE
+        short = [i for i, wave in enumerate(waves) if len(wave) <= longest]
+        texts = dict(zip(short, self.decode([waves[i] for i in short]) if short else []))
+        for i in sorted(set(range(len(waves))) - set(short)):
+            texts[i] = self.pipeline({"raw": waves[i], "sampling_rate": SAMPLE_RATE},
+                                     chunk_length_s=self.chunk_length_s, stride_length_s=self.stride_length_s,
+                                     generate_kwargs=self.options)["text"]
+        return [texts[i] for i in range(len(waves))]
+
+    def decode(self, waves: list[np.ndarray]) -> list[str]:
+        """A batch decoded at once (long-form beyond the 30 s window)."""
         import torch
 
-        waves = [np.asarray(wave, dtype=np.float32) for wave in waves]
         beyond_window = max(len(wave) for wave in waves) > self.processor.feature_extractor.n_samples
         inputs = self.processor(waves, sampling_rate=SAMPLE_RATE, return_tensors="pt", return_attention_mask=True,
                                 **({"truncation": False, "padding": "longest"} if beyond_window else {}))

@@ -77,6 +77,14 @@ def unweighted_average_recall(truth: list[str], predicted: list[str]) -> float:
     >>> unweighted_average_recall(["a", "a", "a", "b"], ["a", "a", "b", "a"])
     0.3333333333333333
     """
-    classes = sorted(set(truth))
+    return float(np.mean(list(class_recalls(truth, predicted).values())))
+
+
+def class_recalls(truth: list[str], predicted: list[str]) -> dict[str, float]:
+    """Share of each true class's utterances labelled right (VPC 2026's `ACC_<label>`).
+
+    >>> class_recalls(["a", "a", "b"], ["a", "b", "b"])
+    {'a': 0.5, 'b': 1.0}
+    """
     truth, predicted = np.asarray(truth), np.asarray(predicted)
-    return float(np.mean([np.mean(predicted[truth == c] == c) for c in classes]))
+    return {str(c): float(np.mean(predicted[truth == c] == c)) for c in sorted(set(truth.tolist()))}

@@ -29,6 +29,7 @@ from pipeline.data.protocol import trial_lists
 from pipeline.devices import compile_mode, resolve_device
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics.detection import ORIGINAL, Settings
+from pipeline.report.vpc2026_results import RunResults, write_vpc2026_results
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.stages import (
     anonymize,
@@ -351,4 +352,6 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),
                           system=evaluated, attacker_system=attacker, eval_splits=list(cfg.eval_splits),
                           genders=trial_lists(cfg.data.get("eval_trials", "same_gender")))
+        write_vpc2026_results(folder / "vpc2026", [RunResults(str(cfg.data.tag), list(cfg.eval_splits), records,
+                                                              plain(cfg.attacks), utility_results)], system=evaluated)
     return folder

@@ -134,6 +134,7 @@ class Distributed:
 class Utility:
     pitch_correlation: bool = MISSING
     wer: bool = MISSING
+    wer_text: str = MISSING
 
 
 @dataclass

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pipeline.asv.finetune import finetune_problem
 from pipeline.devices import COMPILE_MODES
 from pipeline.errors import VpevalError
+from pipeline.metrics.wer import TEXT_RULES
 from pipeline.schemas import type_problems
 
 
@@ -133,6 +134,8 @@ RULES: list[tuple[str, str, Callable]] = [
      lambda v: v in (None, False, True) or v in COMPILE_MODES),
     ("attacker.model.frontend", "a front-end class under pipeline.asv. (e.g. pipeline.asv.features.KaldiFbank)",
      lambda v: isinstance(v, str) and v.startswith("pipeline.asv.")),
+    ("utility.wer_text", " or ".join(TEXT_RULES), one_of(*TEXT_RULES)),
+    ("asr.chunk_length_s", "null or a number of seconds > 0", optional(positive)),
     *[row for group in ("anonymizer", "attacker_anonymizer") for row in (
         (f"{group}.batch_seconds", "a number of seconds > 0", positive),
         (f"{group}.lpc", "levinson or burg", one_of("levinson", "burg")),
@@ -201,6 +204,12 @@ def _attacks(cfg: DictConfig) -> Iterator[str]:
                 yield f"attacks.{name}.{key}={value}: must be original or anonymized"
 
 
+def _whisper_chunks(cfg: DictConfig) -> Iterator[str]:
+    chunk, stride = OmegaConf.select(cfg, "asr.chunk_length_s"), OmegaConf.select(cfg, "asr.stride_length_s")
+    if positive(chunk) and _number(stride) and not 0 < 2 * stride < chunk:
+        yield f"asr.stride_length_s={stride}: must be above 0 and below half of asr.chunk_length_s={chunk}"
+
+
 def _anonymization_seed(cfg: DictConfig) -> Iterator[str]:
     """Checked only when set apart from `seed` (by default it is `${seed}`, checked above)."""
     value = cfg.get("anonymization_seed")
@@ -220,7 +229,8 @@ def _missing(cfg: DictConfig) -> Iterator[str]:
 
 
 COMBINATIONS: list[Callable[[DictConfig], Iterator[str]]] = [_eval_splits, _node_rank, _held_out, _attacks,
-                                                             _anonymization_seed, _finetune, _missing]
+                                                             _anonymization_seed, _finetune, _whisper_chunks,
+                                                             _missing]
 
 
 def _missing_keys(node: DictConfig, prefix: str) -> Iterator[str]:

@@ -18,10 +18,10 @@ import logging
 import numpy as np
 
 from pipeline.data.manifest import GENDERS, read_manifest
-from pipeline.emotion import unweighted_average_recall
+from pipeline.emotion import class_recalls, unweighted_average_recall
 from pipeline.errors import VpevalError
 from pipeline.metrics.detection import ORIGINAL
-from pipeline.metrics.wer import WordErrors, normalise, ratio_interval, word_errors
+from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
 from pipeline.stages import anonymize, emotion, pitch, transcribe
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,8 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
     is loaded."""
     if cfg.data.get("generate") is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
         raise VpevalError(NO_WORDS)
+    rule = str((cfg.get("utility") or {}).get("wer_text", "vpc"))
+    normalise = text_rule(rule)
     references = {}
     for name, pair in lists.items():
         utts = read_manifest(pair[ORIGINAL])
@@ -118,7 +120,7 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
         for kind, manifest in pair.items():
             hypotheses = transcribe.load(transcribe.run(cfg.asr, manifest, cache), manifest)
             ids = list(references[name])
-            counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids])
+            counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids], rule)
             result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
         result["sets"][name]["words"] = counts[name, ORIGINAL].words
     for split in dict.fromkeys(split for split, _ in sets.values()):
@@ -153,7 +155,9 @@ def emotion_recognition(experiment, result: dict) -> None:
                                device=experiment.device, sample_rate=experiment.cfg.data.sample_rate)
     found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
     for kind, predicted in found.items():
-        result["emotion"][f"uar_{kind}"] = unweighted_average_recall(list(truth.values()),
-                                                                     [predicted[u] for u in truth])
+        labels = [predicted[u] for u in truth]
+        result["emotion"][f"uar_{kind}"] = unweighted_average_recall(list(truth.values()), labels)
+        result["emotion"][f"class_recall_{kind}"] = class_recalls(list(truth.values()), labels)
+    result["emotion"]["data"] = str(settings.data)
     result["emotion"]["utterances"] = len(truth)
     result["emotion"]["classes"] = sorted(set(truth.values()))

@@ -1,8 +1,10 @@
 """Word error rate of recognised speech against reference transcripts (jiwer's alignment).
 
-Both sides are normalised as in the VoicePrivacy ASR evaluation (LibriSpeech style): upper
-case, every character other than a letter, a digit or an apostrophe made a space, runs of
-spaces collapsed. The WER of a set is its total word errors (substitutions, deletions,
+Both sides are normalised by a named text rule: `vpc` (default), as in the VoicePrivacy ASR
+evaluation (LibriSpeech style): upper case, every character other than a letter, a digit or an
+apostrophe made a space, runs of spaces collapsed; `vpc2026_whisper`, as VPC 2026's Whisper
+evaluation (Track 2): lower case, the characters . , ! ? ; : » « " ( ) [ ] … — – - deleted (a
+hyphenated word becomes one word), runs of spaces collapsed, all other characters kept. The WER of a set is its total word errors (substitutions, deletions,
 insertions) over its total reference words, as Kaldi's `compute-wer` counts them.
 
 >>> word_errors(["The cat, sat."], ["the cat sat on"]).wer
@@ -20,9 +22,27 @@ from pipeline.errors import VpevalError
 _NOT_WORD = re.compile(r"[^\w']+|_")
 
 
+_WHISPER_PUNCTUATION = re.compile(r'[.,!?;:»«"()\[\]…—–\-]')
+
+
 def normalise(text: str) -> str:
     """'Hello, world!' -> 'HELLO WORLD'."""
     return " ".join(_NOT_WORD.sub(" ", text.upper()).split())
+
+
+def whisper_normalise(text: str) -> str:
+    """VPC 2026's Whisper rule: ' Well-known, ¿Qué?' -> 'wellknown ¿qué'."""
+    return " ".join(_WHISPER_PUNCTUATION.sub("", text.strip().lower()).split())
+
+
+TEXT_RULES = {"vpc": normalise, "vpc2026_whisper": whisper_normalise}
+
+
+def text_rule(name: str):
+    """The normaliser named `name` (config key utility.wer_text)."""
+    if name not in TEXT_RULES:
+        raise VpevalError(f"utility.wer_text={name!r}: not a text rule (one of {', '.join(TEXT_RULES)})")
+    return TEXT_RULES[name]
 
 
 @dataclass(frozen=True)
@@ -49,13 +69,15 @@ class WordErrors:
                 "wer": self.wer}
 
 
-def word_errors(references: list[str], hypotheses: list[str]) -> WordErrors:
-    """Counts over utterance pairs; every reference must have a word after normalisation."""
+def word_errors(references: list[str], hypotheses: list[str], rule: str = "vpc") -> WordErrors:
+    """Counts over utterance pairs, both normalised by the text rule `rule`; every reference must
+    have a word after normalisation."""
     try:
         import jiwer
     except ImportError:
         raise VpevalError("WER needs jiwer: pip install -c constraints.txt -e '.[utility]'") from None
-    refs, hyps = [normalise(r) for r in references], [normalise(h) for h in hypotheses]
+    normaliser = text_rule(rule)
+    refs, hyps = [normaliser(r) for r in references], [normaliser(h) for h in hypotheses]
     if len(refs) != len(hyps):
         raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
     if not refs or not all(refs):

@@ -6,7 +6,7 @@ from pipeline.errors import VpevalError
 from pipeline.settings import RULES, check_settings, problems
 from pipeline.usage import group_options
 
-SHIPPED = ([f"{group}={option}" for group in ("data", "attacker", "backend", "attacks", "anonymizer")
+SHIPPED = ([f"{group}={option}" for group in ("data", "attacker", "backend", "attacks", "anonymizer", "asr")
             for option in group_options()[group] if option not in ("external", "precomputed")]
            + [f"+experiment={name}" for name in group_options()["experiment"]])
 

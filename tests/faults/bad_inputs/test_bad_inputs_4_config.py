@@ -48,6 +48,10 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.settings, before an
      ("detect.method=ratio", "gap, gap_re or line")),
     ("required-unset", "a required value left unset (`anonymizer=external` without `anonymizer.command`)",
      "anonymizer=external", ("anonymizer.command", "required")),
+    ("unknown-wer-text", "a WER text rule that does not exist (`utility.wer_text=whisper`)", "utility.wer_text=whisper",
+     ("utility.wer_text=whisper", "vpc or vpc2026_whisper")),
+    ("whisper-stride-too-long", "Whisper chunks whose strides overlap (`asr=whisper_vpc2026 asr.stride_length_s=15`)",
+     "asr=whisper_vpc2026 asr.stride_length_s=15", ("asr.stride_length_s=15", "below half of asr.chunk_length_s=30")),
 ]
 
 

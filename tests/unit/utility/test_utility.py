@@ -243,3 +243,10 @@ def test_a_recogniser_failing_on_original_speech_is_flagged(tmp_path, caplog):
     skip({"skipped": {}}, "wer", NO_WORDS)
     skip({"skipped": {}}, "wer", "asr.folder=x: not found")
     assert [r.levelname for r in caplog.records if "skipped" in r.getMessage()] == ["INFO", "WARNING"]
+
+
+def test_class_recalls_by_hand_are_vpcs_per_emotion_accuracies():
+    from pipeline.emotion import class_recalls
+
+    assert class_recalls(["sad", "sad", "ang", "neu"], ["sad", "ang", "ang", "sad"]) == {"ang": 1.0, "neu": 0.0,
+                                                                                        "sad": 0.5}
