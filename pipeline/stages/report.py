@@ -21,6 +21,7 @@ from pipeline.fileio import write_json, write_text
 from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
 from pipeline.metrics.detection import ORIGINAL, calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
+from pipeline.metrics.registry import table_columns
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
@@ -73,10 +74,17 @@ def interval(ci, n_speakers: int | None = None) -> str:
 
 
 def metrics_section(records: list[dict], backend: str) -> Section:
-    rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], percent(r["eer"]),
-             interval(eer_interval(r), r.get("eer_speakers")),
-             percent(r["eer_threshold"]), r["cllr"], r["min_cllr"], r.get("linkability"), r.get("d_ece"),
-             r.get("zebra_tag"), r["n_target"], r["n_nontarget"]] for r in records]
+    """Every metric of the list with a header (`pipeline.metrics.registry.METRICS`), the EER
+    interval beside the EER."""
+    headers, cells = ["attack", "set", "anonymizer", "attacker trained on"], []
+    for column in table_columns():
+        headers.append(column.header)
+        cells.append(lambda r, column=column: column.format(r.get(column.key)))
+        if column.key == "eer":
+            headers.append("EER CI %")
+            cells.append(lambda r: interval(eer_interval(r), r.get("eer_speakers")))
+    rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], *(cell(r) for cell in cells)]
+            for r in records]
     return Section(
         "Privacy metrics",
         "EER is the ROCCH-EER (BOSARIS) with its 95 % two-way speaker-bootstrap interval (enrolment and test "
@@ -87,8 +95,7 @@ def metrics_section(records: list[dict], backend: str) -> Section:
         + ("cosine scores are not LLRs, so it measures their miscalibration as much as any disclosure; "
            if "cosine" in backend else "they were never calibrated on held-out data, so it includes their miscalibration; ")
         + "min Cllr (PAV-calibrated) is the calibrated value. Every metric of every condition is in results.csv.",
-        tables=[(["attack", "set", "anonymizer", "attacker trained on", "EER %", "EER CI %", "EER (VPC thr.) %",
-                  f"Cllr (uncalibrated {backend} scores)", "min Cllr", "linkability", "D_ECE", "ZEBRA tag", "# target", "# non-target"], rows)])
+        tables=[(headers, rows)])
 
 
 def describe_fit(fit: dict) -> str:
