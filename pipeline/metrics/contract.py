@@ -3,9 +3,9 @@
 A metric is a `Metric`: a name, what it needs (`SCORES`; `SPEAKERS`: scores with the
 enrolment speaker of every trial; `EMBEDDINGS`: enrolment and trial embeddings with their
 speakers), a `compute(condition) -> {key: value}`, the `Column`s it fills (every key it
-returns, in order; a column with a header is printed in the report and `vpeval metrics`,
-every column goes to results.json and results.csv) and a `version` to raise whenever its
-numbers change. `pipeline.metrics.registry.METRICS` lists them all; the summary, the
+returns, in order; a column with a header is printed in the report, in the table its
+`section` names, and in `vpeval metrics`; every column goes to results.json and
+results.csv) and a `version` to raise whenever its numbers change. `pipeline.metrics.registry.METRICS` lists them all; the summary, the
 report, `vpeval metrics`, results.csv and the evaluate stage's cache key iterate that list.
 
 A value a metric cannot give for legal input is `Undefined(reason)`: the runner stores None
@@ -127,6 +127,7 @@ class Metric:
     columns: tuple[Column, ...]
     compute: Callable[[Condition], dict]
     version: int = 1
+    section: str = "Privacy metrics"  # the report table its columns go to
 
     def __post_init__(self):
         if self.needs not in NEEDS:

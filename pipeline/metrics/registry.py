@@ -6,6 +6,8 @@ iterate `METRICS`, in this order (the order of the columns).
 from __future__ import annotations
 
 from pipeline.metrics.contract import EMBEDDINGS
+from pipeline.metrics.speaker_risk import SPEAKER_RISK
+from pipeline.metrics.speaker_zebra import SPEAKER_ZEBRA
 from pipeline.metrics.verification import CLLR, LINKABILITY, MIN_DCF, ROCCH_EER, THRESHOLD_EER, TRIAL_COUNTS, ZEBRA
 
 METRICS = (
@@ -16,6 +18,8 @@ METRICS = (
     LINKABILITY,
     ZEBRA,
     MIN_DCF,
+    SPEAKER_RISK,
+    SPEAKER_ZEBRA,
 )
 
 
@@ -32,3 +36,11 @@ def score_metrics(metrics=METRICS) -> tuple:
 def table_columns(metrics=METRICS) -> list:
     """The columns printed in tables (those with a header), in list order."""
     return [column for metric in metrics for column in metric.columns if column.header]
+
+
+def sections(metrics=METRICS) -> dict[str, list]:
+    """{report section: its printed columns}, sections and columns in list order."""
+    found: dict[str, list] = {}
+    for metric in metrics:
+        found.setdefault(metric.section, []).extend(column for column in metric.columns if column.header)
+    return {name: columns for name, columns in found.items() if columns}

@@ -105,7 +105,7 @@ def test_report_has_voice_similarity_of_every_set(first):
     assert list(similarity) == SETS[:-1]
     for name, sim in similarity.items():
         assert {"deid", "g_vd", "d_diag", "d_ece_op_oo", "cllr_min_op_oo", "g_dece_pp_oo", "g_cllr_pp_oo"} <= sim.keys()
-        assert set(sim["deid"]) == {"sigmoid_mean_llr", "geometric_mean"}
+        assert set(sim["deid"]) == {"sigmoid_mean_llr", "geometric_mean", "mean_llr"}
         n = sim["n_trials"]["oo"]
         assert sim["n_trials"] == {"oo": n, "op": 2 * n, "pp": n} and n > 0
         assert (report / "figures" / f"similarity_{name}.png").is_file()
