@@ -128,3 +128,19 @@ def test_the_report_lists_the_least_protected_speakers_and_draws_them(tmp_path):
     cell = rows[0][headers.index("least protected speakers (clipped EER %)")]
     assert cell == ", ".join(f"{r.speaker} ({100 * r.eer_clipped:.1f})" for r in worst)
     assert speakers.figures == [tmp_path / "speaker_eer.png"] and speakers.figures[0].stat().st_size > 10_000
+
+
+def test_vpeval_metrics_gives_the_speaker_metrics_of_a_file_that_names_speakers(tmp_path, capsys):
+    from pipeline.metrics_cli import main
+
+    tar, non, tar_spk, non_spk = _population()
+    trials = tmp_path / "trials.txt"
+    trials.write_text("".join(f"{s} u{i} {v} target\n" for i, (s, v) in enumerate(zip(tar_spk, tar)))
+                      + "".join(f"{s} n{i} {v} nontarget\n" for i, (s, v) in enumerate(zip(non_spk, non))))
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"{v} 1\n" for v in tar) + "".join(f"{v} 0\n" for v in non))
+    assert main([str(trials), str(labels), "--json", str(tmp_path / "m.json")]) == 0
+    printed = capsys.readouterr().out
+    worst = least_protected(speaker_risk(tar, non, tar_spk, non_spk)[0], 3)
+    assert "spkEERclip%" in printed and ", ".join(f"{r.speaker} ({100 * r.eer_clipped:.1f})" for r in worst) in printed
+    assert "labels.txt: speaker_risk: needs the enrolment speaker" in printed
