@@ -211,7 +211,9 @@ class Experiment:
         self._replicates[str(scores)] = interval.pop("eer_replicates")
         embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
                                                trial_utts)
-        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings), **interval}
+        settings = plain(OmegaConf.select(self.cfg, "metrics")) or None  # a `metrics:` block, where a config has one
+        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, settings=settings),
+                **interval}
 
     def replicates(self) -> dict[str, list[float]]:
         """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
