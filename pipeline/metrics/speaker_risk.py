@@ -55,7 +55,7 @@ def speaker_risk(tar, non, tar_speakers, non_speakers, omega: float = 1.0) -> tu
     tar_speakers, non_speakers = np.asarray(tar_speakers, dtype=str), np.asarray(non_speakers, dtype=str)
     if len(tar_speakers) != len(tar) or len(non_speakers) != len(non):
         raise ValueError(f"{len(tar_speakers)} / {len(non_speakers)} speaker labels for {len(tar)} / {len(non)} scores")
-    grid = _grid(np.sort(tar), np.sort(non), omega)
+    share = _linkability_share(np.sort(tar), np.sort(non), omega)
     risks, left_out = [], []
     for speaker in np.unique(np.concatenate((tar_speakers, non_speakers))).tolist():
         mine_tar, mine_non = tar[tar_speakers == speaker], non[non_speakers == speaker]
@@ -63,23 +63,22 @@ def speaker_risk(tar, non, tar_speakers, non_speakers, omega: float = 1.0) -> tu
             left_out.append(speaker)
             continue
         sweep = eer_threshold(mine_tar, mine_non)
-        link = None
-        if grid is not None:
-            link = 0.0 if grid == 0.0 else float(np.trapezoid(grid.local * density(np.sort(mine_tar), grid),
-                                                              x=grid.centres))
         risks.append(SpeakerRisk(speaker, len(mine_tar), len(mine_non), sweep, min(sweep, CLIP),
-                                 eer(mine_tar, mine_non), link))
+                                 eer(mine_tar, mine_non), None if share is None else share(np.sort(mine_tar))))
     return risks, left_out
 
 
-def _grid(mated: np.ndarray, nonmated: np.ndarray, omega: float):
-    """The condition's linkability grid; 0.0 when all scores are equal (D = 0); None when D_sys is undefined."""
+def _linkability_share(mated: np.ndarray, nonmated: np.ndarray, omega: float):
+    """The map from a speaker's ascending mated scores to its share of the condition's
+    D_sys; None when D_sys is undefined."""
     try:
         linkability_from_sorted(mated, nonmated, omega)
     except UndefinedMetricError:
         return None
     grid = linkability_grid(mated, nonmated, omega, min(len(mated) // 10, 100))
-    return 0.0 if grid is None else grid
+    if grid is None:  # every score equal: D = 0 everywhere
+        return lambda mine: 0.0
+    return lambda mine: float(np.trapezoid(grid.local * density(mine, grid), x=grid.centres))
 
 
 def least_protected(risks: list[SpeakerRisk], count: int = WORST) -> list[SpeakerRisk]:
