@@ -170,15 +170,14 @@ class Experiment:
                     scores = self.scores(model, held_out, enrolls, trial_utts,
                                          trials_path(self.prepared, f"{split_name}_trials_{g}"))
                     self.score_files[f"{attack}/{name}"] = str(scores)
-                    records.append({**labels, "set": name, **self.metrics(scores, trial_utts)})
-            trial_utts = manifest_path(held_out, "val_trials")
-            scores = self.scores(model, held_out, manifest_path(held_out, "val_enrolls"), trial_utts,
-                                 trials_path(held_out, "val_trials"))
+                    records.append({**labels, "set": name, **self.metrics(scores, model, enrolls, trial_utts)})
+            trial_utts, enrolls = manifest_path(held_out, "val_trials"), manifest_path(held_out, "val_enrolls")
+            scores = self.scores(model, held_out, enrolls, trial_utts, trials_path(held_out, "val_trials"))
             origin, imported = attacker_origin(self.cfg, spec.attacker)
             val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"], "attacker_origin": origin,
                           "imported": imported}
             self.score_files[f"{attack}/val"] = str(scores)
-            records.append({**val_labels, "set": "val", **self.metrics(scores, trial_utts)})
+            records.append({**val_labels, "set": "val", **self.metrics(scores, model, enrolls, trial_utts)})
         return records
 
     def evaluates_anonymized(self) -> bool:
@@ -204,14 +203,19 @@ class Experiment:
                 found[f"{split_name}_{g}"] = {"folder": str(folder), **similarity.load(folder)}
         return found
 
-    def metrics(self, scores: Path, trial_utts: Path) -> dict:
+    def metrics(self, scores: Path, model: Path, enrolls: Path, trial_utts: Path) -> dict:
         """Every metric of a score file, with the bootstrap interval of its EER (its
-        replicates are kept for `replicates`); `trial_utts` names the test speakers."""
+        replicates are kept for `replicates`); `trial_utts` names the test speakers; the
+        embedding-based metrics get `model`'s embeddings of `enrolls` and `trial_utts`."""
         boot = self.cfg.detect.bootstrap
         interval = confidence.run(scores, trial_utts, self.cache, n_resamples=int(boot.n_resamples),
                                   confidence=float(boot.confidence), unit=str(boot.unit), seed=self.cfg.seed)
         self._replicates[str(scores)] = interval.pop("eer_replicates")
-        return {**evaluate.run(scores, self.cache), **interval}
+        embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
+                                               trial_utts)
+        settings = plain(OmegaConf.select(self.cfg, "metrics")) or None  # a `metrics:` block, where a config has one
+        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, settings=settings),
+                **interval}
 
     def replicates(self) -> dict[str, list[float]]:
         """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
