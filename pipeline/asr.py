@@ -200,8 +200,8 @@ class Whisper(Recognizer):
             if short else []
         texts = {i: result["text"] for i, result in zip(short, found)}
         for i in sorted(set(range(len(waves))) - set(short)):
-            texts[i] = self.pipeline(inputs[i], chunk_length_s=self.chunk_length_s, stride_length_s=self.stride_length_s,
-                                     generate_kwargs=self.options)["text"]
+            texts[i] = self.pipeline(inputs[i], chunk_length_s=self.chunk_length_s,
+                                     stride_length_s=self.stride_length_s, generate_kwargs=self.options)["text"]
         return [texts[i] for i in range(len(waves))]
 
     def decode(self, waves: list[np.ndarray]) -> list[str]:
