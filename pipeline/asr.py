@@ -144,10 +144,10 @@ class Whisper(Recognizer):
     OpenAI's). `language` (a name or code the generation config knows) fixes the language; null
     leaves it to the model (English-only `.en` models, or language detection). Audio longer than
     the 30 s window is not cut: with `chunk_length_s` null transformers decodes it window after
-    window (long-form); with `chunk_length_s` set (VPC 2026: 30 s, `stride_length_s` 5 s), an
-    utterance longer than that is decoded in chunks of that length overlapping by twice the stride
-    and their texts merged by transformers' speech recognition pipeline, as VPC 2026's Whisper
-    evaluation does; shorter ones are decoded as a batch."""
+    window (long-form); with `chunk_length_s` set (VPC 2026: 30 s, `stride_length_s` 5 s), every
+    utterance goes through transformers' speech recognition pipeline as VPC 2026's Whisper
+    evaluation calls it (with the pipeline's generation defaults): one longer than that in chunks
+    of that length overlapping by twice the stride, their texts merged, shorter ones as a batch."""
 
     def __init__(self, folder: str | None = None, language: str | None = "english", device: str = "cpu",
                  chunk_length_s: float | None = None, stride_length_s: float = 5.0):
@@ -193,17 +193,19 @@ class Whisper(Recognizer):
         waves = [np.asarray(wave, dtype=np.float32) for wave in waves]
         if self.chunk_length_s is None:
             return self.decode(waves)
+        inputs = [{"raw": wave, "sampling_rate": SAMPLE_RATE} for wave in waves]
         longest = self.chunk_length_s * SAMPLE_RATE
         short = [i for i, wave in enumerate(waves) if len(wave) <= longest]
-        texts = dict(zip(short, self.decode([waves[i] for i in short]) if short else []))
+        found = self.pipeline([inputs[i] for i in short], batch_size=len(short), generate_kwargs=self.options) \
+            if short else []
+        texts = {i: result["text"] for i, result in zip(short, found)}
         for i in sorted(set(range(len(waves))) - set(short)):
-            texts[i] = self.pipeline({"raw": waves[i], "sampling_rate": SAMPLE_RATE},
-                                     chunk_length_s=self.chunk_length_s, stride_length_s=self.stride_length_s,
-                                     generate_kwargs=self.options)["text"]
+            texts[i] = self.pipeline(inputs[i], chunk_length_s=self.chunk_length_s,
+                                     stride_length_s=self.stride_length_s, generate_kwargs=self.options)["text"]
         return [texts[i] for i in range(len(waves))]
 
     def decode(self, waves: list[np.ndarray]) -> list[str]:
-        """A batch decoded at once (long-form beyond the 30 s window)."""
+        """A batch decoded at once as the generation config says (long-form beyond the 30 s window)."""
         import torch
 
         beyond_window = max(len(wave) for wave in waves) > self.processor.feature_extractor.n_samples

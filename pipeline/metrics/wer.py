@@ -4,8 +4,9 @@ Both sides are normalised by a named text rule: `vpc` (default), as in the Voice
 evaluation (LibriSpeech style): upper case, every character other than a letter, a digit or an
 apostrophe made a space, runs of spaces collapsed; `vpc2026_whisper`, as VPC 2026's Whisper
 evaluation (Track 2): lower case, the characters . , ! ? ; : » « " ( ) [ ] … — – - deleted (a
-hyphenated word becomes one word), runs of spaces collapsed, all other characters kept. The WER of a set is its total word errors (substitutions, deletions,
-insertions) over its total reference words, as Kaldi's `compute-wer` counts them.
+hyphenated word becomes one word), runs of spaces collapsed, all other characters kept. The
+WER of a set is its total word errors (substitutions, deletions, insertions) over its total
+reference words, as Kaldi's `compute-wer` counts them.
 
 >>> word_errors(["The cat, sat."], ["the cat sat on"]).wer
 0.3333333333333333

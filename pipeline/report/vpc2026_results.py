@@ -125,7 +125,8 @@ def emotion_dataset(data: str) -> tuple[str, str]:
 
 def ser_table(runs: Sequence[RunResults]) -> str | None:
     """UAR and per-class recall (VPC's ACC_<label>) of the emotion data, anonymised then original."""
-    measured = [run.utility["emotion"] for run in runs if run.utility.get("emotion", {}).get("uar_original") is not None]
+    measured = [run.utility["emotion"] for run in runs
+                if run.utility.get("emotion", {}).get("uar_original") is not None]
     if not measured:
         return None
     labels = sorted({label for found in measured for label in found.get("class_recall_original", {})})

@@ -152,5 +152,5 @@ def test_a_folder_whose_hub_is_not_local_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     folder = encoder_asr_folder(tmp_path / "asr")
     cfg = compose(["data=synthetic_tiny", "asr=speechbrain_ctc", f"asr.folder={folder}"]).asr
-    with pytest.raises(VpevalError, match=r"asr: not a SpeechBrain ASR folder for speechbrain.inference.ASR.EncoderASR"):
+    with pytest.raises(VpevalError, match=r"asr: not a SpeechBrain ASR folder for .*\.EncoderASR: "):
         instantiate(without(cfg, "name"))

@@ -1,6 +1,6 @@
-"""VPC 2026 Track 2's Whisper: an utterance over 30 s is decoded in 30 s chunks with 5 s strides
-(transformers' speech recognition pipeline, as VPC's InferenceWhisperASR calls it), shorter ones
-as one batch; a random-weight tiny Whisper saved by transformers' classes."""
+"""VPC 2026 Track 2's Whisper: transformers' speech recognition pipeline as VPC's
+InferenceWhisperASR calls it, an utterance over 30 s in 30 s chunks with 5 s strides, shorter
+ones as one batch; a random-weight tiny Whisper saved by transformers' classes."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +20,7 @@ def recogniser(folder, *extra: str):
 
 
 def spy_on_features(monkeypatch) -> list:
-    """Every input the feature extractor gets: a 1-D array per pipeline chunk, a list per batch."""
+    """Every input the feature extractor gets (the pipeline gives it one utterance or chunk at a time)."""
     seen = []
     original = transformers.WhisperFeatureExtractor.__call__
 
@@ -53,24 +53,24 @@ def test_chunk_boundaries_of_a_70_s_and_a_30_s_plus_one_sample_utterance(tmp_pat
     assert vpc_chunks(len(just_over)) == [(0, 480000), (320000, 480001)]
     seen = spy_on_features(monkeypatch)
     texts = model.transcribe([long, short, just_over])
-    batches = [inputs for inputs in seen if isinstance(inputs, list)]
-    chunks = [inputs for inputs in seen if not isinstance(inputs, list)]
-    assert len(batches) == 1 and [len(w) for w in batches[0]] == [len(short)]  # the short one, batched alone
-    expected = [wave[a:b] for wave in (long, just_over) for a, b in vpc_chunks(len(wave))]
-    assert len(chunks) == len(expected) == 5
-    for got, want in zip(chunks, expected):
+    expected = [short] + [wave[a:b] for wave in (long, just_over) for a, b in vpc_chunks(len(wave))]
+    assert len(seen) == len(expected) == 6  # the short one whole, then 3 + 2 chunks
+    for got, want in zip(seen, expected):
         np.testing.assert_array_equal(np.asarray(got, dtype=np.float32), want)
     assert len(texts) == 3 and all(isinstance(text, str) for text in texts)
 
 
-def test_long_utterance_text_is_the_pipelines_as_vpc_calls_it(tmp_path):
+def test_texts_are_the_pipelines_as_vpc_calls_it(tmp_path):
+    """VPC: pipe(long, chunk_length_s=30, stride_length_s=5) and pipe(short files, batch_size=n)."""
     folder = whisper_folder(tmp_path / "whisper")
     model = recogniser(folder)
-    wave = 0.1 * np.random.default_rng(1).standard_normal(45 * RATE).astype(np.float32)
+    rng = np.random.default_rng(1)
+    long, short = (0.1 * rng.standard_normal(n).astype(np.float32) for n in (45 * RATE, 7 * RATE))
     reference = transformers.pipeline("automatic-speech-recognition", model=str(folder), device="cpu")
-    expected = reference({"raw": wave, "sampling_rate": RATE}, chunk_length_s=30, stride_length_s=5,
-                         generate_kwargs={"language": "en", "task": "transcribe"})["text"]
-    assert model.transcribe([wave]) == [expected] and expected.strip()
+    options = {"generate_kwargs": {"language": "en", "task": "transcribe"}}
+    expected = [reference({"raw": long, "sampling_rate": RATE}, chunk_length_s=30, stride_length_s=5,
+                          **options)["text"], reference({"raw": short, "sampling_rate": RATE}, **options)["text"]]
+    assert model.transcribe([long, short]) == expected and all(text.strip() for text in expected)
 
 
 
