@@ -107,6 +107,15 @@ def test_augmentation_is_a_pure_function_of_seed_epoch_and_step():
     assert Augmentation([], seed=3)(wavs, 0, 5) is wavs and not Augmentation(OmegaConf.create([]), seed=3)
 
 
+
+@pytest.mark.gpu
+def test_augmentation_draws_the_same_on_cuda_as_on_cpu():
+    augment = Augmentation(attacker_config("ecapa_tiny", (VPC2026,)).training.augment, seed=3)
+    wavs = speech(8, 3.0)
+    on_cpu, on_gpu = augment(wavs, 2, 9), augment(wavs.cuda(), 2, 9).cpu()
+    assert torch.equal(on_cpu == 0, on_gpu == 0)  # the same chunks dropped
+    torch.testing.assert_close(on_gpu, on_cpu, rtol=0, atol=1e-5)  # the same bands, up to float rounding
+
 def test_augmentation_that_changes_the_batch_is_refused():
     doubling = OmegaConf.create([{"_target_": "speechbrain.augment.augmenter.Augmenter", "concat_original": True,
                                   "augmentations": [{"_target_": "speechbrain.augment.time_domain.DropChunk"}]}])
