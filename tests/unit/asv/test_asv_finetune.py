@@ -107,6 +107,15 @@ def test_augmentation_is_a_pure_function_of_seed_epoch_and_step():
     assert Augmentation([], seed=3)(wavs, 0, 5) is wavs and not Augmentation(OmegaConf.create([]), seed=3)
 
 
+
+@pytest.mark.gpu
+def test_augmentation_draws_the_same_on_cuda_as_on_cpu():
+    augment = Augmentation(attacker_config("ecapa_tiny", (VPC2026,)).training.augment, seed=3)
+    wavs = speech(8, 3.0)
+    on_cpu, on_gpu = augment(wavs, 2, 9), augment(wavs.cuda(), 2, 9).cpu()
+    assert torch.equal(on_cpu == 0, on_gpu == 0)  # the same chunks dropped
+    torch.testing.assert_close(on_gpu, on_cpu, rtol=0, atol=1e-5)  # the same bands, up to float rounding
+
 def test_augmentation_that_changes_the_batch_is_refused():
     doubling = OmegaConf.create([{"_target_": "speechbrain.augment.augmenter.Augmenter", "concat_original": True,
                                   "augmentations": [{"_target_": "speechbrain.augment.time_domain.DropChunk"}]}])
@@ -147,35 +156,38 @@ def pretrained(tmp_path_factory) -> Path:
     return encoder_folder(tmp_path_factory.mktemp("pretrained"), encoder)
 
 
-def test_training_starts_from_the_init_weights_with_a_new_head(corpus, pretrained, tmp_path):
+def test_training_starts_from_the_init_weights_with_a_new_head(corpus, pretrained, tmp_path, monkeypatch):
+    from pipeline.asv import train
+
     folder = load_encoder(pretrained, "cpu")
     wavs = speech(3, 1.5)
-    seen = {}
+    at_start = {}
+    fit_start = train._Trainer.on_fit_start
 
-    def validate(encoder):
+    def embed_at_fit_start(self):  # after init (and resume), before the first step
         with torch.no_grad():
-            seen.setdefault("first", [encoder(wavs), folder(wavs)])
-        return 0.5
+            at_start["embeddings"] = self.model.eval()(wavs)
+        at_start["head"] = self.head.weight.detach().clone()
+        fit_start(self)
 
+    monkeypatch.setattr(train._Trainer, "on_fit_start", embed_at_fit_start)
     cfg = attacker_config("ecapa_tiny", (*RUN, "attacker.training.epochs=1", f"attacker.init={pretrained}",
                                          "attacker.finetune=true", "attacker.training.optimizer.lr=0.0"))
-    out = train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=validate)
-    tuned = load_encoder(out, "cpu")
-    reference = folder.state_dict()
-    parameters = {name for name, _ in tuned.named_parameters()}
+    out = train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=lambda encoder: 0.5)
+    with torch.no_grad():
+        assert torch.equal(at_start["embeddings"], folder(wavs))
+    assert at_start["head"].shape == (6, folder.embedding_dim)  # a new head: the 6 toy training speakers
+    tuned, reference = load_encoder(out, "cpu"), folder.state_dict()
     # lr 0: every weight is still the folder's; only batch norm's running statistics moved to the
     # new data (as in VPC, which fine-tunes with SpeechBrain's modules in training mode)
-    assert all(torch.equal(tensor, reference[name]) for name, tensor in tuned.state_dict().items() if name in parameters)
-    moved = [name for name in tuned.state_dict() if name.endswith("running_mean")
-             and not torch.equal(tuned.state_dict()[name], reference[name])]
-    assert moved
-    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
-    assert checkpoint["head"]["weight"].shape == (6, folder.embedding_dim)  # the 6 toy training speakers
-    scratch = load_encoder(train_attacker(attacker_config("ecapa_tiny", (*RUN, "attacker.training.epochs=1",
-                                                                         "attacker.training.optimizer.lr=0.0")),
-                                          corpus[0], tmp_path / "scratch", device="cpu", seed=1,
-                                          validate=lambda encoder: 0.5), "cpu")
-    assert not torch.equal(scratch.state_dict()[sorted(parameters)[0]], reference[sorted(parameters)[0]])
+    assert all(torch.equal(tensor, reference[name]) for name, tensor in tuned.named_parameters())
+    assert any(not torch.equal(tensor, reference[name]) for name, tensor in tuned.state_dict().items()
+               if name.endswith("running_mean"))
+    scratch = train_attacker(attacker_config("ecapa_tiny", (*RUN, "attacker.training.epochs=1",
+                                                            "attacker.training.optimizer.lr=0.0")),
+                             corpus[0], tmp_path / "scratch", device="cpu", seed=1, validate=lambda encoder: 0.5)
+    with torch.no_grad():
+        assert not torch.allclose(load_encoder(scratch, "cpu")(wavs), tuned(wavs), atol=1e-3)
 
 
 def test_tiny_vpc_2026_fine_tuning_lowers_the_training_loss(corpus, pretrained, tmp_path):
