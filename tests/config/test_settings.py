@@ -24,6 +24,7 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("anonymization_seed=99999999999999999999", "anonymization_seed=99999999999999999999: must be an integer >= 0 "
      "and <= 2**63-1"),
     ("data.generate.seed=-1", "data.generate.seed=-1: must be an integer >= 0 and <= 2**63-1"),
+    ("data.eval_trials=cross", "data.eval_trials=cross: must be same_gender, mixed or both"),
     ("data.protocol.seed=99999999999999999999", "data.protocol.seed=99999999999999999999: must be an integer >= 0"),
     ("attacker.training.epochs=100000000000000000000",
      "attacker.training.epochs=100000000000000000000: must be an integer >= 1 and <= 10000"),
