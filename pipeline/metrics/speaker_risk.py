@@ -110,7 +110,7 @@ SPEAKER_RISK = Metric("speaker_risk", SPEAKERS, (
     Column("speakers", "speakers", "#spk"),
     Column("speakers_left_out"),
     Column("eer_speaker_mean", "speaker EER mean %", "spkEER%", scale=100, digits=2),
-    Column("eer_speaker_clipped_mean", "speaker EER mean, clipped at 50 % %", "spkEERclip%", scale=100, digits=2),
+    Column("eer_speaker_clipped_mean", "speaker EER mean % (each clipped at 50)", "spkEERclip%", scale=100, digits=2),
     Column("linkability_speaker_max", "max speaker D_sys", "maxSpkDsys", digits=3),
     Column("least_protected_speakers", "least protected speakers (clipped EER %)", "worst speakers"),
     Column("speaker_eers"),
