@@ -11,6 +11,7 @@ attacker trained on original data serves OO, OA and AA-lazy alike.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -28,6 +29,7 @@ from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.devices import compile_mode, resolve_device
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics.detection import ORIGINAL, Settings
+from pipeline.metrics.legal import check_grid
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.stages import (
     anonymize,
@@ -36,6 +38,7 @@ from pipeline.stages import (
     evaluate,
     extract,
     prepare,
+    reidentify,
     report,
     score,
     similarity,
@@ -73,11 +76,13 @@ class Experiment:
         self.labels = system_labels(cfg)
         self.prepared = prepare.run(cfg.data, self.cache)
         validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
+        check_reidentification(cfg, self.prepared)
         self.probe_systems()
         self._attackers: dict[str, tuple[Path, Path]] = {}
         self._anonymized: dict[tuple[str, str], Path] = {}  # (list name, system hash) -> manifest
         self.score_files: dict[str, str] = {}  # "<attack>/<set>" -> score file
         self._replicates: dict[str, list[float]] = {}  # score file -> bootstrap EER replicates
+        self.reidentification: dict[str, dict] = {}  # "<attack>/<set>" -> reidentify.load of its folder
 
     def check_split(self) -> None:
         """The split's own checks (e.g. too few speakers to hold out unseen), before the
@@ -168,7 +173,8 @@ class Experiment:
                     scores = self.scores(model, held_out, enrolls, trial_utts,
                                          trials_path(self.prepared, f"{split_name}_trials_{g}"))
                     self.score_files[f"{attack}/{name}"] = str(scores)
-                    records.append({**labels, "set": name, **self.metrics(scores, trial_utts)})
+                    records.append({**labels, "set": name, **self.metrics(scores, trial_utts),
+                                    **self.reidentify(f"{attack}/{name}", model, enrolls, trial_utts, g)})
             trial_utts = manifest_path(held_out, "val_trials")
             scores = self.scores(model, held_out, manifest_path(held_out, "val_enrolls"), trial_utts,
                                  trials_path(held_out, "val_trials"))
@@ -178,6 +184,16 @@ class Experiment:
             self.score_files[f"{attack}/val"] = str(scores)
             records.append({**val_labels, "set": "val", **self.metrics(scores, trial_utts)})
         return records
+
+    def reidentify(self, condition: str, model: Path, enrolls: Path, trial_utts: Path, gender: str) -> dict:
+        """Record columns of the re-identification metrics of one condition (none when off)."""
+        settings = self.cfg.get("reidentification")
+        if not settings or not settings.enabled:
+            return {}
+        folder = reidentify.run(self.embed(model, enrolls), self.embed(model, trial_utts), enrolls, trial_utts, gender,
+                                plain(settings), int(self.cfg.seed), self.cache)
+        self.reidentification[condition] = reidentify.load(folder)
+        return reidentify.columns(self.reidentification[condition])
 
     def evaluates_anonymized(self) -> bool:
         """Whether some attack enrols or tries speech anonymised by the evaluated system."""
@@ -214,6 +230,19 @@ class Experiment:
     def replicates(self) -> dict[str, list[float]]:
         """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
         return {name: self._replicates[path] for name, path in self.score_files.items() if path in self._replicates}
+
+
+def check_reidentification(cfg: DictConfig, prepared: Path) -> None:
+    """Refuse a `reidentification` grid that an evaluation set's speakers cannot serve, from the
+    prepared lists, before any long work (anonymised lists keep the original ids and speakers)."""
+    if not cfg.get("reidentification", {}).get("enabled"):
+        return
+    grid = reidentify.grid(plain(cfg.reidentification), int(cfg.seed))
+    for split_name in cfg.eval_splits:
+        enrolled = read_manifest(manifest_path(prepared, f"{split_name}_enrolls"))
+        for g in GENDERS:
+            counts = Counter(u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_trials_{g}")))
+            check_grid(grid, dict(counts), {u.speaker for u in enrolled if u.gender == g}, data=f"{split_name}_{g}")
 
 
 def attacker_system(cfg: DictConfig) -> DictConfig:
@@ -345,6 +374,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                             records=records, detection=detection, fit=fit, score_files=experiment.score_files,
                             similarity=voice_similarity, utility=utility_results,
+                            reidentification=experiment.reidentification,
                             stages=[asdict(e) for e in experiment.cache.events])
         evaluated, attacker = system_labels(cfg)
         write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),

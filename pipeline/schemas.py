@@ -134,6 +134,19 @@ class Utility:
 
 
 @dataclass
+class Reidentification:
+    enabled: bool = MISSING
+    populations: list[int] = MISSING
+    candidates: list[int] = MISSING
+    lengths: list[int] = MISSING
+    calibration_conversations: int = MISSING
+    runs: int = MISSING
+    n_resamples: int = MISSING
+    confidence: float = MISSING
+    rank_disclosure: bool = MISSING
+
+
+@dataclass
 class Head:
     margin: float = MISSING
     scale: float = MISSING
@@ -191,7 +204,7 @@ class Backend:
 
 
 SCHEMAS = {ROOT: Run, "paths": Paths, "data": Data, "split": Split, "detect": Detect, "distributed": Distributed,
-           "utility": Utility, "attacker": Attacker, "backend": Backend}
+           "utility": Utility, "attacker": Attacker, "backend": Backend, "reidentification": Reidentification}
 
 
 def register_schemas() -> None:

@@ -157,31 +157,35 @@ def utterances_by_speaker(speakers) -> dict[str, np.ndarray]:
     return {s: np.flatnonzero(speakers == s) for s in sorted(set(speakers.tolist()))}
 
 
-def check_grid(grid: Grid, test_counts: dict[str, int], enrolled: set[str], where: str = "legal") -> None:
-    """Refuse, in one line naming the key and what the data allows, a grid the data cannot
-    serve: before any embedding is read. `test_counts`: utterances of each test speaker."""
+def check_grid(grid: Grid, test_counts: dict[str, int], enrolled: set[str], key: str = "reidentification",
+               data: str = "") -> None:
+    """Refuse, in one line naming the key (and the evaluation set `data`) and what the data
+    allows, a grid the data cannot serve: before any embedding is read. `test_counts`: the
+    utterances of each test speaker; `enrolled`: the enrolled speakers (the candidates)."""
+    where = f" ({data})" if data else ""
     m = grid.calibration_conversations
     if m < 1:
-        raise VpevalError(f"{where}.calibration_conversations={m}: must be at least 1")
+        raise VpevalError(f"{key}.calibration_conversations={m}{where}: must be at least 1")
     most = max(test_counts.values(), default=0)
     for length in grid.lengths:
         if length < 1 or length > most:
-            raise VpevalError(f"{where}.lengths: L={length} but the test speakers have at most {most} utterances")
+            raise VpevalError(f"{key}.lengths{where}: L={length} but the test speakers have at most {most} utterances")
         need = (m + 1) * length
         eligible = [s for s, n in test_counts.items() if n >= need]
-        if not set(eligible) & enrolled:
+        if grid.populations and not set(eligible) & enrolled:
             raise VpevalError(
-                f"{where}.calibration_conversations={m}: at L={length} a speaker needs (M+1)*L={need} test "
+                f"{key}.calibration_conversations={m}{where}: at L={length} a speaker needs (M+1)*L={need} test "
                 f"utterances, and no enrolled test speaker has that many (at most {most}: M <= {most // length - 1})")
         for n in grid.populations:
             if not 2 <= n <= len(eligible):
-                raise VpevalError(f"{where}.populations: N={n} but at L={length} and M={m} only {len(eligible)} "
+                raise VpevalError(f"{key}.populations{where}: N={n} but at L={length} and M={m} only {len(eligible)} "
                                   f"test speakers have {need} utterances (N must be in 2..{len(eligible)})")
-    identifiable = len(enrolled)
+        if grid.candidates and not any(n >= length for s, n in test_counts.items() if s in enrolled):
+            raise VpevalError(f"{key}.lengths{where}: L={length} but no enrolled test speaker has that many utterances")
     for n in grid.candidates:
-        if not 2 <= n <= identifiable:
-            raise VpevalError(f"{where}.candidates: N'={n} but {identifiable} speakers are enrolled "
-                              f"(N' must be in 2..{identifiable})")
+        if not 2 <= n <= len(enrolled):
+            raise VpevalError(f"{key}.candidates{where}: N'={n} but {len(enrolled)} speakers are enrolled "
+                              f"(N' must be in 2..{len(enrolled)})")
 
 
 def singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, population: int, length: int,

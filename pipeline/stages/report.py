@@ -9,7 +9,9 @@
   "utility": everything `pipeline.utility.measure` found, skipped metrics with their reasons;
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
-  matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`).
+  matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`),
+  singling out and identification rates against N and N' (`reidentification.png`; results.json
+  "reidentification": every estimate per condition).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
 from pipeline.metrics.detection import ORIGINAL, calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
+from pipeline.report.reidentification import reidentification_sections
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 
@@ -30,10 +33,12 @@ SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both
 
 def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict], detection: list[dict],
         fit: list[dict], stages: list[dict], score_files: dict[str, str] | None = None,
-        similarity: dict[str, dict] | None = None, utility: dict | None = None) -> Path:
+        similarity: dict[str, dict] | None = None, utility: dict | None = None,
+        reidentification: dict[str, dict] | None = None) -> Path:
     """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
     similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
-    matrices out (they stay in the folder's similarity.json)."""
+    matrices out (they stay in the folder's similarity.json). `reidentification` maps a
+    condition (`<attack>/<set>`) to its reidentify-stage result."""
     out = Path(out)
     score_files = score_files or {}
     similarity = similarity or {}
@@ -43,6 +48,8 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         results["similarity"] = {name: {k: v for k, v in sim.items() if k != "matrices"}
                                  for name, sim in similarity.items()}
         write_text(out / "similarity.csv", results_csv(similarity_rows(similarity)))
+    if reidentification:
+        results["reidentification"] = reidentification
     if utility is not None:
         results["utility"] = utility
         write_text(out / "utility.csv", results_csv(utility_rows(utility, config_summary.get("anonymizer"))))
@@ -58,6 +65,7 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
         *similarity_sections(similarity, out / "figures"),
+        *reidentification_sections(reidentification or {}, out / "figures"),
     ]
     write_text(out / "report.md", render_markdown("vpeval report", sections, base=out))
     write_text(out / "report.html", render_html("vpeval report", sections))

@@ -164,17 +164,21 @@ def test_speakers_left_out_are_counted():
 
 @pytest.mark.parametrize("grid, message", [
     (Grid(populations=(5,), candidates=(2,), lengths=(1,)),
-     "legal.populations: N=5 but at L=1 and M=9 only 3 test speakers have 10 utterances (N must be in 2..3)"),
+     "reidentification.populations: N=5 but at L=1 and M=9 only 3 test speakers have 10 utterances (N must be in 2..3)"),
     (Grid(populations=(2,), candidates=(2,), lengths=(13,)),
-     "legal.lengths: L=13 but the test speakers have at most 12 utterances"),
+     "reidentification.lengths: L=13 but the test speakers have at most 12 utterances"),
     (Grid(populations=(2,), candidates=(2,), lengths=(2,)),
-     "legal.calibration_conversations=9: at L=2 a speaker needs (M+1)*L=20 test utterances, and no enrolled "
+     "reidentification.calibration_conversations=9: at L=2 a speaker needs (M+1)*L=20 test utterances, and no enrolled "
      "test speaker has that many (at most 12: M <= 5)"),
     (Grid(populations=(2,), candidates=(4,), lengths=(1,)),
-     "legal.candidates: N'=4 but 3 speakers are enrolled (N' must be in 2..3)"),
+     "reidentification.candidates: N'=4 but 3 speakers are enrolled (N' must be in 2..3)"),
+    (Grid(populations=(), candidates=(2,), lengths=(11,)),
+     "reidentification.lengths: L=11 but no enrolled test speaker has that many utterances"),
 ])
 def test_grid_the_data_cannot_serve_is_refused_in_one_line(grid, message):
     counts = {"a": 12, "b": 10, "c": 10, "d": 3}
     with pytest.raises(VpevalError) as error:
-        check_grid(grid, counts, {"a", "b", "x"})
+        check_grid(grid, counts, {"b", "c", "x"})
     assert str(error.value) == message
+    with pytest.raises(VpevalError, match=r"^reidentification.populations \(dev_f\): N=5"):
+        check_grid(Grid(populations=(5,), candidates=(2,), lengths=(1,)), counts, {"a"}, data="dev_f")
