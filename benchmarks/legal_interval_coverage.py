@@ -1,4 +1,4 @@
-"""Coverage of the speaker-bootstrap intervals of `singling_out_rate` and `identification_rate`.
+"""Coverage of the speaker intervals (Student t over speakers) of `singling_out_rate` and `identification_rate`.
 
 Simulation: each replication draws a fresh population of speakers (means ~ N(0, I) times
 `--signal`, utterances = mean + N(0, I) noise), `--enrolled` of the `--speakers` test speakers
@@ -34,9 +34,9 @@ def population(rng, args):
 def rates(seed, args):
     data = population(np.random.default_rng(seed), args)
     single, _ = singling_out_rate(*data, population=args.population, length=args.length, runs=args.runs,
-                                  seed=seed, n_resamples=args.resamples)
+                                  seed=seed)
     ident, _ = identification_rate(*data, candidates=args.candidates, length=args.length, runs=args.runs,
-                                   seed=seed, n_resamples=args.resamples)
+                                   seed=seed)
     return single, ident
 
 
@@ -51,7 +51,6 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=5)
     parser.add_argument("--length", type=int, default=1)
     parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--resamples", type=int, default=500)
     parser.add_argument("--replications", type=int, default=300)
     parser.add_argument("--truth", type=int, default=600)
     args = parser.parse_args()

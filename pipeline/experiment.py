@@ -30,6 +30,8 @@ from pipeline.devices import compile_mode, resolve_device
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics.detection import ORIGINAL, Settings
 from pipeline.metrics.legal import check_grid
+from pipeline.metrics.registry import metric_list
+from pipeline.metrics.reidentification import grid_of
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.stages import (
     anonymize,
@@ -38,7 +40,6 @@ from pipeline.stages import (
     evaluate,
     extract,
     prepare,
-    reidentify,
     report,
     score,
     similarity,
@@ -82,7 +83,6 @@ class Experiment:
         self._anonymized: dict[tuple[str, str], Path] = {}  # (list name, system hash) -> manifest
         self.score_files: dict[str, str] = {}  # "<attack>/<set>" -> score file
         self._replicates: dict[str, list[float]] = {}  # score file -> bootstrap EER replicates
-        self.reidentification: dict[str, dict] = {}  # "<attack>/<set>" -> reidentify.load of its folder
 
     def check_split(self) -> None:
         """The split's own checks (e.g. too few speakers to hold out unseen), before the
@@ -173,27 +173,15 @@ class Experiment:
                     scores = self.scores(model, held_out, enrolls, trial_utts,
                                          trials_path(self.prepared, f"{split_name}_trials_{g}"))
                     self.score_files[f"{attack}/{name}"] = str(scores)
-                    records.append({**labels, "set": name, **self.metrics(scores, trial_utts),
-                                    **self.reidentify(f"{attack}/{name}", model, enrolls, trial_utts, g)})
-            trial_utts = manifest_path(held_out, "val_trials")
-            scores = self.scores(model, held_out, manifest_path(held_out, "val_enrolls"), trial_utts,
-                                 trials_path(held_out, "val_trials"))
+                    records.append({**labels, "set": name, **self.metrics(scores, model, enrolls, trial_utts)})
+            trial_utts, enrolls = manifest_path(held_out, "val_trials"), manifest_path(held_out, "val_enrolls")
+            scores = self.scores(model, held_out, enrolls, trial_utts, trials_path(held_out, "val_trials"))
             origin, imported = attacker_origin(self.cfg, spec.attacker)
             val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"], "attacker_origin": origin,
                           "imported": imported}
             self.score_files[f"{attack}/val"] = str(scores)
-            records.append({**val_labels, "set": "val", **self.metrics(scores, trial_utts)})
+            records.append({**val_labels, "set": "val", **self.metrics(scores, model, enrolls, trial_utts)})
         return records
-
-    def reidentify(self, condition: str, model: Path, enrolls: Path, trial_utts: Path, gender: str) -> dict:
-        """Record columns of the re-identification metrics of one condition (none when off)."""
-        settings = self.cfg.get("reidentification")
-        if not settings or not settings.enabled:
-            return {}
-        folder = reidentify.run(self.embed(model, enrolls), self.embed(model, trial_utts), enrolls, trial_utts, gender,
-                                plain(settings), int(self.cfg.seed), self.cache)
-        self.reidentification[condition] = reidentify.load(folder)
-        return reidentify.columns(self.reidentification[condition])
 
     def evaluates_anonymized(self) -> bool:
         """Whether some attack enrols or tries speech anonymised by the evaluated system."""
@@ -218,14 +206,19 @@ class Experiment:
                 found[f"{split_name}_{g}"] = {"folder": str(folder), **similarity.load(folder)}
         return found
 
-    def metrics(self, scores: Path, trial_utts: Path) -> dict:
+    def metrics(self, scores: Path, model: Path, enrolls: Path, trial_utts: Path) -> dict:
         """Every metric of a score file, with the bootstrap interval of its EER (its
-        replicates are kept for `replicates`); `trial_utts` names the test speakers."""
+        replicates are kept for `replicates`); `trial_utts` names the test speakers; the
+        embedding-based metrics get `model`'s embeddings of `enrolls` and `trial_utts`."""
         boot = self.cfg.detect.bootstrap
         interval = confidence.run(scores, trial_utts, self.cache, n_resamples=int(boot.n_resamples),
                                   confidence=float(boot.confidence), unit=str(boot.unit), seed=self.cfg.seed)
         self._replicates[str(scores)] = interval.pop("eer_replicates")
-        return {**evaluate.run(scores, self.cache), **interval}
+        embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
+                                               trial_utts)
+        metrics = metric_list(plain(self.cfg.get("reidentification")), int(self.cfg.seed))
+        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, metrics=metrics),
+                **interval}
 
     def replicates(self) -> dict[str, list[float]]:
         """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
@@ -234,15 +227,16 @@ class Experiment:
 
 def check_reidentification(cfg: DictConfig, prepared: Path) -> None:
     """Refuse a `reidentification` grid that an evaluation set's speakers cannot serve, from the
-    prepared lists, before any long work (anonymised lists keep the original ids and speakers)."""
+    prepared lists, before any long work (anonymised lists keep the original ids and speakers).
+    The candidates are the enrolled speakers the set's trial list tries."""
     if not cfg.get("reidentification", {}).get("enabled"):
         return
-    grid = reidentify.grid(plain(cfg.reidentification), int(cfg.seed))
+    grid = grid_of(plain(cfg.reidentification), int(cfg.seed))
     for split_name in cfg.eval_splits:
-        enrolled = read_manifest(manifest_path(prepared, f"{split_name}_enrolls"))
+        enrolled = {u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_enrolls"))}
         for g in GENDERS:
             counts = Counter(u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_trials_{g}")))
-            check_grid(grid, dict(counts), {u.speaker for u in enrolled if u.gender == g}, data=f"{split_name}_{g}")
+            check_grid(grid, dict(counts), enrolled & set(counts), data=f"{split_name}_{g}")
 
 
 def attacker_system(cfg: DictConfig) -> DictConfig:
@@ -374,7 +368,6 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                             records=records, detection=detection, fit=fit, score_files=experiment.score_files,
                             similarity=voice_similarity, utility=utility_results,
-                            reidentification=experiment.reidentification,
                             stages=[asdict(e) for e in experiment.cache.events])
         evaluated, attacker = system_labels(cfg)
         write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),

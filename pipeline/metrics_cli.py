@@ -6,7 +6,7 @@
     vpeval metrics exp/asv_anon_mcadams/libri_dev_enrolls_mcadams-libri_dev_trials_f_mcadams/scores \
         --trials data/libri_dev_trials_f/trials        # a VPC 2024 score file and its trials
 
-Each FILE gets `summary()` (and, on request, bootstrap intervals and the per-speaker
+Each FILE gets every metric of `pipeline.metrics.registry.METRICS` that needs no embeddings (and, on request, bootstrap intervals and the per-speaker
 breakdown). Trial tables (5 fields) come in threes, in the order OO OP PP, and also give
 the voice similarity metrics.
 """
@@ -28,9 +28,12 @@ from pipeline.metrics.similarity import (
     SimilarityResult,
     similarity_metrics,
 )
-from pipeline.metrics.summary import summary
+from pipeline.metrics.registry import score_metrics, table_columns
+from pipeline.metrics.summary import condition_of, evaluate
 from pipeline.metrics.zebra import ece_profile
 from pipeline.metrics.zoo import speaker_breakdown
+
+CLI_METRICS = score_metrics()  # every metric of the list that a score file can give
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,8 +131,8 @@ def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:
     entry = {
         "path": scores.path,
         "format": scores.format,
-        "summary": summary(scores.target_scores, scores.nontarget_scores,
-                           p_target=args.p_target, c_miss=args.c_miss, c_fa=args.c_fa),
+        "summary": evaluate(condition_of(scores, {"p_target": args.p_target, "c_miss": args.c_miss, "c_fa": args.c_fa}),
+                            CLI_METRICS),
     }
     has_speakers = scores.target_speakers is not None
     if args.bootstrap:
@@ -183,15 +186,12 @@ UNCALIBRATED_NOTE = ("Cllr(raw): the scores read as LLRs, uncalibrated; on cosin
 
 def render(report: dict) -> str:
     """The report as a plain-text table (EER in %, Cllr-type values in bits)."""
-    header = ["file", "format", "#tar", "#non", "EER%", "EER-VPC%", "Cllr(raw)", "minCllr", "Dsys",
-              "D_ECE", "l_w", "tag", "minDCF"]
+    columns = table_columns(CLI_METRICS)
+    header = ["file", "format", *(column.cli_header for column in columns)]
     rows, extra = [], []
     for entry in report["files"]:
         s = entry["summary"]
-        rows.append([entry["path"], entry["format"], str(s["n_target"]), str(s["n_nontarget"]),
-                     _num(s["eer"], 2, 100), _num(s["eer_threshold"], 2, 100), _num(s["cllr"], 3),
-                     _num(s["min_cllr"], 3), _num(s["linkability"], 3), _num(s["d_ece"], 3),
-                     _num(s["l_w"], 3), s["zebra_tag"], _num(s["min_dcf"], 4)])
+        rows.append([entry["path"], entry["format"], *(column.format(s[column.key]) for column in columns)])
         for key, reason in {**s["notes"], **entry.get("notes", {})}.items():
             extra.append(f"{entry['path']}: {key}: {reason}")
         if "bootstrap" in entry:

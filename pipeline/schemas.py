@@ -141,9 +141,7 @@ class Reidentification:
     lengths: list[int] = MISSING
     calibration_conversations: int = MISSING
     runs: int = MISSING
-    n_resamples: int = MISSING
     confidence: float = MISSING
-    rank_disclosure: bool = MISSING
 
 
 @dataclass

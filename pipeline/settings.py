@@ -95,7 +95,6 @@ RULES: list[tuple[str, str, Callable]] = [
     ("reidentification.lengths", "a list of integers >= 1", lambda v: isinstance(v, ListConfig) and all(map(integer(1), v))),
     ("reidentification.calibration_conversations", COUNT, integer(1)),
     ("reidentification.runs", COUNT, integer(1)),
-    ("reidentification.n_resamples", COUNT, integer(1)),
     ("reidentification.confidence", FRACTION, open_range(0, 1)),
     ("distributed.gpus_per_node", COUNT, integer(1)),
     ("distributed.nodes", COUNT, integer(1)),

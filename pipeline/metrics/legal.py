@@ -20,7 +20,7 @@ Entries are conversations: the L2-normalised mean of L utterance embeddings of o
   hypergeometric given the b others that score at least as high: C(K-1-b, N'-1) / C(K-1, N'-1),
   computed exactly (`identification_probability`), no candidate is sampled. Chance: 1/N'.
 
-Intervals are percentile bootstraps over speakers, each speaker's mean outcome one unit (the
+Intervals are Student-t intervals over speakers, each speaker's mean outcome one unit (the
 enrolled speakers for singling out, the test speakers for identification); their coverage is
 measured by `benchmarks/legal_interval_coverage.py`.
 """
@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import comb
 from scipy.stats import hypergeom
+from scipy.stats import t as student_t
 
 from pipeline.errors import VpevalError
 
@@ -109,8 +110,8 @@ def identification_probability(true_scores: np.ndarray, other_scores: np.ndarray
 
 @dataclass(frozen=True)
 class Estimate:
-    """A rate, its percentile-bootstrap interval over `units` speakers (None with fewer than
-    2), the rate of a trivial attacker, and each speaker's own rate."""
+    """A rate, its interval over `units` speakers (`speaker_interval`; None with fewer than 2),
+    the rate of a trivial attacker, and each speaker's own rate."""
 
     value: float
     low: float | None
@@ -123,30 +124,29 @@ class Estimate:
         return asdict(self)
 
 
-def speaker_interval(per_speaker: dict, n_resamples: int, confidence: float, seed: int) -> tuple:
-    """Percentile-bootstrap interval of the mean of the speakers' rates (speakers drawn with
-    replacement); (None, None) with fewer than 2 speakers."""
+def speaker_interval(per_speaker: dict, confidence: float) -> tuple:
+    """Student-t interval of the mean of the speakers' rates, mean ± t(n-1) s / sqrt(n), clipped
+    to [0, 1]; (None, None) with fewer than 2 speakers. (A percentile bootstrap over speakers
+    covered 0.907 and 0.920 at nominal 0.95 in `benchmarks/legal_interval_coverage.py`, this
+    interval 0.953 and 0.958.)"""
     rates = np.array(list(per_speaker.values()), dtype=np.float64)
     if len(rates) < 2:
         return None, None
-    draws = np.random.default_rng(seed).integers(0, len(rates), size=(n_resamples, len(rates)))
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(rates[draws].mean(axis=1), [alpha, 1 - alpha])
-    return float(low), float(high)
+    half = student_t.ppf(0.5 + confidence / 2, len(rates) - 1) * rates.std(ddof=1) / np.sqrt(len(rates))
+    return float(max(rates.mean() - half, 0.0)), float(min(rates.mean() + half, 1.0))
 
 
 @dataclass(frozen=True)
 class Grid:
     """What the metrics are computed over (config section `legal`): population sizes N,
     candidate counts N', conversation lengths L, calibration conversations per speaker M,
-    random runs, and the bootstrap of the intervals."""
+    random runs, the intervals' confidence and the seed of every draw."""
 
     populations: tuple[int, ...]
     candidates: tuple[int, ...]
     lengths: tuple[int, ...]
     calibration_conversations: int = 9
     runs: int = 5
-    n_resamples: int = 1000
     confidence: float = 0.95
     seed: int = 0
 
@@ -190,7 +190,7 @@ def check_grid(grid: Grid, test_counts: dict[str, int], enrolled: set[str], key:
 
 def singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, population: int, length: int,
                       calibration_conversations: int = 9, runs: int = 5, seed: int = 0,
-                      n_resamples: int = 1000, confidence: float = 0.95) -> tuple[Estimate, dict]:
+                      confidence: float = 0.95) -> tuple[Estimate, dict]:
     """Singling out rate (see the module) over populations of `population` test speakers and
     conversations of `length` utterances; the estimate and the speakers left out
     ({"test": speakers with fewer than (M+1)·L utterances, "enrolled": enrolled speakers not
@@ -219,14 +219,13 @@ def singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, population: in
                 threshold = predicate_threshold(np.delete(scores, fold, axis=1).ravel(), m)
                 outcomes.append(np.count_nonzero(scores[:, fold] > threshold) == 1)
         per_speaker[owner] = float(np.mean(outcomes))
-    low, high = speaker_interval(per_speaker, n_resamples, confidence, seed)
+    low, high = speaker_interval(per_speaker, confidence)
     value = float(np.mean(list(per_speaker.values())))
     return Estimate(value, low, high, len(per_speaker), trivial_singling_out(population), per_speaker), left_out
 
 
 def identification_rate(test_emb, test_spk, enroll_emb, enroll_spk, candidates: int, length: int,
-                        runs: int = 5, seed: int = 0, n_resamples: int = 1000,
-                        confidence: float = 0.95) -> tuple[Estimate, dict]:
+                        runs: int = 5, seed: int = 0, confidence: float = 0.95) -> tuple[Estimate, dict]:
     """Identification rate (see the module) among `candidates` enrolled speakers, exact over
     the draw of candidates, of `runs` conversations of `length` random utterances per test
     speaker; the estimate and the test speakers left out (not enrolled, or fewer than L
@@ -248,7 +247,7 @@ def identification_rate(test_emb, test_spk, enroll_emb, enroll_spk, candidates: 
         true = names.index(speaker)
         per_speaker[speaker] = float(np.mean(identification_probability(
             scores[:, true], np.delete(scores, true, axis=1), candidates)))
-    low, high = speaker_interval(per_speaker, n_resamples, confidence, seed)
+    low, high = speaker_interval(per_speaker, confidence)
     value = float(np.mean(list(per_speaker.values())))
     return Estimate(value, low, high, len(per_speaker), 1 / candidates, per_speaker), left_out
 
@@ -261,12 +260,12 @@ def legal_metrics(test_emb, test_spk, enroll_emb, enroll_spk, grid: Grid) -> dic
         for n in grid.populations:
             estimate, left = singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, n, length,
                                                grid.calibration_conversations, grid.runs, grid.seed,
-                                               grid.n_resamples, grid.confidence)
+                                               grid.confidence)
             found["singling_out_rate"][f"N={n},L={length}"] = estimate.as_dict()
             found["left_out"][f"singling_out_rate,L={length}"] = left
         for n in grid.candidates:
             estimate, left = identification_rate(test_emb, test_spk, enroll_emb, enroll_spk, n, length,
-                                                 grid.runs, grid.seed, grid.n_resamples, grid.confidence)
+                                                 grid.runs, grid.seed, grid.confidence)
             found["identification_rate"][f"N'={n},L={length}"] = estimate.as_dict()
             found["left_out"][f"identification_rate,L={length}"] = left
     return found

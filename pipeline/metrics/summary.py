@@ -1,24 +1,17 @@
-"""All scalar metrics of one condition in one pass over the sorted scores."""
+"""All metrics of one condition, from the one list (`pipeline.metrics.registry.METRICS`)."""
 from __future__ import annotations
 
-from pipeline.metrics.cllr import cllr, cllr_of_bins
-from pipeline.metrics.dcf import dcf_from_bins
-from pipeline.metrics.eer import rocch_eer, sweep_from_groups
-from pipeline.metrics.inputs import UndefinedMetricError
-from pipeline.metrics.linkability import linkability_from_sorted
-from pipeline.metrics.roc import group_scores, pav_bins
-from pipeline.metrics.zebra import zebra_from_groups
+from pipeline.metrics.contract import SCORES, Condition, Embeddings, run_metrics
+from pipeline.metrics.registry import METRICS
+from pipeline.metrics.scorefiles import ScoreFile
 
-SUMMARY_KEYS = (
-    "n_target", "n_nontarget", "eer", "eer_threshold", "eer_threshold_at", "cllr", "min_cllr",
-    "linkability", "linkability_bins", "d_ece", "l_w", "zebra_tag", "min_dcf", "min_dcf_params",
-    "notes",
-)
+SCORE_ONLY = tuple(metric for metric in METRICS if metric.needs == SCORES)
+SUMMARY_KEYS = (*(key for metric in SCORE_ONLY for key in metric.keys), "notes")
 
 
 def summary(tar, non, *, p_target: float = 0.01, c_miss: float = 1.0, c_fa: float = 1.0,
             omega: float = 1.0) -> dict:
-    """Every scalar metric of (target, non-target) scores, JSON-serialisable.
+    """Every scalar metric of (target, non-target) scores that needs nothing else, JSON-serialisable.
 
     Keys (rates are fractions, Cllr-type values bits, scores natural-log LLRs):
 
@@ -36,32 +29,16 @@ def summary(tar, non, *, p_target: float = 0.01, c_miss: float = 1.0, c_fa: floa
       (p_target, c_miss, c_fa; SpeechBrain's defaults).
     - ``notes`` (dict): for each key whose value is None, the reason; empty otherwise.
     """
-    groups = group_scores(tar, non)
-    n_tar, n_non = groups.n_target, groups.n_nontarget
-    bins = pav_bins(groups)
-    sweep = sweep_from_groups(groups)
-    disclosure = zebra_from_groups(groups, bins)
-    notes = {}
-    n_bins = min(n_tar // 10, 100)
-    try:
-        link = linkability_from_sorted(groups.tar_sorted, groups.non_sorted, omega)
-    except UndefinedMetricError as reason:
-        link = None
-        notes["linkability"] = str(reason)
-    return {
-        "n_target": n_tar,
-        "n_nontarget": n_non,
-        "eer": rocch_eer(bins, n_tar, n_non),
-        "eer_threshold": sweep.eer,
-        "eer_threshold_at": sweep.threshold,
-        "cllr": cllr(tar, non),
-        "min_cllr": cllr_of_bins(bins, n_tar, n_non),
-        "linkability": link,
-        "linkability_bins": n_bins,
-        "d_ece": disclosure.d_ece,
-        "l_w": disclosure.l_w,
-        "zebra_tag": disclosure.tag,
-        "min_dcf": dcf_from_bins(bins, n_tar, n_non, p_target, c_miss, c_fa),
-        "min_dcf_params": {"p_target": p_target, "c_miss": c_miss, "c_fa": c_fa},
-        "notes": notes,
-    }
+    settings = {"p_target": p_target, "c_miss": c_miss, "c_fa": c_fa, "omega": omega}
+    return run_metrics(Condition(tar, non, settings=settings), SCORE_ONLY)
+
+
+def evaluate(condition: Condition, metrics=METRICS) -> dict:
+    """Every metric of `metrics` on `condition` (those it lacks the inputs for: None, with the reason in `notes`)."""
+    return run_metrics(condition, metrics)
+
+
+def condition_of(scores: ScoreFile, settings: dict | None = None, embeddings: Embeddings | None = None) -> Condition:
+    """A score file's scores and speakers (and the condition's embeddings) as the metrics' input."""
+    return Condition(scores.target_scores, scores.nontarget_scores, scores.target_speakers, scores.nontarget_speakers,
+                     scores.target_test_speakers, scores.nontarget_test_speakers, embeddings, dict(settings or {}))

@@ -1,6 +1,7 @@
 """Re-identification beyond the EER in reports: singling out and identification rates over
 the grid (with their intervals and chance levels), rank disclosure, and a figure of the rates
-against N and N' per conversation length L."""
+against N and N' per conversation length L, from the records' `*_detail` columns
+(`pipeline.metrics.reidentification`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,16 +16,37 @@ from pipeline.report.tables import fixed, percent
 METRICS = (("singling_out_rate", "N", "singling out"), ("identification_rate", "N'", "identification"))
 
 
+def cells(detail: dict | None) -> dict:
+    """{(N, L): estimate} of a `*_detail` column (empty when the metric had no value)."""
+    found = {}
+    for key, estimate in (detail or {}).items():
+        if isinstance(estimate, dict):
+            n, length = key.rsplit("_N", 1)[1].split("_L")
+            found[(int(n), int(length))] = estimate
+    return found
+
+
+def conditions(records: list[dict]) -> dict[str, dict]:
+    """{"<attack>/<set>": {metric: {(N, L): estimate}, "rank_disclosure": detail}} of the records
+    that carry re-identification results."""
+    found = {}
+    for r in records:
+        rates = {metric: cells(r.get(f"{metric}_detail")) for metric, _, _ in METRICS}
+        if any(rates.values()) or r.get("rank_disclosure_detail"):
+            found[f"{r['attack']}/{r['set']}"] = {**rates, "rank_disclosure": r.get("rank_disclosure_detail")}
+    return found
+
+
 def rate_rows(found: dict[str, dict]) -> list[list]:
     """One table row per condition, metric and grid cell."""
     rows = []
     for condition, result in found.items():
         for metric, size, label in METRICS:
-            for cell, e in result[metric].items():
+            for (n, length), e in result[metric].items():
                 interval = "–" if e["low"] is None else f"[{percent(e['low'])}, {percent(e['high'])}]"
                 note = few_speakers_note(e["units"])
                 interval += f" ({note})" if note else ""
-                rows.append([condition, label, cell.replace("N=", f"{size}="), percent(e["value"]), interval,
+                rows.append([condition, label, f"{size}={n}, L={length}", percent(e["value"]), interval,
                              percent(e["chance"]), e["units"]])
     return rows
 
@@ -42,7 +64,7 @@ def disclosure_rows(found: dict[str, dict]) -> list[list]:
 
 def rates_figure(found: dict[str, dict], path: Path) -> Path:
     """Each rate against N (N') per L, one line per condition, chance dashed."""
-    lengths = sorted({int(cell.split("L=")[1]) for r in found.values() for m, _, _ in METRICS for cell in r[m]})
+    lengths = sorted({length for r in found.values() for m, _, _ in METRICS for _, length in r[m]})
     figure = Figure(figsize=(4.5 * max(len(lengths), 1), 7))
     grid = figure.subplots(2, max(len(lengths), 1), squeeze=False)
     for row, (metric, size, label) in enumerate(METRICS):
@@ -50,15 +72,14 @@ def rates_figure(found: dict[str, dict], path: Path) -> Path:
             axes = grid[row][col]
             chance = {}
             for condition, result in found.items():
-                cells = sorted((int(c.split(",")[0].split("=")[1]), e) for c, e in result[metric].items()
-                               if c.endswith(f"L={length}"))
-                if not cells:
+                points = sorted((n, e) for (n, at), e in result[metric].items() if at == length)
+                if not points:
                     continue
-                xs = [n for n, _ in cells]
-                axes.errorbar(xs, [e["value"] for _, e in cells], marker="o", capsize=3, label=condition,
-                              yerr=[[e["value"] - (e["low"] if e["low"] is not None else e["value"]) for _, e in cells],
-                                    [(e["high"] if e["high"] is not None else e["value"]) - e["value"] for _, e in cells]])
-                chance.update({n: e["chance"] for n, e in cells})
+                axes.errorbar([n for n, _ in points], [e["value"] for _, e in points], marker="o", capsize=3,
+                              label=condition,
+                              yerr=[[e["value"] - (e["low"] if e["low"] is not None else e["value"]) for _, e in points],
+                                    [(e["high"] if e["high"] is not None else e["value"]) - e["value"] for _, e in points]])
+                chance.update({n: e["chance"] for n, e in points})
             if chance:
                 axes.plot(sorted(chance), [chance[n] for n in sorted(chance)], "k--", label="chance")
                 axes.set_xscale("log")
@@ -72,17 +93,22 @@ def rates_figure(found: dict[str, dict], path: Path) -> Path:
     return save_figure(figure, path)
 
 
-def reidentification_sections(found: dict[str, dict], figures: Path) -> list[Section]:
-    """The re-identification section (none when the run did not measure it)."""
+def reidentification_sections(records: list[dict], figures: Path) -> list[Section]:
+    """The re-identification section of the records (none when they carry no such results)."""
+    found = conditions(records)
     if not found:
         return []
-    tables = [(["condition", "metric", "grid cell", "rate %", "95 % CI %", "chance %", "speakers"], rate_rows(found))]
+    tables = []
+    rates = rate_rows(found)
+    if rates:
+        tables.append((["condition", "metric", "grid cell", "rate %", "CI %", "chance %", "speakers"], rates))
     disclosure = disclosure_rows(found)
     if disclosure:
         tables.append((["condition", "K enrolled", "items", "avg bits (histogram)", "worst bits (histogram)",
                         "avg bits (beta-binomial)", "worst bits (beta-binomial)"], disclosure))
-    left_out = sorted({f"{c}: {k} {v}" for c, r in found.items() for k, v in r["left_out"].items()
-                       if any(v.values())})
+    left_out = sorted({f"{c} {metric} N={n} L={length}: " + ", ".join(f"{k} {v}" for k, v in e["left_out"].items())
+                       for c, r in found.items() for metric, _, _ in METRICS for (n, length), e in r[metric].items()
+                       if any(e["left_out"].values())})
     return [Section(
         "Re-identification: singling out, identification rate, rank disclosure",
         "Singling out and identification rate as vauquier2025 (legal-eval) define them, from the attacker's "
@@ -90,7 +116,7 @@ def reidentification_sections(found: dict[str, dict], figures: Path) -> list[Sec
         "not D↔sys. Singling out: the share of calibrated predicates (firing on 1/N of M·N calibration "
         "conversations) that isolate exactly one of N test conversations (chance N(1/N)(1−1/N)^(N−1) → 1/e). "
         "Identification rate: the true enrolled speaker beats N'−1 random others (exact hypergeometric; chance "
-        "1/N'). Intervals: percentile bootstrap over speakers. Rank disclosure: bits disclosed by the rank of the "
+        "1/N'). Intervals: Student t over speakers (coverage measured: docs/metrics.md). Rank disclosure: bits disclosed by the rank of the "
         "true speaker's similarity among all K enrolled speakers (0: none; log2 K: always first)."
         + (" Speakers left out: " + "; ".join(left_out) + "." if left_out else ""),
-        tables=tables, figures=[rates_figure(found, figures / "reidentification.png")])]
+        tables=tables, figures=[rates_figure(found, figures / "reidentification.png")] if rates else [])]

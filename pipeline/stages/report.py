@@ -10,8 +10,8 @@
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
   matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`),
-  singling out and identification rates against N and N' (`reidentification.png`; results.json
-  "reidentification": every estimate per condition).
+  singling out and identification rates against N and N' (`reidentification.png`; every
+  estimate in the records' `*_detail` columns).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pipeline.fileio import write_json, write_text
 from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
 from pipeline.metrics.detection import ORIGINAL, calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
+from pipeline.metrics.registry import table_columns
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.reidentification import reidentification_sections
 from pipeline.report.tables import fixed, percent
@@ -33,12 +34,10 @@ SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both
 
 def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict], detection: list[dict],
         fit: list[dict], stages: list[dict], score_files: dict[str, str] | None = None,
-        similarity: dict[str, dict] | None = None, utility: dict | None = None,
-        reidentification: dict[str, dict] | None = None) -> Path:
+        similarity: dict[str, dict] | None = None, utility: dict | None = None) -> Path:
     """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
     similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
-    matrices out (they stay in the folder's similarity.json). `reidentification` maps a
-    condition (`<attack>/<set>`) to its reidentify-stage result."""
+    matrices out (they stay in the folder's similarity.json)."""
     out = Path(out)
     score_files = score_files or {}
     similarity = similarity or {}
@@ -48,8 +47,6 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         results["similarity"] = {name: {k: v for k, v in sim.items() if k != "matrices"}
                                  for name, sim in similarity.items()}
         write_text(out / "similarity.csv", results_csv(similarity_rows(similarity)))
-    if reidentification:
-        results["reidentification"] = reidentification
     if utility is not None:
         results["utility"] = utility
         write_text(out / "utility.csv", results_csv(utility_rows(utility, config_summary.get("anonymizer"))))
@@ -65,7 +62,7 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
         *similarity_sections(similarity, out / "figures"),
-        *reidentification_sections(reidentification or {}, out / "figures"),
+        *reidentification_sections(records, out / "figures"),
     ]
     write_text(out / "report.md", render_markdown("vpeval report", sections, base=out))
     write_text(out / "report.html", render_html("vpeval report", sections))
@@ -81,10 +78,17 @@ def interval(ci, n_speakers: int | None = None) -> str:
 
 
 def metrics_section(records: list[dict], backend: str) -> Section:
-    rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], percent(r["eer"]),
-             interval(eer_interval(r), r.get("eer_speakers")),
-             percent(r["eer_threshold"]), r["cllr"], r["min_cllr"], r.get("linkability"), r.get("d_ece"),
-             r.get("zebra_tag"), r["n_target"], r["n_nontarget"]] for r in records]
+    """Every metric of the list with a header (`pipeline.metrics.registry.METRICS`), the EER
+    interval beside the EER."""
+    headers, cells = ["attack", "set", "anonymizer", "attacker trained on"], []
+    for column in table_columns():
+        headers.append(column.header)
+        cells.append(lambda r, column=column: column.format(r.get(column.key)))
+        if column.key == "eer":
+            headers.append("EER CI %")
+            cells.append(lambda r: interval(eer_interval(r), r.get("eer_speakers")))
+    rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], *(cell(r) for cell in cells)]
+            for r in records]
     return Section(
         "Privacy metrics",
         "EER is the ROCCH-EER (BOSARIS) with its 95 % two-way speaker-bootstrap interval (enrolment and test "
@@ -95,8 +99,7 @@ def metrics_section(records: list[dict], backend: str) -> Section:
         + ("cosine scores are not LLRs, so it measures their miscalibration as much as any disclosure; "
            if "cosine" in backend else "they were never calibrated on held-out data, so it includes their miscalibration; ")
         + "min Cllr (PAV-calibrated) is the calibrated value. Every metric of every condition is in results.csv.",
-        tables=[(["attack", "set", "anonymizer", "attacker trained on", "EER %", "EER CI %", "EER (VPC thr.) %",
-                  f"Cllr (uncalibrated {backend} scores)", "min Cllr", "linkability", "D_ECE", "ZEBRA tag", "# target", "# non-target"], rows)])
+        tables=[(headers, rows)])
 
 
 def describe_fit(fit: dict) -> str:

@@ -104,7 +104,7 @@ def test_grid_keys_name_n_prime_and_l():
     names = np.repeat([f"s{i}" for i in range(4)], 10)
     found = legal_metrics(rng.normal(size=(40, 5)), names, rng.normal(size=(8, 5)), np.repeat(names[::10], 2),
                           Grid(populations=(3,), candidates=(2, 4), lengths=(1,), calibration_conversations=4,
-                               runs=2, n_resamples=20))
+                               runs=2))
     assert set(found["singling_out_rate"]) == {"N=3,L=1"}
     assert set(found["identification_rate"]) == {"N'=2,L=1", "N'=4,L=1"}
     assert found["identification_rate"]["N'=2,L=1"]["chance"] == 0.5

@@ -121,7 +121,7 @@ def test_no_speaker_information_gives_the_calibrated_null():
     speakers = np.repeat([f"s{i}" for i in range(10)], 10)
     rate, _ = singling_out_rate(rng.normal(size=(100, 8)), speakers, rng.normal(size=(40, 8)),
                                 np.repeat([f"s{i}" for i in range(8)], 5), population=10, length=1,
-                                calibration_conversations=9, runs=40, seed=1, n_resamples=10)
+                                calibration_conversations=9, runs=40, seed=1)
     expected = calibrated_null_singling_out(10, 9)
     assert abs(rate.value - expected) < 4 * math.sqrt(expected * (1 - expected) / (8 * 40 * 10))
     assert rate.chance == trivial_singling_out(10)
@@ -148,7 +148,7 @@ def test_rate_converges_to_the_enumerated_expectation():
         outcomes[owner] = np.mean(hits)
     expected = np.mean(list(outcomes.values()))
     rate, left_out = singling_out_rate(emb, speakers, enrol, enrol_speakers, population=3, length=1,
-                                       calibration_conversations=2, runs=1000, seed=0, n_resamples=10)
+                                       calibration_conversations=2, runs=1000, seed=0)
     assert 0 < expected < 1 and left_out == {"test": 0, "enrolled": 0}
     assert abs(rate.value - expected) < 4 * math.sqrt(expected * (1 - expected) / 9000)
 
@@ -158,7 +158,7 @@ def test_speakers_left_out_are_counted():
     speakers = np.array(["a"] * 10 + ["b"] * 10 + ["c"] * 4 + ["d"] * 10)
     enrolled = np.array(["a", "b", "c", "e"])
     rate, left_out = singling_out_rate(rng.normal(size=(34, 4)), speakers, rng.normal(size=(4, 4)), enrolled,
-                                       population=3, length=1, runs=2, n_resamples=10)
+                                       population=3, length=1, runs=2)
     assert left_out == {"test": 1, "enrolled": 2} and rate.units == 2 and set(rate.per_speaker) == {"a", "b"}
 
 
