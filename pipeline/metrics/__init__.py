@@ -22,6 +22,8 @@ from pipeline.metrics.linkability import linkability
 from pipeline.metrics.registry import METRICS
 from pipeline.metrics.scorefiles import ScoreFile, read_scores
 from pipeline.metrics.similarity import SimilarityResult, TrialTable, similarity_metrics
+from pipeline.metrics.speaker_risk import SpeakerRisk, speaker_risk
+from pipeline.metrics.speaker_zebra import SpeakerDisclosure, speaker_disclosure
 from pipeline.metrics.summary import SUMMARY_KEYS, summary
 from pipeline.metrics.zebra import (
     EceProfile,
@@ -36,10 +38,10 @@ from pipeline.metrics.zoo import SpeakerStats, speaker_breakdown
 
 __all__ = [
     "BootstrapResult", "CalibrationExtension", "Column", "Condition", "DetCurve", "EceProfile", "Embeddings",
-    "Interval", "METRICS", "Metric", "SUMMARY_KEYS", "ScoreError", "ScoreFile", "SimilarityResult", "SpeakerStats",
-    "SweepEER", "TrialTable", "Undefined", "UndefinedMetricError", "Zebra", "bootstrap_ci", "c_ece", "calibration_extension", "cllr",
-    "d_ece", "det_curve", "ece", "ece_profile", "eer", "eer_threshold", "eer_threshold_sweep",
-    "linkability", "min_cllr", "min_dcf", "pav_llrs", "read_scores", "similarity_metrics",
-    "speaker_breakdown", "summary", "train_isotonic_calibration", "train_linear_calibration",
-    "zebra", "zebra_tag",
+    "Interval", "METRICS", "Metric", "SUMMARY_KEYS", "ScoreError", "ScoreFile", "SimilarityResult",
+    "SpeakerDisclosure", "SpeakerRisk", "SpeakerStats", "SweepEER", "TrialTable", "Undefined",
+    "UndefinedMetricError", "Zebra", "bootstrap_ci", "c_ece", "calibration_extension", "cllr", "d_ece",
+    "det_curve", "ece", "ece_profile", "eer", "eer_threshold", "eer_threshold_sweep", "linkability", "min_cllr",
+    "min_dcf", "pav_llrs", "read_scores", "similarity_metrics", "speaker_breakdown", "speaker_disclosure",
+    "speaker_risk", "summary", "train_isotonic_calibration", "train_linear_calibration", "zebra", "zebra_tag",
 ]

@@ -3,10 +3,11 @@
 A metric is a `Metric`: a name, what it needs (`SCORES`; `SPEAKERS`: scores with the
 enrolment speaker of every trial; `EMBEDDINGS`: enrolment and trial embeddings with their
 speakers), a `compute(condition) -> {key: value}`, the `Column`s it fills (every key it
-returns, in order; a column with a header is printed in the report and `vpeval metrics`,
-every column goes to results.json and results.csv), a `version` to raise whenever its
-numbers change, and the `settings` it was built with when they come from the config (the
-re-identification grid): part of the evaluate stage's key. `pipeline.metrics.registry.METRICS` lists them all; the summary, the
+returns, in order; a column with a header is printed in the report, in the table its
+`section` names, and in `vpeval metrics`; every column goes to results.json and
+results.csv), a `version` to raise whenever its numbers change, and `built_with`: the config
+settings a metric built from the config was made with (the re-identification grid), part of
+the evaluate stage's key. `pipeline.metrics.registry.METRICS` lists them all; the summary, the
 report, `vpeval metrics`, results.csv and the evaluate stage's cache key iterate that list.
 
 A value a metric cannot give for legal input is `Undefined(reason)`: the runner stores None
@@ -128,7 +129,8 @@ class Metric:
     columns: tuple[Column, ...]
     compute: Callable[[Condition], dict]
     version: int = 1
-    settings: dict = field(default_factory=dict, hash=False)  # what it was built with (a config grid): in the key
+    section: str = "Privacy metrics"  # the report table its columns go to
+    built_with: dict = field(default_factory=dict, hash=False)  # config it was built from (a grid): in the key
 
     def __post_init__(self):
         if self.needs not in NEEDS:

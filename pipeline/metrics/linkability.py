@@ -2,6 +2,9 @@
 used by VPC 2020-2024 compute it (maouche2020 §3.3)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from pipeline.metrics.inputs import ScoreError, UndefinedMetricError
@@ -44,13 +47,38 @@ def linkability_from_sorted(mated, nonmated, omega: float = 1.0, n_bins: int | N
             f"linkability with 1 histogram bin is 0 by construction (trapezoid over a single bin "
             f"centre); the default needs at least 20 mated scores, got {n_mated}"
         )
+    grid = linkability_grid(mated, nonmated, omega, n_bins)
+    if grid is None:
+        return 0.0
+    return float(np.trapezoid(grid.local * grid.p_mated, x=grid.centres))
+
+
+@dataclass(frozen=True)
+class LinkabilityGrid:
+    """The histogram grid of D_sys: bin centres, local linkability D(s) per bin, the mated
+    density, and `rescale`, the map from scores to the grid's axis (the identity unless the
+    scores' range over- or underflows)."""
+
+    edges: np.ndarray
+    centres: np.ndarray
+    local: np.ndarray
+    p_mated: np.ndarray
+    rescale: Callable[[np.ndarray], np.ndarray]
+
+
+def linkability_grid(mated, nonmated, omega: float, n_bins: int) -> LinkabilityGrid | None:
+    """The grid of `linkability_from_sorted` (ascending inputs, n_bins >= 2 checked); None
+    when every score is equal (D_sys = 0)."""
     low, high = min(mated[0], nonmated[0]), max(mated[-1], nonmated[-1])
     if low == high:
-        return 0.0
+        return None
+    steps = []
     if high / 4 - low / 4 > 1e307:  # high - low would overflow: divide by 4, exact (a power of two)
         mated, nonmated, low, high = mated / 4, nonmated / 4, low / 4, high / 4
+        steps.append(lambda x: x / 4)
     if (high - low) / n_bins < 1e-290:  # densities would overflow: rescale (D_sys is scale invariant)
         mated, nonmated = (mated - low) / (high - low), (nonmated - low) / (high - low)
+        steps.append(lambda x, low=low, high=high: (x - low) / (high - low))
         low, high = 0.0, 1.0
     edges = np.linspace(low, high, int(n_bins) + 1)
     centres = (edges[1:] + edges[:-1]) / 2
@@ -60,7 +88,18 @@ def linkability_from_sorted(mated, nonmated, omega: float = 1.0, n_bins: int | N
     local = 2 * (omega * lr / (1 + omega * lr)) - 1
     local[omega * lr <= 1] = 0
     local[(p_nonmated == 0) & (p_mated != 0)] = 1
-    return float(np.trapezoid(local * p_mated, x=centres))
+
+    def rescale(x: np.ndarray) -> np.ndarray:
+        for step in steps:
+            x = step(x)
+        return x
+
+    return LinkabilityGrid(edges, centres, local, p_mated, rescale)
+
+
+def density(sorted_scores: np.ndarray, grid: LinkabilityGrid) -> np.ndarray:
+    """The density of ascending scores on a linkability grid."""
+    return _density(grid.rescale(sorted_scores), grid.edges)
 
 
 def _density(sorted_scores: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pipeline.metrics.contract import EMBEDDINGS
 from pipeline.metrics.reidentification import RANK_DISCLOSURE, reidentification_metrics
+from pipeline.metrics.speaker_risk import SPEAKER_RISK
+from pipeline.metrics.speaker_zebra import SPEAKER_ZEBRA
 from pipeline.metrics.verification import CLLR, LINKABILITY, MIN_DCF, ROCCH_EER, THRESHOLD_EER, TRIAL_COUNTS, ZEBRA
 
 METRICS = (
@@ -17,6 +19,8 @@ METRICS = (
     LINKABILITY,
     ZEBRA,
     MIN_DCF,
+    SPEAKER_RISK,
+    SPEAKER_ZEBRA,
     RANK_DISCLOSURE,
 )
 
@@ -33,8 +37,8 @@ def metric_versions(metrics=METRICS) -> dict[str, int]:
 
 
 def metric_settings(metrics=METRICS) -> dict[str, dict]:
-    """{name: settings} of the metrics built from config settings (part of the evaluate stage's key)."""
-    return {metric.name: metric.settings for metric in metrics if metric.settings}
+    """{name: built_with} of the metrics built from the config (part of the evaluate stage's key)."""
+    return {metric.name: metric.built_with for metric in metrics if metric.built_with}
 
 
 def score_metrics(metrics=METRICS) -> tuple:
@@ -45,3 +49,11 @@ def score_metrics(metrics=METRICS) -> tuple:
 def table_columns(metrics=METRICS) -> list:
     """The columns printed in tables (those with a header), in list order."""
     return [column for metric in metrics for column in metric.columns if column.header]
+
+
+def sections(metrics=METRICS) -> dict[str, list]:
+    """{report section: its printed columns}, sections and columns in list order."""
+    found: dict[str, list] = {}
+    for metric in metrics:
+        found.setdefault(metric.section, []).extend(column for column in metric.columns if column.header)
+    return {name: columns for name, columns in found.items() if columns}

@@ -63,7 +63,7 @@ def rate_metric(name: str, cells: list[tuple[int, int]], estimate, settings: dic
         return {**values, f"{name}_detail": detail}
 
     columns = tuple(Column(f"{key}{end}") for key in keys for end in ("", "_low", "_high"))
-    return Metric(name, EMBEDDINGS, (*columns, Column(f"{name}_detail")), compute, settings=settings)
+    return Metric(name, EMBEDDINGS, (*columns, Column(f"{name}_detail")), compute, built_with=settings)
 
 
 def reidentification_metrics(settings: dict | None, seed: int) -> tuple[Metric, ...]:

@@ -11,9 +11,15 @@ anonymised side b) and PP (anonymised against anonymised). A trial is
   anonymised speaker j, so M_OP need not be symmetric.
 - By default each table is calibrated on its own with PAV and Laplace's rule of
   succession (as VPC 2020 does); `calibrated=False` takes the scores as LLRs.
-- Two similarity variants: "sigmoid_mean_llr", sigmoid of the mean LLR (noe2020 eq. 2,
+- Three similarity variants: "sigmoid_mean_llr", sigmoid of the mean LLR (noe2020 eq. 2,
   VPC 2020), and "geometric_mean", the geometric mean of the posteriors sigmoid(LLR)
-  (noe2022 eq. 6).
+  (noe2022 eq. 6), both posteriors in [0, 1]; and "mean_llr", the mean LLR itself (nats),
+  noe2022 §8's first proposal: the diagonal against the off-diagonal cells compared in the
+  log domain, so D_diag = |mean_i L(i, i) - mean_{i != j} L(i, j)| is a difference of
+  mean LLRs (speaker-wise averaged: every speaker's cell counts once, whatever its trial
+  count), and DeID = 1 - D_OP / D_OO, G_VD = 10 log10(D_PP / D_OO) follow from it. A
+  difference of mean LLRs is the log of a ratio of geometric-mean likelihood ratios, so
+  the measure stays on the LR scale, where a sigmoid compresses strong evidence towards 1.
 """
 from __future__ import annotations
 
@@ -28,7 +34,8 @@ from pipeline.metrics.inputs import first_repeat
 from pipeline.metrics.zebra import zebra
 
 SETS = ("oo", "op", "pp")
-VARIANTS = ("sigmoid_mean_llr", "geometric_mean")
+VARIANTS = ("sigmoid_mean_llr", "geometric_mean", "mean_llr")
+LOG_DOMAIN = ("mean_llr",)  # variants whose matrices hold LLRs (nats), not posteriors
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,7 @@ def _or_none(value: float) -> float | None:
 
 def similarity_metrics(oo: TrialTable, op: TrialTable, pp: TrialTable,
                        calibrated: bool = True) -> SimilarityResult:
-    """Voice similarity matrices, D_diag, DeID, G_VD (both variants) and the normalised
+    """Voice similarity matrices, D_diag, DeID, G_VD (every variant) and the normalised
     D_ECE(OP/OO), Cllr_min(OP/OO), G_DECE(PP/OO), G_Cllr(PP/OO)."""
     tables = {"oo": oo, "op": op, "pp": pp}
     kept = {name: _usable_trials(table, unordered=name != "op") for name, table in tables.items()}
@@ -139,6 +146,7 @@ def similarity_metrics(oo: TrialTable, op: TrialTable, pp: TrialTable,
         with np.errstate(invalid="ignore"):  # 0 / 0 in cells without trials gives NaN
             matrices["sigmoid_mean_llr"][name] = expit(llr_sum / count)
             matrices["geometric_mean"][name] = np.exp(log_posterior_sum / count)
+            matrices["mean_llr"][name] = llr_sum / count
         empty = int((count == 0).sum())
         if empty:
             notes[f"matrix_{name}"] = (f"{empty} of {count.size} cells have no trials (NaN); "

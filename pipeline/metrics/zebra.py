@@ -74,6 +74,15 @@ def worst_case_disclosure(groups: ScoreGroups) -> float:
     D_ECE, EER and Cllr do) would give less extreme LLRs: equal score sets have l_w = 0
     pooled, 0.301 in the reference.
     """
+    return float(reference_llrs(groups).max() / LN10)
+
+
+def reference_llrs(groups: ScoreGroups) -> np.ndarray:
+    """|LLR| (natural log) of every trial as the ZEBRA reference code computes it for l_w,
+    in its sorted order: position i holds non-target `i - (targets before it)` or target
+    `i - (non-targets before it)` of the ascending classes, non-targets first within a tie
+    (see `worst_case_disclosure`). Within a run of one class the LLR is constant plus the
+    increasing monotonicity term, so its largest |LLR| is at one end of the run."""
     tar, non = groups.tar_sorted, groups.non_sorted
     n_tar, n_non = len(tar), len(non)
     total = n_tar + n_non
@@ -87,9 +96,7 @@ def worst_case_disclosure(groups: ScoreGroups) -> float:
     runs_per_bin = np.diff(np.append(bins.group_start, len(run_start) + 2))
     run_llr = np.repeat(bin_llrs(bins, n_tar, n_non), runs_per_bin)[1:-1]  # pseudo groups dropped
     step = MONOTONICITY_EPSILON / total
-    first = np.abs(run_llr + run_start * step)
-    last = np.abs(run_llr + (run_start + run_size - 1) * step)
-    return float(np.maximum(first, last).max() / LN10)
+    return np.abs(np.repeat(run_llr, run_size) + np.arange(total) * step)
 
 
 def zebra_tag(l_w: float) -> str:

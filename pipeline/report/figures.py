@@ -27,7 +27,7 @@ from pipeline.fileio import atomic_path
 from pipeline.metrics.dcf import DetCurve
 from pipeline.metrics.detection import NOT_FLAGGED, OVERESTIMATED, TRUSTWORTHY, UNDETERMINED
 from pipeline.metrics.detectors import from_fit
-from pipeline.metrics.similarity import SimilarityResult
+from pipeline.metrics.similarity import LOG_DOMAIN, SimilarityResult
 from pipeline.metrics.zebra import EceProfile
 
 DET_TICKS = np.array([0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9])
@@ -51,14 +51,20 @@ def similarity_matrices_figure(result: SimilarityResult, path: str | Path,
     block = np.block([[matrices["oo"], matrices["op"]], [matrices["op"].T, matrices["pp"]]])
     figure = Figure(figsize=(6.4, 5.6))
     axes = figure.add_subplot()
-    image = axes.imshow(np.ma.masked_invalid(block), vmin=0, vmax=1, cmap="viridis", interpolation="nearest")
+    if variant in LOG_DOMAIN:  # mean LLRs (nats): centred on 0, no evidence either way
+        finite = np.abs(block[np.isfinite(block)])
+        bound = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+        scale, label = {"vmin": -bound, "vmax": bound, "cmap": "RdBu_r"}, "mean LLR [nats]"
+    else:
+        scale, label = {"vmin": 0, "vmax": 1, "cmap": "viridis"}, "voice similarity"
+    image = axes.imshow(np.ma.masked_invalid(block), interpolation="nearest", **scale)
     axes.axhline(n - 0.5, color="white", linewidth=1.5)
     axes.axvline(n - 0.5, color="white", linewidth=1.5)
     ticks = [n / 2 - 0.5, 3 * n / 2 - 0.5]
     axes.set_xticks(ticks, ["O", "P"])
     axes.set_yticks(ticks, ["O", "P"])
     axes.tick_params(length=0)
-    figure.colorbar(image, ax=axes, label="voice similarity")
+    figure.colorbar(image, ax=axes, label=label)
     scores = "calibrated" if result.calibrated else "raw"
     axes.set_title(title or f"Voice similarity ({variant.replace('_', ' ')}, {scores} scores)")
     return save_figure(figure, path)
@@ -272,3 +278,30 @@ def _palette(n: int) -> list:
     if n <= len(PALETTE):
         return [colormaps["tab20"].colors[i] for i in PALETTE[:n]]
     return [colormaps["viridis"](t) for t in np.linspace(0, 1, n)]
+
+
+def speaker_eer_figure(conditions: Mapping[str, list[dict]], path: str | Path, clip: float = 0.5) -> Path:
+    """Per-speaker EER of each condition (one panel each), speakers sorted from the least
+    protected; the 50 % clip, the mean and the mean clipped at 50 % drawn across."""
+    count = len(conditions)
+    columns = min(count, 2)
+    rows = -(-count // columns)
+    figure = Figure(figsize=(6.0 * columns, 3.4 * rows))
+    for index, (label, speakers) in enumerate(conditions.items()):
+        axes = figure.add_subplot(rows, columns, index + 1)
+        ordered = sorted(speakers, key=lambda s: (s["eer"], s["speaker"]))
+        eers = 100 * np.array([s["eer"] for s in ordered])
+        colours = ["C3" if e > 100 * clip else "C0" for e in eers]
+        axes.bar(range(len(eers)), eers, color=colours)
+        axes.axhline(100 * clip, color="black", linewidth=0.8, linestyle=":", label="50 % (clip)")
+        axes.axhline(eers.mean(), color="C1", linewidth=1.2, label=f"mean {eers.mean():.1f} %")
+        clipped = np.minimum(eers, 100 * clip).mean()
+        axes.axhline(clipped, color="C2", linewidth=1.2, linestyle="--", label=f"clipped mean {clipped:.1f} %")
+        axes.set_xticks(range(len(eers)), [s["speaker"] for s in ordered], rotation=90, fontsize="x-small")
+        axes.set_ylabel("speaker EER [%]")
+        axes.set_xlabel("enrolment speaker (red: EER above 50 %, counted as 50 % in the clipped mean)", fontsize="x-small")
+        axes.set_ylim(0, max(100 * clip, float(eers.max())) * 1.08)
+        axes.set_title(f"{label}: {len(eers)} speakers, least protected left", fontsize="small")
+        axes.legend(fontsize="x-small", loc="upper left")
+    figure.tight_layout()
+    return save_figure(figure, path)

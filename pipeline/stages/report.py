@@ -9,9 +9,9 @@
   "utility": everything `pipeline.utility.measure` found, skipped metrics with their reasons;
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
-  matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`),
-  singling out and identification rates against N and N' (`reidentification.png`; every
-  estimate in the records' `*_detail` columns).
+  matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`), the
+  test conditions' per-speaker EERs (`speaker_eer.png`), singling out and identification rates
+  against N and N' (`reidentification.png`; every estimate in the records' `*_detail` columns).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pipeline.fileio import write_json, write_text
 from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
 from pipeline.metrics.detection import ORIGINAL, calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
-from pipeline.metrics.registry import table_columns
+from pipeline.metrics.registry import sections
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.reidentification import reidentification_sections
 from pipeline.report.tables import fixed, percent
@@ -57,7 +57,7 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
                 f"reused from the cache ({sum(s['seconds'] for s in built):.0f} s of stage work).")
     sections = [
         Section("Settings", activity, tables=[(["setting", "value"], [[k, v] for k, v in config_summary.items()])]),
-        metrics_section(records, str(config_summary.get("backend", "backend"))),
+        *metrics_sections(records, str(config_summary.get("backend", "backend")), out / "figures"),
         *utility_sections(utility, config_summary.get("anonymizer"), detection, out / "figures"),
         *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
@@ -77,29 +77,51 @@ def interval(ci, n_speakers: int | None = None) -> str:
     return f"[{percent(ci[0])}, {percent(ci[1])}]" + (f" ({note})" if note else "")
 
 
-def metrics_section(records: list[dict], backend: str) -> Section:
-    """Every metric of the list with a header (`pipeline.metrics.registry.METRICS`), the EER
-    interval beside the EER."""
-    headers, cells = ["attack", "set", "anonymizer", "attacker trained on"], []
-    for column in table_columns():
-        headers.append(column.header)
-        cells.append(lambda r, column=column: column.format(r.get(column.key)))
-        if column.key == "eer":
-            headers.append("EER CI %")
-            cells.append(lambda r: interval(eer_interval(r), r.get("eer_speakers")))
-    rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], *(cell(r) for cell in cells)]
-            for r in records]
-    return Section(
-        "Privacy metrics",
+def metrics_sections(records: list[dict], backend: str, figures: Path) -> list[Section]:
+    """One table per section of the metric list (`pipeline.metrics.registry.METRICS`): every
+    column with a header, the EER interval beside the EER; the per-speaker figure."""
+    found = []
+    for title, columns in sections().items():
+        headers, cells = ["attack", "set", "anonymizer", "attacker trained on"], []
+        for column in columns:
+            headers.append(column.header)
+            cells.append(lambda r, column=column: column.format(r.get(column.key)))
+            if column.key == "eer":
+                headers.append("EER CI %")
+                cells.append(lambda r: interval(eer_interval(r), r.get("eer_speakers")))
+        rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], *(cell(r) for cell in cells)]
+                for r in records]
+        found.append(Section(title, SECTION_TEXT.get(title, "").format(backend=backend, min_speakers=MIN_SPEAKERS)
+                             + (COSINE_NOTE if title == "Privacy metrics" and "cosine" in backend else ""),
+                             tables=[(headers, rows)], figures=_speaker_figures(records, figures) if title == SPEAKERS else []))
+    return found
+
+
+SPEAKERS = "Per-speaker risk"
+COSINE_NOTE = " Cosine scores are not LLRs: their Cllr measures their miscalibration as much as any disclosure."
+SECTION_TEXT = {
+    "Privacy metrics": (
         "EER is the ROCCH-EER (BOSARIS) with its 95 % two-way speaker-bootstrap interval (enrolment and test "
-        f"speakers resampled; an interval from fewer than {MIN_SPEAKERS} speakers is marked as too few); the VPC "
-        "column is the "
-        "threshold-sweep EER of the VPC 2024 toolkit. Cllr, min Cllr and D_ECE in bits. "
-        f"Cllr is computed on the uncalibrated {backend} scores read as LLRs: "
-        + ("cosine scores are not LLRs, so it measures their miscalibration as much as any disclosure; "
-           if "cosine" in backend else "they were never calibrated on held-out data, so it includes their miscalibration; ")
-        + "min Cllr (PAV-calibrated) is the calibrated value. Every metric of every condition is in results.csv.",
-        tables=[(headers, rows)])
+        "speakers resampled; an interval from fewer than {min_speakers} speakers is marked as too few); the VPC "
+        "column is the threshold-sweep EER of the VPC 2024 toolkit. Cllr, min Cllr and D_ECE in bits. "
+        "Cllr is computed on the uncalibrated {backend} scores read as LLRs, so it includes their miscalibration; "
+        "min Cllr (PAV-calibrated) is the calibrated value. Every metric of every condition is in results.csv."),
+    SPEAKERS: (
+        "Each enrolment speaker's trials on their own: its EER (the VPC threshold sweep, above 50 % when its "
+        "targets score below its non-targets) averaged over speakers as is and clipped at 50 %; its share of the "
+        "condition's linkability D_sys (the largest shown); its ZEBRA disclosure under the condition's one "
+        "calibration (D_ECE in bits, l_w in log10). Least protected speakers: the lowest clipped EER, and the "
+        "largest l_w then D_ECE. Every speaker's values are in results.json (`speaker_eers`, `speaker_zebra`)."),
+}
+
+
+def _speaker_figures(records: list[dict], figures: Path) -> list[Path]:
+    """Sorted per-speaker EERs of the test conditions."""
+    from pipeline.report.figures import speaker_eer_figure
+
+    conditions = {f"{r['attack']}/{r['set']}": r["speaker_eers"] for r in records
+                  if str(r["set"]).startswith("test") and r.get("speaker_eers")}
+    return [speaker_eer_figure(conditions, figures / "speaker_eer.png")] if conditions else []
 
 
 def describe_fit(fit: dict) -> str:

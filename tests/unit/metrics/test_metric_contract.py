@@ -200,3 +200,15 @@ def _split(path):
 
     table = read_scores(path)
     return table.target_scores, table.nontarget_scores
+
+
+def test_metric_settings_reach_the_metrics_and_the_key(tmp_path, monkeypatch):
+    sources = _write_condition(tmp_path)
+    seen = Metric("seen", SCORES, (Column("grid"),), lambda c: {"grid": c.settings.get("grid")})
+    monkeypatch.setattr(evaluate, "evaluate", lambda condition, metrics: run_metrics(condition, metrics + (seen,)))
+    cache = Cache(tmp_path / "cache")
+    found = evaluate.run(tmp_path / "scores.txt", cache, trial_utts=sources.trial_utts, settings={"grid": [2, 4]})
+    assert found["grid"] == [2, 4] and found["min_dcf_params"]["p_target"] == 0.01
+    other = evaluate.run(tmp_path / "scores.txt", cache, trial_utts=sources.trial_utts, settings={"grid": [8]})
+    assert other["grid"] == [8]
+    assert evaluate.params(settings={"grid": [2]}) != evaluate.params()

@@ -182,7 +182,8 @@ def test_matrices_on_raw_scores_by_hand():
             np.testing.assert_allclose(result.matrices[variant][name], expected, rtol=1e-12)
     diag, off = np.diag(expected).mean(), expected[~np.eye(3, dtype=bool)].mean()
     assert result.d_diag["sigmoid_mean_llr"]["oo"] == pytest.approx(abs(diag - off), rel=1e-12)
-    assert result.deid == {"sigmoid_mean_llr": pytest.approx(0.0, abs=1e-12), "geometric_mean": pytest.approx(0.0, abs=1e-12)}
+    assert result.deid == {"sigmoid_mean_llr": pytest.approx(0.0, abs=1e-12), "geometric_mean": pytest.approx(0.0, abs=1e-12),
+                           "mean_llr": pytest.approx(0.0, abs=1e-12)}
     assert result.g_vd["geometric_mean"] == pytest.approx(0.0, abs=1e-12)
     assert result.speakers == ["a", "b", "c"]
     # 8 segments: 28 unordered pairs within; 64 - 8 own-version pairs between
