@@ -11,6 +11,7 @@ attacker trained on original data serves OO, OA and AA-lazy alike.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -30,6 +31,9 @@ from pipeline.devices import compile_mode, resolve_device
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics.detection import ORIGINAL, Settings
 from pipeline.report.vpc2026_results import RunResults, write_vpc2026_results
+from pipeline.metrics.legal import check_grid
+from pipeline.metrics.registry import metric_list
+from pipeline.metrics.reidentification import grid_of
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.stages import (
     anonymize,
@@ -75,6 +79,7 @@ class Experiment:
         self.labels = system_labels(cfg)
         self.prepared = prepare.run(cfg.data, self.cache)
         validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
+        check_reidentification(cfg, self.prepared)
         self.probe_systems()
         self._attackers: dict[str, tuple[Path, Path]] = {}
         self._anonymized: dict[tuple[str, str], Path] = {}  # (list name, system hash) -> manifest
@@ -214,12 +219,28 @@ class Experiment:
         embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
                                                trial_utts)
         settings = plain(OmegaConf.select(self.cfg, "metrics")) or None  # a `metrics:` block, where a config has one
-        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, settings=settings),
+        metrics = metric_list(plain(self.cfg.get("reidentification")), int(self.cfg.seed))
+        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, settings=settings,
+                               metrics=metrics),
                 **interval}
 
     def replicates(self) -> dict[str, list[float]]:
         """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
         return {name: self._replicates[path] for name, path in self.score_files.items() if path in self._replicates}
+
+
+def check_reidentification(cfg: DictConfig, prepared: Path) -> None:
+    """Refuse a `reidentification` grid that an evaluation set's speakers cannot serve, from the
+    prepared lists, before any long work (anonymised lists keep the original ids and speakers).
+    The candidates are the enrolled speakers the set's trial list tries."""
+    if not cfg.get("reidentification", {}).get("enabled"):
+        return
+    grid = grid_of(plain(cfg.reidentification), int(cfg.seed))
+    for split_name in cfg.eval_splits:
+        enrolled = {u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_enrolls"))}
+        for g in GENDERS:
+            counts = Counter(u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_trials_{g}")))
+            check_grid(grid, dict(counts), enrolled & set(counts), data=f"{split_name}_{g}")
 
 
 def attacker_system(cfg: DictConfig) -> DictConfig:

@@ -138,6 +138,17 @@ class Utility:
 
 
 @dataclass
+class Reidentification:
+    enabled: bool = MISSING
+    populations: list[int] = MISSING
+    candidates: list[int] = MISSING
+    lengths: list[int] = MISSING
+    calibration_conversations: int = MISSING
+    runs: int = MISSING
+    confidence: float = MISSING
+
+
+@dataclass
 class Head:
     margin: float = MISSING
     scale: float = MISSING
@@ -197,7 +208,7 @@ class Backend:
 
 
 SCHEMAS = {ROOT: Run, "paths": Paths, "data": Data, "split": Split, "detect": Detect, "distributed": Distributed,
-           "utility": Utility, "attacker": Attacker, "backend": Backend}
+           "utility": Utility, "attacker": Attacker, "backend": Backend, "reidentification": Reidentification}
 
 
 def register_schemas() -> None:

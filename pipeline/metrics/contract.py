@@ -5,7 +5,9 @@ enrolment speaker of every trial; `EMBEDDINGS`: enrolment and trial embeddings w
 speakers), a `compute(condition) -> {key: value}`, the `Column`s it fills (every key it
 returns, in order; a column with a header is printed in the report, in the table its
 `section` names, and in `vpeval metrics`; every column goes to results.json and
-results.csv) and a `version` to raise whenever its numbers change. `pipeline.metrics.registry.METRICS` lists them all; the summary, the
+results.csv), a `version` to raise whenever its numbers change, and `built_with`: the config
+settings a metric built from the config was made with (the re-identification grid), part of
+the evaluate stage's key. `pipeline.metrics.registry.METRICS` lists them all; the summary, the
 report, `vpeval metrics`, results.csv and the evaluate stage's cache key iterate that list.
 
 A value a metric cannot give for legal input is `Undefined(reason)`: the runner stores None
@@ -128,6 +130,7 @@ class Metric:
     compute: Callable[[Condition], dict]
     version: int = 1
     section: str = "Privacy metrics"  # the report table its columns go to
+    built_with: dict = field(default_factory=dict, hash=False)  # config it was built from (a grid): in the key
 
     def __post_init__(self):
         if self.needs not in NEEDS:

@@ -6,6 +6,7 @@ iterate `METRICS`, in this order (the order of the columns).
 from __future__ import annotations
 
 from pipeline.metrics.contract import EMBEDDINGS
+from pipeline.metrics.reidentification import RANK_DISCLOSURE, reidentification_metrics
 from pipeline.metrics.speaker_risk import SPEAKER_RISK
 from pipeline.metrics.speaker_zebra import SPEAKER_ZEBRA
 from pipeline.metrics.verification import CLLR, LINKABILITY, MIN_DCF, ROCCH_EER, THRESHOLD_EER, TRIAL_COUNTS, ZEBRA
@@ -20,12 +21,24 @@ METRICS = (
     MIN_DCF,
     SPEAKER_RISK,
     SPEAKER_ZEBRA,
+    RANK_DISCLOSURE,
 )
+
+
+def metric_list(reidentification: dict | None = None, seed: int = 0) -> tuple:
+    """METRICS and the metrics a config section builds: the singling out and identification
+    rates over the grid of a plain `reidentification` section when it is enabled."""
+    return (*METRICS, *reidentification_metrics(reidentification, seed))
 
 
 def metric_versions(metrics=METRICS) -> dict[str, int]:
     """{name: version} of the metrics (part of the evaluate stage's cache key)."""
     return {metric.name: metric.version for metric in metrics}
+
+
+def metric_settings(metrics=METRICS) -> dict[str, dict]:
+    """{name: built_with} of the metrics built from the config (part of the evaluate stage's key)."""
+    return {metric.name: metric.built_with for metric in metrics if metric.built_with}
 
 
 def score_metrics(metrics=METRICS) -> tuple:

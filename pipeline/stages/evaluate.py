@@ -19,7 +19,7 @@ from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.fileio import write_json
 from pipeline.layout import read_embeddings
 from pipeline.metrics.contract import Embeddings
-from pipeline.metrics.registry import METRICS, metric_versions
+from pipeline.metrics.registry import METRICS, metric_settings, metric_versions
 from pipeline.metrics.scorefiles import read_scores
 from pipeline.metrics.summary import condition_of, evaluate
 
@@ -47,31 +47,35 @@ class EmbeddingSources:
 
 
 def params(metrics=METRICS, settings: dict | None = None) -> dict:
-    """The stage's settings: every metric's version, and the metrics' settings when given."""
-    return {"metrics": metric_versions(metrics), **({"settings": dict(settings)} if settings else {})}
+    """The stage's settings: every metric's version, the metrics' settings when given, and what
+    the metrics built from the config were built with (the re-identification grid)."""
+    built = metric_settings(metrics)
+    return {"metrics": metric_versions(metrics), **({"settings": dict(settings)} if settings else {}),
+            **({"built_with": built} if built else {})}
 
 
 def run(scores: Path, cache: Cache, *, trial_utts: Path | None = None,
-        embeddings: EmbeddingSources | None = None, settings: dict | None = None) -> dict:
+        embeddings: EmbeddingSources | None = None, settings: dict | None = None, metrics=METRICS) -> dict:
     """Metrics of `scores` (an `enroll test score target|nontarget` file); `trial_utts`: the
     manifest naming each test utterance's speaker; `embeddings`: where the embedding-based
     metrics find theirs (without them those metrics are None, with the reason in `notes`);
-    `settings`: the metrics' settings (`Condition.settings`, over `DEFAULT_SETTINGS`)."""
+    `settings`: the metrics' settings (`Condition.settings`, over `DEFAULT_SETTINGS`);
+    `metrics`: the list (`registry.metric_list` adds those a config section builds)."""
     inputs = {"scores": file_digest(scores)}
     if trial_utts is not None:
         inputs["trial_utts"] = file_digest(trial_utts)
     if embeddings is not None:
         inputs["embeddings"] = embeddings.key()
-    out = cache.build("evaluate", params(settings=settings), inputs,
-                      lambda out: _build(out, Path(scores), trial_utts, embeddings, settings), code=__name__)
+    out = cache.build("evaluate", params(metrics, settings), inputs,
+                      lambda out: _build(out, Path(scores), trial_utts, embeddings, settings, metrics), code=__name__)
     return json.loads((out / "metrics.json").read_text())
 
 
 def _build(out: Path, scores: Path, trial_utts: Path | None, embeddings: EmbeddingSources | None,
-           settings: dict | None) -> dict:
+           settings: dict | None, metrics) -> dict:
     speakers = {u.id: u.speaker for u in read_manifest(trial_utts)} if trial_utts is not None else None
     condition = condition_of(read_scores(scores, utt2spk=speakers), settings,
                              embeddings=embeddings.load() if embeddings is not None else None)
-    metrics = evaluate(condition)
-    write_json(out / "metrics.json", metrics)
-    return {"eer": metrics["eer"]}
+    found = evaluate(condition, metrics)
+    write_json(out / "metrics.json", found)
+    return {"eer": found["eer"]}

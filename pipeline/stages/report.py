@@ -10,7 +10,8 @@
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
   matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`), the
-  test conditions' per-speaker EERs (`speaker_eer.png`).
+  test conditions' per-speaker EERs (`speaker_eer.png`), singling out and identification rates
+  against N and N' (`reidentification.png`; every estimate in the records' `*_detail` columns).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pipeline.metrics.detection import ORIGINAL, calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
 from pipeline.metrics.registry import sections
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
+from pipeline.report.reidentification import reidentification_sections
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 
@@ -60,6 +62,7 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
         *similarity_sections(similarity, out / "figures"),
+        *reidentification_sections(records, out / "figures"),
     ]
     write_text(out / "report.md", render_markdown("vpeval report", sections, base=out))
     write_text(out / "report.html", render_html("vpeval report", sections))

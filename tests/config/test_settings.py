@@ -49,6 +49,12 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("anonymizer.lpc=covariance", "anonymizer.lpc=covariance: must be levinson or burg"),
     ("attacker.training.compile=fast", "attacker.training.compile=fast: must be null, false, true or one of default"),
     ("attacker.model.frontend=os.system", "attacker.model.frontend=os.system: must be a front-end class"),
+    ("reidentification.populations=[1]", "reidentification.populations=[1]: must be a list of integers >= 2"),
+    ("reidentification.candidates=[10,1]", "reidentification.candidates=[10, 1]: must be a list of integers >= 2"),
+    ("reidentification.lengths=[0]", "reidentification.lengths=[0]: must be a list of integers >= 1"),
+    ("reidentification.calibration_conversations=0", "reidentification.calibration_conversations=0: must be an integer"),
+    ("reidentification.runs=0", "reidentification.runs=0: must be an integer >= 1"),
+    ("reidentification.confidence=1", "reidentification.confidence=1: must be a number in (0, 1)"),
     # combinations
     ("eval_splits=[test,tst]", "eval_splits=['test', 'tst']: 'tst' is not an evaluation subset of data=synthetic"),
     ("eval_splits=[test,dev,test]", "eval_splits=['test', 'dev', 'test']: names 'test' more than once"),

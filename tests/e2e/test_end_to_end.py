@@ -227,3 +227,23 @@ def test_mixed_gender_trials_are_reported_apart_and_carry_signal(tmp_path):
     same_nontarget = [float(s) for e, t, s, label in lines if (e, t) in same and label == "nontarget"]
     assert cross and sum(cross) / len(cross) < sum(same_nontarget) / len(same_nontarget)
     assert "test_mixed" in (report / "report.md").read_text()
+
+
+def test_reidentification_on_builds_only_evaluate_and_carries_signal(first):
+    """The rates join every condition's record and only the evaluate stage is built again (and
+    validate, keyed by the evaluation splits); on
+    original speech the true speaker beats a random other enrolled speaker more often than
+    chance and its similarity rank discloses information."""
+    data, _ = first
+    grid = ["reidentification.enabled=true", "reidentification.populations=[2]", "reidentification.candidates=[2]",
+            "reidentification.lengths=[1]", "reidentification.calibration_conversations=1", "eval_splits=[test]"]
+    run = run_experiment(compose(overrides(data, *grid)), data / "runs" / "reidentification")
+    assert set(built(run)) == {"evaluate", "validate"}
+    records = [r for r in results(run)["records"] if r["set"].startswith("test_")]
+    for r in records:
+        assert 0 <= r["singling_out_rate_N2_L1_low"] <= r["singling_out_rate_N2_L1"] <= r["singling_out_rate_N2_L1_high"]
+        assert r["identification_rate_detail"]["identification_rate_N2_L1"]["chance"] == 0.5
+    oo = [r for r in records if r["attack"] == "OO"]
+    assert sum(r["identification_rate_N2_L1"] for r in oo) / len(oo) > 0.5
+    assert all(r["rank_disclosure_bits"] > 0 for r in oo)
+    assert "## Re-identification" in (run / "report.md").read_text() and (run / "figures" / "reidentification.png").is_file()

@@ -1,4 +1,7 @@
 """Bad inputs: config overrides, settings and the command line."""
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from pipeline.config import compose
@@ -262,3 +265,42 @@ def test_augment_rows(tmp_path, row, what, override, needles):
     cfg = compose(["attacker/augment@attacker.training.augment=vpc2026", override])
     record(row, what, "settings (pipeline.settings, building the augmentations, before any stage)",
            raised(check_settings, cfg, build=True), tmp_path, *needles)
+
+
+def tried_ten_times(prepared: Path) -> Path:
+    """The `prepared` folder with every female test speaker tried with 10 utterances."""
+    from pipeline.data.manifest import read_manifest, write_manifest
+    from pipeline.layout import manifest_path
+
+    path = manifest_path(prepared, "test_trials_f")
+    utts = read_manifest(path)
+    write_manifest(path, [replace(u, id=f"{u.id}-{i}") for u in utts for i in range(10)])
+    return prepared
+
+
+REIDENTIFICATION_ROWS = [  # row, input, overrides, ten trial utterances per speaker, needles
+    ("reidentification-population", "a singling-out population larger than the speakers with enough utterances "
+     "(`reidentification.populations=[5]`)", ["reidentification.populations=[5]"], True,
+     ("reidentification.populations (test_f): N=5", "only 2 test speakers have 10 utterances", "2..2")),
+    ("reidentification-length", "a conversation longer than any speaker's utterances (`reidentification.lengths=[11]`)",
+     ["reidentification.lengths=[11]"], True,
+     ("reidentification.lengths (test_f): L=11", "at most 10 utterances")),
+    ("reidentification-calibration", "too few utterances for the calibration conversations "
+     "(`reidentification.calibration_conversations=9` with 1 trial utterance per speaker)",
+     ["reidentification.populations=[2]"], False,
+     ("reidentification.calibration_conversations=9 (test_f)", "(M+1)*L=10", "at most 1")),
+    ("reidentification-candidates", "more identification candidates than enrolled speakers "
+     "(`reidentification.candidates=[3]`)", ["reidentification.populations=[2]", "reidentification.candidates=[3]"],
+     True, ("reidentification.candidates (test_f): N'=3 but 2 speakers are enrolled",)),
+]
+
+
+@pytest.mark.parametrize("row, what, overrides, ten, needles", REIDENTIFICATION_ROWS,
+                         ids=[row[0] for row in REIDENTIFICATION_ROWS])
+def test_reidentification_grid_rows(prepared, tmp_path, row, what, overrides, ten, needles):
+    from pipeline.experiment import check_reidentification
+
+    cfg = compose(["eval_splits=[test]", "reidentification.enabled=true", "reidentification.candidates=[2]",
+                   *overrides])
+    record(row, what, "experiment (the prepared lists, before the attacker trains)",
+           raised(check_reidentification, cfg, tried_ten_times(prepared) if ten else prepared), tmp_path, *needles)

@@ -182,7 +182,7 @@ def test_the_evaluate_stage_gives_metrics_the_speakers_and_embeddings_of_the_con
 
     probes = (Metric("separation", EMBEDDINGS, (Column("separation", "separation", digits=2),), separation),
               Metric("speakers", SPEAKERS, (Column("speakers"), Column("test_speakers")), speakers))
-    monkeypatch.setattr(evaluate, "evaluate", lambda condition: run_metrics(condition, METRICS + probes))
+    monkeypatch.setattr(evaluate, "evaluate", lambda condition, metrics: run_metrics(condition, metrics + probes))
     found = evaluate.run(tmp_path / "scores.txt", Cache(tmp_path / "cache"), trial_utts=sources.trial_utts,
                          embeddings=sources)
     assert found["separation"] > 3  # speaker clusters 3 sigma apart: a clear gap between same and other speakers
@@ -205,7 +205,7 @@ def _split(path):
 def test_metric_settings_reach_the_metrics_and_the_key(tmp_path, monkeypatch):
     sources = _write_condition(tmp_path)
     seen = Metric("seen", SCORES, (Column("grid"),), lambda c: {"grid": c.settings.get("grid")})
-    monkeypatch.setattr(evaluate, "evaluate", lambda condition: run_metrics(condition, METRICS + (seen,)))
+    monkeypatch.setattr(evaluate, "evaluate", lambda condition, metrics: run_metrics(condition, metrics + (seen,)))
     cache = Cache(tmp_path / "cache")
     found = evaluate.run(tmp_path / "scores.txt", cache, trial_utts=sources.trial_utts, settings={"grid": [2, 4]})
     assert found["grid"] == [2, 4] and found["min_dcf_params"]["p_target"] == 0.01
