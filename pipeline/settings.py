@@ -127,8 +127,6 @@ RULES: list[tuple[str, str, Callable]] = [
     ("attacker.extraction.workers", COUNT0, integer(0)),
     ("attacker.training.compile", f"null, false, true or one of {', '.join(COMPILE_MODES)}",
      lambda v: v in (None, False, True) or v in COMPILE_MODES),
-    ("attacker.model.frontend", "a front-end class under pipeline.asv. (e.g. pipeline.asv.features.KaldiFbank)",
-     lambda v: isinstance(v, str) and v.startswith("pipeline.asv.")),
     *[row for group in ("anonymizer", "attacker_anonymizer") for row in (
         (f"{group}.batch_seconds", "a number of seconds > 0", positive),
         (f"{group}.lpc", "levinson or burg", one_of("levinson", "burg")),

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 import yaml
+from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
 from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
 from pipeline.asv.embed import load_encoder
@@ -193,7 +194,7 @@ def _yaml_list(values: list) -> str:
 def hyperparams_text(encoder: SpeakerEncoder) -> str:
     """The hyperparams.yaml of an exported encoder (HyperPyYAML, loadable by `EncoderClassifier`)."""
     arch = encoder.architecture
-    features_class = {frontend: name for name, frontend in FEATURE_CLASSES.items()}[arch["frontend"]]
+    features_class = {frontend: name for name, frontend in FEATURE_CLASSES.items()}[arch["frontend"]["_target_"]]
     return f"""# vpeval attacker exported for speechbrain.inference.speaker.EncoderClassifier.from_hparams
 n_mels: {arch['n_mels']}
 sample_rate: {arch['sample_rate']}
@@ -232,6 +233,10 @@ pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
 def export_speechbrain_folder(encoder: SpeakerEncoder, out_dir: str | Path) -> Path:
     """Write `encoder` as a SpeechBrain ECAPA folder: embedding_model.ckpt, then hyperparams.yaml."""
     out_dir = Path(out_dir)
+    if not isinstance(getattr(encoder, "ecapa", None), ECAPA_TDNN) or \
+            encoder.architecture.get("frontend", {}).get("_target_") not in FEATURE_CLASSES.values():
+        raise VpevalError(f"a {type(encoder).__name__} attacker cannot be exported as a SpeechBrain ECAPA folder "
+                          f"(only an ECAPA-TDNN over a front end SpeechBrain has)")
     out_dir.mkdir(parents=True, exist_ok=True)
     save_checkpoint(out_dir / EMBEDDING_WEIGHTS, {name: tensor.detach().to("cpu", copy=True)
                                                   for name, tensor in encoder.ecapa.state_dict().items()})

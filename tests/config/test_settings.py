@@ -47,7 +47,6 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("anonymization_seed=-2", "anonymization_seed=-2: must be an integer >= 0"),
     ("anonymizer.lpc=covariance", "anonymizer.lpc=covariance: must be levinson or burg"),
     ("attacker.training.compile=fast", "attacker.training.compile=fast: must be null, false, true or one of default"),
-    ("attacker.model.frontend=os.system", "attacker.model.frontend=os.system: must be a front-end class"),
     # combinations
     ("eval_splits=[test,tst]", "eval_splits=['test', 'tst']: 'tst' is not an evaluation subset of data=synthetic"),
     ("eval_splits=[test,dev,test]", "eval_splits=['test', 'dev', 'test']: names 'test' more than once"),
