@@ -257,9 +257,11 @@ MODEL_FOLDERS = {"anonymizers.xvector.XVector": ("vc_model",), "anonymizers.ohnn
 
 
 def _built(cfg: DictConfig) -> list[str]:
-    """Resolve the device and build each anonymiser (its constructor checks its parameters)."""
+    """Resolve the device, build each anonymiser (its constructor checks its parameters) and the
+    attacker's speaker encoder (its weights paths, e.g. ecapa_ssl's WavLM, are read and checked)."""
     from pathlib import Path
 
+    from pipeline.asv.encoder import check_encoder
     from pipeline.config import instantiate, without
     from pipeline.devices import resolve_device
 
@@ -268,6 +270,11 @@ def _built(cfg: DictConfig) -> list[str]:
         resolve_device(str(cfg.device))
     except VpevalError as error:
         found.append(str(error))
+    if cfg.get("attacker") is not None:
+        try:
+            check_encoder(instantiate(cfg.attacker.model), "attacker.model._target_")
+        except VpevalError as error:
+            found.append(str(error))
     for key in ("anonymizer", "attacker_anonymizer"):
         folders = MODEL_FOLDERS.get(str(cfg[key].get("_target_")), ()) if cfg.get(key) is not None else ()
         for name in folders:

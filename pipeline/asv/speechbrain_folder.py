@@ -25,6 +25,7 @@ import yaml
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
 from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
+from pipeline.asv.ecapa_ssl import VPC_WAVLM, load_vpc_ssl_folder
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.features import KaldiFbank
 from pipeline.asv.model import KALDI_FRONTEND, SPEECHBRAIN_FRONTEND, SpeakerEncoder
@@ -174,16 +175,22 @@ def load_speechbrain_encoder(folder: str | Path) -> SpeakerEncoder:
     return encoder.eval()
 
 
-def load_attacker_folder(folder: str | Path) -> SpeakerEncoder:
-    """The encoder (eval mode, CPU) of a vpeval attacker folder (model.json) or a SpeechBrain ECAPA folder."""
+def load_attacker_folder(folder: str | Path) -> torch.nn.Module:
+    """The encoder (eval mode, CPU) of a vpeval attacker folder (model.json), a VPC 2026 `ecapa_ssl`
+    folder (`WavLM-Large.pt` + `embedding_model.ckpt`) or a SpeechBrain ECAPA folder."""
     folder = Path(folder)
-    return load_encoder(folder, "cpu") if (folder / "model.json").is_file() else load_speechbrain_encoder(folder)
+    if (folder / "model.json").is_file():
+        return load_encoder(folder, "cpu")
+    if (folder / VPC_WAVLM).is_file():
+        return load_vpc_ssl_folder(folder)
+    return load_speechbrain_encoder(folder)
 
 
 def folder_files(folder: str | Path) -> list[Path]:
-    """The files that define the encoder of an attacker or SpeechBrain folder (for cache keys)."""
+    """The files that define the encoder of an attacker, VPC ecapa_ssl or SpeechBrain folder (for cache keys)."""
     folder = Path(folder)
-    names = ("model.json", "model.pt") if (folder / "model.json").is_file() else (HYPERPARAMS, EMBEDDING_WEIGHTS)
+    names = ("model.json", "model.pt") if (folder / "model.json").is_file() else \
+        (EMBEDDING_WEIGHTS, VPC_WAVLM) if (folder / VPC_WAVLM).is_file() else (HYPERPARAMS, EMBEDDING_WEIGHTS)
     return [folder / name for name in names if (folder / name).is_file()]
 
 
