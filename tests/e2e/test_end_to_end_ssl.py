@@ -21,8 +21,10 @@ def test_semi_informed_attack_with_ecapa_ssl_carries_signal(tmp_path):
     oo = (test[("OO", "test_f")] + test[("OO", "test_m")]) / 2
     aa = (test[("AA", "test_f")] + test[("AA", "test_m")]) / 2
     assert oo < 0.35 and aa > oo, test
-    model_dirs = {json.loads(p.read_text())["name"]: p.parent for p in (tmp_path / "runs").rglob("model.json")}
-    folder = model_dirs["ecapa_ssl_tiny"]
+    folders = [p.parent for p in (tmp_path / "data" / "cache" / "train").glob("*/model.json")]
+    assert len(folders) == 2  # trained on original (OO) and on anonymised (AA) speech
+    folder = folders[0]
+    assert json.loads((folder / "model.json").read_text())["name"] == "ecapa_ssl_tiny"
     state = torch.load(folder / "model.pt", weights_only=True)
     assert state and not any("wavlm" in name for name in state)  # the frozen WavLM stays at its path
     encoder = load_encoder(folder, "cpu")

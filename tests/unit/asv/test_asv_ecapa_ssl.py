@@ -180,3 +180,19 @@ def test_bad_wavlm_checkpoints_are_one_line_naming_the_file(wavlm_files, tmp_pat
     with pytest.raises(VpevalError, match=message) as error:
         encoder(path, **changes)
     assert "\n" not in str(error.value)
+
+
+def test_compiled_forward_and_backward_match_eager(wavlm_files):
+    """torch.compile (AOT autograd, the graph Inductor would get) through the inference-mode WavLM."""
+    model = encoder(wavlm_files[0])
+    wavs = torch.stack([speech(1.0, 11), speech(1.0, 12)])
+    model(wavs).sum().backward()
+    eager = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    compiled = torch.compile(model, backend="aot_eager")
+    out = compiled(wavs)
+    out.sum().backward()
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(wavs), rtol=1e-4, atol=1e-4)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, eager[name], rtol=1e-3, atol=1e-4, msg=name)
