@@ -67,7 +67,8 @@ def steps_for(device: str, semi_size: str) -> list[Step]:
     ssl = [*py, "benchmarks/bench_attacker.py", "--device", device, "--precision", "bf16", "--random-wavlm",
            "--extract-precision", "bf16"]
     ssl += (["--attacker", "ecapa_ssl", "--batch-size", "32", "--steps", "20", "--extract-utterances", "400"] if gpu
-            else ["--attacker", "ecapa_ssl_tiny", "--batch-size", "4", "--steps", "2", "--extract-utterances", "6"])
+            else ["--attacker", "ecapa_ssl_tiny", "--batch-size", "4", "--steps", "2", "--utterance-seconds", "2",
+                  "--extract-utterances", "6"])
     return [
         Step("pytest_gpu", "`pytest -m gpu`", [*py, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                          "--continue-on-collection-errors"],  # modules needing numba/hypothesis
