@@ -15,6 +15,14 @@ bucketed padded lengths), from their decoded int16 cache (built first, not timed
         --precision bf16 --peak-tflops 989 --extract-utterances 6000 --extract-precision bf16  # H200
     python benchmarks/bench_attacker.py --device cuda ... --compile       # with torch.compile
     python benchmarks/bench_attacker.py --device cuda ... --compile reduce-overhead  # + CUDA graphs
+    python benchmarks/bench_attacker.py --attacker ecapa_ssl_tiny --random-wavlm   # VPC 2026's ecapa_ssl, tiny
+    python benchmarks/bench_attacker.py --attacker ecapa_ssl --random-wavlm --device cuda --batch-size 32 \
+        --precision bf16 --steps 20 --extract-precision bf16               # at VPC 2026 sizes (WavLM-Large)
+
+`--random-wavlm` gives an attacker with a `wavlm` key a random-weight WavLM (transformers'
+`WavLMModel`, WavLM-Large's structure, hidden size and depth the attacker's) written into the
+work folder: speed does not depend on the weights. For such an attacker the FLOPs are also
+split into the frozen WavLM's forward, the rest of the forward and the backward.
 """
 from __future__ import annotations
 
@@ -73,15 +81,35 @@ def training_throughput(cfg, utts: list[Utterance], device: torch.device, workdi
             "crops_per_s": last["crops"] / last["seconds"]}
 
 
-def flops_per_crop(cfg, speakers: int) -> float:
-    """Forward + backward FLOPs of encoder and AAM head for one crop (counted on 2 crops on CPU)."""
+def flops_per_crop(cfg, speakers: int) -> dict:
+    """Forward + backward FLOPs of encoder and AAM head for one crop (counted on 2 crops on CPU):
+    {"total", "forward", and for an encoder with a frozen WavLM "wavlm" (its forward)}."""
     model = instantiate(cfg.model)
     head = AAMSoftmaxHead(model.embedding_dim, speakers)
     wavs = torch.randn(2, round(cfg.training.crop_seconds * RATE)) * 0.1
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as forward:
         loss, _ = head(model(wavs), torch.tensor([0, 1]))
+    with FlopCounterMode(display=False) as backward:
         loss.backward()
-    return counter.get_total_flops() / 2
+    flops = {"forward": forward.get_total_flops() / 2}
+    flops["total"] = flops["forward"] + backward.get_total_flops() / 2
+    if hasattr(model, "wavlm_layers"):
+        with FlopCounterMode(display=False) as wavlm:
+            model.wavlm_layers(wavs, torch.full((2,), wavs.shape[1]))
+        flops["wavlm"] = wavlm.get_total_flops() / 2
+    return flops
+
+
+def random_wavlm(folder: Path, hidden: int, layers: int) -> Path:
+    """A random-weight WavLM with WavLM-Large's structure, `hidden` wide and `layers` deep, as a
+    Hugging Face folder."""
+    from transformers import WavLMConfig, WavLMModel
+
+    torch.manual_seed(0)
+    WavLMModel(WavLMConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
+                           intermediate_size=4 * hidden, conv_dim=(min(512, hidden),) * 7, feat_extract_norm="layer",
+                           do_stable_layer_norm=True, conv_bias=False)).save_pretrained(folder)
+    return folder
 
 
 def extraction_speed(cfg, device: torch.device, workdir: Path, count: int, seconds: tuple[float, float],
@@ -134,6 +162,8 @@ def main() -> None:
                         help="extraction reads the decoded int16 cache (default) or decodes the files")
     parser.add_argument("--batch-seconds", type=float, help="extraction batch budget (default: the config's)")
     parser.add_argument("--workdir", help="folder for the cache and audio (default: a temporary folder)")
+    parser.add_argument("--random-wavlm", action="store_true",
+                        help="give the attacker's `wavlm` key a random-weight WavLM of its sizes (ecapa_ssl)")
     args = parser.parse_args()
 
     device = resolve_device(args.device)
@@ -150,6 +180,9 @@ def main() -> None:
         overrides.append(f"attacker.training.num_workers={args.workers}")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_attacker_"))
     overrides.append(f"attacker.training.cache_dir={workdir / 'cache'}")
+    if args.random_wavlm:
+        wavlm = random_wavlm(workdir / "wavlm", int(base.model.channels[0]), int(base.model.wavlm_layers))
+        overrides.append(f"attacker.model.wavlm={wavlm}")
     cfg = attacker_config(args.attacker, overrides)
     crop = float(cfg.training.crop_seconds)
     per_utterance = max(1, int(args.utterance_seconds // crop))
@@ -166,12 +199,15 @@ def main() -> None:
     print(f"noise cache: {utterances} utterances of {args.utterance_seconds:g} s in {time.perf_counter() - start:.1f} s")
     training = training_throughput(cfg, utts, device, workdir)
     flops = flops_per_crop(cfg, args.speakers)
-    achieved = flops * training["crops_per_s"] / 1e12
+    achieved = flops["total"] * training["crops_per_s"] / 1e12
     line = (f"training: {training['crops_per_s']:.1f} crops/s ({training['crops']} crops in {training['seconds']:.2f} s, "
-            f"second epoch); {flops / 1e9:.2f} GFLOP per crop (fwd+bwd) -> {achieved:.3f} TFLOP/s")
+            f"second epoch); {flops['total'] / 1e9:.2f} GFLOP per crop (fwd+bwd) -> {achieved:.3f} TFLOP/s")
     if args.peak_tflops:
         line += f" = {100 * achieved / args.peak_tflops:.1f} % of {args.peak_tflops:g}"
     print(line)
+    if "wavlm" in flops:
+        print(f"  per crop: WavLM forward {flops['wavlm'] / 1e9:.2f} GFLOP, the rest of the forward "
+              f"{(flops['forward'] - flops['wavlm']) / 1e9:.2f} GFLOP, backward {(flops['total'] - flops['forward']) / 1e9:.2f} GFLOP")
     train_clean_360 = 363.6 * 3600 / crop  # crops per epoch of train-clean-360, one crop per `crop` s of audio
     print(f"  10 epochs of train-clean-360 ({train_clean_360:,.0f} crops each) would take "
           f"{10 * train_clean_360 / training['crops_per_s'] / 60:,.1f} min")

@@ -138,8 +138,6 @@ RULES: list[tuple[str, str, Callable]] = [
     ("attacker.extraction.workers", COUNT0, integer(0)),
     ("attacker.training.compile", f"null, false, true or one of {', '.join(COMPILE_MODES)}",
      lambda v: v in (None, False, True) or v in COMPILE_MODES),
-    ("attacker.model.frontend", "a front-end class under pipeline.asv. (e.g. pipeline.asv.features.KaldiFbank)",
-     lambda v: isinstance(v, str) and v.startswith("pipeline.asv.")),
     ("utility.wer_text", " or ".join(TEXT_RULES), one_of(*TEXT_RULES)),
     ("asr.chunk_length_s", "null or a number of seconds > 0", optional(positive)),
     *[row for group in ("anonymizer", "attacker_anonymizer") for row in (
@@ -285,10 +283,12 @@ MODEL_FOLDERS = {"anonymizers.xvector.XVector": ("vc_model",), "anonymizers.ohnn
 
 
 def _built(cfg: DictConfig) -> list[str]:
-    """Resolve the device and build each anonymiser (its constructor checks its parameters)."""
+    """Resolve the device, build each anonymiser (its constructor checks its parameters) and the
+    attacker's speaker encoder (its weights paths, e.g. ecapa_ssl's WavLM, are read and checked)."""
     from pathlib import Path
 
     from pipeline.asv.augment import Augmentation
+    from pipeline.asv.encoder import check_encoder
     from pipeline.config import instantiate, without
     from pipeline.devices import resolve_device
 
@@ -297,12 +297,17 @@ def _built(cfg: DictConfig) -> list[str]:
         resolve_device(str(cfg.device))
     except VpevalError as error:
         found.append(str(error))
-    try:  # the training augmentations: a bad _target_, argument or output stops here, not after anonymisation
-        rate = OmegaConf.select(cfg, "attacker.model.sample_rate", default=16000)
-        augmentation = Augmentation(OmegaConf.select(cfg, "attacker.training.augment") or [], seed=0)
-        augmentation.probe(round(cfg.attacker.training.crop_seconds * rate))
-    except VpevalError as error:
-        found.append(str(error))
+    if cfg.get("attacker") is not None:
+        try:  # the training augmentations: a bad _target_, argument or output stops here, not after anonymisation
+            rate = OmegaConf.select(cfg, "attacker.model.sample_rate", default=16000)
+            augmentation = Augmentation(OmegaConf.select(cfg, "attacker.training.augment") or [], seed=0)
+            augmentation.probe(round(cfg.attacker.training.crop_seconds * rate))
+        except VpevalError as error:
+            found.append(str(error))
+        try:
+            check_encoder(instantiate(cfg.attacker.model), "attacker.model._target_")
+        except VpevalError as error:
+            found.append(str(error))
     for key in ("anonymizer", "attacker_anonymizer"):
         folders = MODEL_FOLDERS.get(str(cfg[key].get("_target_")), ()) if cfg.get(key) is not None else ()
         for name in folders:

@@ -1,5 +1,5 @@
 """One unattended check of the CUDA path: `pytest -m gpu`, the McAdams, attacker (training
-eager and compiled, extraction) and semi-informed benchmarks, each under a share of one time
+eager and compiled, extraction; VPC 2026's ecapa_ssl at its sizes) and semi-informed benchmarks, each under a share of one time
 budget, then one dated Markdown table (GPU, torch, CUDA, figures, targets) for the README.
 
     scripts/gpu_check.sh                      # on the CUDA machine: offline wheels, then this
@@ -64,10 +64,15 @@ def steps_for(device: str, semi_size: str) -> list[Step]:
     attacker += ["--batch-size", "256", "--steps", "60"] if gpu else ["--batch-size", "8", "--steps", "2",
                                                                       "--attacker", "ecapa_tiny"]
     semi_epochs = "attacker.training.epochs=1"
+    ssl = [*py, "benchmarks/bench_attacker.py", "--device", device, "--precision", "bf16", "--random-wavlm",
+           "--extract-precision", "bf16"]
+    ssl += (["--attacker", "ecapa_ssl", "--batch-size", "32", "--steps", "20", "--extract-utterances", "400"] if gpu
+            else ["--attacker", "ecapa_ssl_tiny", "--batch-size", "4", "--steps", "2", "--utterance-seconds", "2",
+                  "--extract-utterances", "6"])
     return [
         Step("pytest_gpu", "`pytest -m gpu`", [*py, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                          "--continue-on-collection-errors"],  # modules needing numba/hypothesis
-             r"^(FAILED .*|ERROR .*|=* ?\d+ (passed|failed|skipped|deselected|errors?).*)$", 120),
+             r"^(FAILED .*|ERROR .*|=* ?\d+ (passed|failed|skipped|deselected|errors?).*)$", 90),
         Step("mcadams", "McAdams", [*py, "benchmarks/bench_mcadams.py", "--device", device, "--repeats", "1",
                                     "--seconds", "3600" if gpu else "20", "--batch-seconds", "3600" if gpu else "20",
                                     "--reference-seconds", "8"],
@@ -78,8 +83,12 @@ def steps_for(device: str, semi_size: str) -> list[Step]:
              (Target("extraction >= 3,000 utt/s", r"extraction: ([\d.]+) utterances/s", 3000),)),
         Step("attacker_compiled", "attacker training bf16, torch.compile + CUDA graphs",
              [*attacker, "--compile", "reduce-overhead", "--extract-utterances", "0"],
-             r"^training: .*?(?=;|\(|$)", 180,
+             r"^training: .*?(?=;|\(|$)", 150,
              (Target("training >= 8,000 crops/s", r"training: ([\d.]+) crops/s", 8000),)),
+        Step("ecapa_ssl", "VPC 2026 ecapa_ssl (random-weight WavLM-Large) training and extraction, bf16 eager",
+             ssl, r"^(training: .*?(?=;|\(|$)|  per crop: .*|extraction: .*?(?=,|$))", 90,
+             # 2 epochs of train-clean-360 (872,640 3-s crops) in under an hour
+             (Target("ecapa_ssl training >= 250 crops/s", r"training: ([\d.]+) crops/s", 250),)),
         Step("semi_informed", f"semi-informed attack, {semi_size} size, 1 epoch",
              [*py, "benchmarks/bench_semi_informed.py", "--size", semi_size, "--device", device,
               *(["--attacker", "ecapa", "attacker.training.precision=bf16", "attacker.extraction.precision=bf16",

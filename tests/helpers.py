@@ -343,3 +343,67 @@ def speechbrain_asv_folder(folder: Path, seed: int = 0, hyperparams: str | None 
             parameter.add_(0.05 * torch.randn_like(parameter))
     torch.save(ecapa.state_dict(), folder / "embedding_model.ckpt")
     return folder
+
+
+# A tiny random-weight WavLM (transformers' own classes) with WavLM-Large's structure: pre-norm
+# encoder, layer-norm conv extractor with the 320x conv stack, gated relative position bias.
+TINY_WAVLM = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                  conv_dim=(16,) * 7, feat_extract_norm="layer", do_stable_layer_norm=True, conv_bias=True,
+                  num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, num_buckets=32, max_bucket_distance=80)
+
+
+def wavlm_hf_folder(folder: Path, seed: int = 0, **sizes) -> Path:
+    """A random-weight WavLMModel saved as a Hugging Face folder (`save_pretrained`)."""
+    from transformers import WavLMConfig, WavLMModel
+
+    torch.manual_seed(seed)
+    model = WavLMModel(WavLMConfig(**{**TINY_WAVLM, **sizes}))
+    with torch.no_grad():  # random biases and norms too, so that a wrongly mapped one shows
+        for name, tensor in model.state_dict().items():
+            if name.endswith(("bias", "layer_norm.weight", "gru_rel_pos_const")):
+                tensor.copy_(torch.randn_like(tensor) * 0.1 + (1.0 if name.endswith(("weight", "const")) else 0.0))
+    model.save_pretrained(folder)
+    return folder
+
+
+# transformers -> Microsoft WavLM.py parameter names (plain substring replacements, in order)
+MICROSOFT_NAMES = [("pos_conv_embed.conv.parametrizations.weight.original0", "pos_conv.0.weight_g"),
+                   ("pos_conv_embed.conv.parametrizations.weight.original1", "pos_conv.0.weight_v"),
+                   ("pos_conv_embed.conv.bias", "pos_conv.0.bias"),
+                   ("masked_spec_embed", "mask_emb"), (".conv.weight", ".0.weight"), (".conv.bias", ".0.bias"),
+                   ("feature_projection.layer_norm.", "layer_norm."),
+                   ("feature_projection.projection.", "post_extract_proj."),
+                   ("attention.gru_rel_pos_linear.", "self_attn.grep_linear."),
+                   ("attention.gru_rel_pos_const", "self_attn.grep_a"),
+                   ("attention.rel_attn_embed.", "self_attn.relative_attention_bias."),
+                   ("attention.", "self_attn."), (".feed_forward.intermediate_dense.", ".fc1."),
+                   (".feed_forward.output_dense.", ".fc2.")]
+
+
+def microsoft_name(name: str) -> str:
+    if name.startswith("feature_extractor.") and ".layer_norm." in name:  # conv block: Sequential(conv, drop, (T, LN, T), GELU)
+        return name.replace(".layer_norm.", ".2.1.")
+    if name.startswith("encoder.layers.") and ".layer_norm." in name and "final_layer_norm" not in name:
+        name = name.replace(".layer_norm.", ".self_attn_layer_norm.")
+    for old, new in MICROSOFT_NAMES:
+        name = name.replace(old, new)
+    return name
+
+
+def wavlm_microsoft_file(path: Path, hf_folder: Path, normalize: bool = True) -> Path:
+    """The WavLM of `hf_folder` as Microsoft's checkpoint format: {'cfg': WavLM.py config, 'model': state}."""
+    from transformers import WavLMModel
+
+    model = WavLMModel.from_pretrained(hf_folder)
+    c = model.config
+    conv = " + ".join(f"[({d},{k},{s})]" for d, k, s in zip(c.conv_dim, c.conv_kernel, c.conv_stride))
+    cfg = {"extractor_mode": "layer_norm" if c.feat_extract_norm == "layer" else "default",
+           "encoder_layers": c.num_hidden_layers, "encoder_embed_dim": c.hidden_size,
+           "encoder_ffn_embed_dim": c.intermediate_size, "encoder_attention_heads": c.num_attention_heads,
+           "activation_fn": "gelu", "layer_norm_first": c.do_stable_layer_norm, "conv_feature_layers": conv,
+           "conv_bias": c.conv_bias, "normalize": normalize, "conv_pos": c.num_conv_pos_embeddings,
+           "conv_pos_groups": c.num_conv_pos_embedding_groups, "relative_position_embedding": True,
+           "num_buckets": c.num_buckets, "max_distance": c.max_bucket_distance, "gru_rel_pos": True}
+    state = {microsoft_name(name): tensor for name, tensor in model.state_dict().items()}
+    torch.save({"cfg": cfg, "model": state}, path)
+    return path

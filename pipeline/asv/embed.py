@@ -20,22 +20,22 @@ import numpy as np
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
+from torch import nn
 from tqdm import tqdm
 
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache, cache_key, ordered_map
-from pipeline.asv.checkpoint import check_builders, load_checkpoint, load_state_checked, save_checkpoint
+from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
 from pipeline.asv.distributed import World
-from pipeline.asv.model import SpeakerEncoder, autocast_dtype
+from pipeline.asv.encoder import check_encoder, check_module_targets, class_path
+from pipeline.asv.model import autocast_dtype
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
 from pipeline.devices import autocast, module_device
 from pipeline.errors import VpevalError
 from pipeline.fileio import read_text, write_json
 
-ENCODER_BUILDERS = ("pipeline.asv.",)  # what an attacker folder's model.json may name
 
-
-def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEncoder:
+def load_encoder(model_dir: str | Path, device: str | torch.device) -> nn.Module:
     """Rebuild the encoder from `model_dir/model.json` and load `model.pt` (weights only), in eval mode."""
     model_dir = Path(model_dir)
     spec_path = model_dir / "model.json"
@@ -43,25 +43,22 @@ def load_encoder(model_dir: str | Path, device: str | torch.device) -> SpeakerEn
         raise VpevalError(f"{spec_path}: attacker model description not found")
     try:
         spec = json.loads(read_text(spec_path))["model"]
-        check_builders(spec, spec_path, ENCODER_BUILDERS)
-        encoder = instantiate(spec)
+        check_module_targets(spec, spec_path)
+        encoder = check_encoder(instantiate(spec), f"{spec_path}: 'model'")
     except (json.JSONDecodeError, KeyError, TypeError, InstantiationException) as exc:
         raise VpevalError(f"{spec_path}: cannot rebuild the encoder ({str(exc).splitlines()[0]})") from None
-    if not isinstance(encoder, SpeakerEncoder):
-        raise VpevalError(f"{spec_path}: 'model' builds a {type(encoder).__name__}, not a SpeakerEncoder")
     weights_path = model_dir / "model.pt"
     load_state_checked(encoder, load_checkpoint(weights_path), weights_path, "model")
     return encoder.to(device).eval()
 
 
-def save_encoder(model_dir: str | Path, encoder: SpeakerEncoder, **info) -> Path:
+def save_encoder(model_dir: str | Path, encoder: nn.Module, **info) -> Path:
     """Write an attacker folder: `model.pt` (weights only), then `model.json` (how to rebuild it,
     plus `info`), which `load_encoder` reads back."""
     model_dir = Path(model_dir)
     save_checkpoint(model_dir / "model.pt", {name: tensor.detach().to("cpu", copy=True)
                                              for name, tensor in encoder.state_dict().items()})
-    target = f"{type(encoder).__module__}.{type(encoder).__qualname__}"
-    write_json(model_dir / "model.json", {**info, "model": {"_target_": target, **encoder.architecture}})
+    write_json(model_dir / "model.json", {**info, "model": {"_target_": class_path(encoder), **encoder.architecture}})
     return model_dir
 
 
@@ -100,7 +97,7 @@ def padded_batch(utts: Sequence[Utterance], sample_rate: int, min_samples: int, 
                  waveforms: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(zero-padded audio (B, longest, or its `bucket_length` with `bucket_hop`), int64
     lengths) of `utts` read at `sample_rate` as float32, or of the given `waveforms` (their
-    dtype kept); an utterance shorter than `min_samples` (one fbank window) is an error naming it."""
+    dtype kept); an utterance shorter than `min_samples` (the encoder's shortest input) is an error naming it."""
     wavs = waveforms if waveforms is not None else [read_audio(utt.path, sample_rate) for utt in utts]
     for utt, wav in zip(utts, wavs):
         if len(wav) < min_samples:
@@ -130,7 +127,7 @@ def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[lis
     return batches
 
 
-def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
+def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
                      batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
                      progress: bool | None = None, world: World | None = None,
                      audio_cache: str | Path | None = None) -> tuple[list[str], np.ndarray]:
@@ -164,11 +161,11 @@ def embed_utterances(encoder: SpeakerEncoder, utts: Sequence[Utterance], *, devi
     return [utt.id for utt in utts], embeddings.float().cpu().numpy()
 
 
-def _embed_batches(encoder: SpeakerEncoder, utts: Sequence[Utterance], batches: list[list[int]], device: torch.device,
+def _embed_batches(encoder: nn.Module, utts: Sequence[Utterance], batches: list[list[int]], device: torch.device,
                    dtype: torch.dtype | None, workers: int, cache: AudioCache | None,
                    progress: bool | None) -> torch.Tensor:
     """(len(utts), D) embeddings on `device`, zero outside `batches`; never waits for the device."""
-    hop, min_samples = encoder.fbank.window_shift, encoder.fbank.window_size
+    hop, min_samples = encoder.frame_hop, encoder.min_samples
     pin = device.type == "cuda"
 
     def load(batch: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -18,7 +18,7 @@ torch.Size([2, 12])
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -29,14 +29,13 @@ from speechbrain.lobes.models.ECAPA_TDNN import (
     TDNNBlock,
 )
 from speechbrain.nnet.losses import AdditiveAngularMargin, LogSoftmaxWrapper
-from hydra.utils import get_class
 from torch import nn
 
+from pipeline.asv.encoder import build_frontend, frontend_spec
 from pipeline.errors import VpevalError
 
 KALDI_FRONTEND = "pipeline.asv.features.KaldiFbank"
 SPEECHBRAIN_FRONTEND = "pipeline.asv.speechbrain_fbank.SpeechBrainFbank"
-FRONTEND_MODULES = ("pipeline.asv.",)  # where attacker.model.frontend may point
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -51,11 +50,12 @@ def autocast_dtype(precision: str, device: torch.device, *, config_key: str) -> 
 class SpeakerEncoder(nn.Module):
     """Waveforms -> speaker embeddings: fbank front end, mean normalisation, ECAPA-TDNN.
 
-    `frontend` names the fbank class, called as `cls(sample_rate, n_mels)`: the Kaldi one
-    (`KALDI_FRONTEND`) or SpeechBrain's `Fbank` as VPC 2024 uses it (`SPEECHBRAIN_FRONTEND`).
+    `frontend` is the fbank's `_target_` node (`_partial_`; or its class path), called as
+    `cls(sample_rate, n_mels)`: the Kaldi one (`KALDI_FRONTEND`) or SpeechBrain's `Fbank` as
+    VPC 2024 uses it (`SPEECHBRAIN_FRONTEND`). One implementation of `encoder.Encoder`.
     """
 
-    def __init__(self, *, sample_rate: int = 16000, n_mels: int = 80, frontend: str = KALDI_FRONTEND,
+    def __init__(self, *, sample_rate: int = 16000, n_mels: int = 80, frontend: Any = KALDI_FRONTEND,
                  channels: Sequence[int] = (512, 512, 512, 512, 1536),
                  kernel_sizes: Sequence[int] = (5, 3, 3, 3, 1), dilations: Sequence[int] = (1, 2, 3, 4, 1),
                  attention_channels: int = 128, res2net_scale: int = 8, se_channels: int = 128,
@@ -70,20 +70,15 @@ class SpeakerEncoder(nn.Module):
         if any(c % res2net_scale for c in channels[1:-1]):
             raise VpevalError(f"attacker.model.channels {channels[1:-1]} must be multiples of "
                               f"res2net_scale={res2net_scale}")
-        if not str(frontend).startswith(FRONTEND_MODULES):
-            raise VpevalError(f"attacker.model.frontend must name a class under {', '.join(FRONTEND_MODULES)}, "
-                              f"got {frontend!r}")
+        frontend = frontend_spec(frontend)
         self.architecture = dict(
-            sample_rate=int(sample_rate), n_mels=int(n_mels), frontend=str(frontend), channels=channels,
+            sample_rate=int(sample_rate), n_mels=int(n_mels), frontend=frontend, channels=channels,
             kernel_sizes=kernel_sizes, dilations=dilations, attention_channels=int(attention_channels), res2net_scale=int(res2net_scale),
             se_channels=int(se_channels), global_context=bool(global_context), embedding_dim=int(embedding_dim))
         self.sample_rate = int(sample_rate)
         self.embedding_dim = int(embedding_dim)
-        try:
-            fbank_class = get_class(str(frontend))
-        except (ImportError, ValueError) as exc:
-            raise VpevalError(f"attacker.model.frontend={frontend!r}: {str(exc).splitlines()[0]}") from None
-        self.fbank = fbank_class(self.sample_rate, int(n_mels))
+        self.fbank = build_frontend(frontend, self.sample_rate, int(n_mels))
+        self.min_samples, self.frame_hop = self.fbank.window_size, self.fbank.window_shift
         self.ecapa = ECAPA_TDNN(
             n_mels, lin_neurons=embedding_dim, channels=channels, kernel_sizes=kernel_sizes, dilations=dilations,
             attention_channels=attention_channels, res2net_scale=res2net_scale, se_channels=se_channels,
@@ -123,7 +118,7 @@ class SpeakerEncoder(nn.Module):
         ecapa = self.ecapa
         x = F.pad(feats.transpose(1, 2), (0, self.max_conv_padding))
         total = x.shape[2]
-        fill = _ReflectFill(num_frames, total)
+        fill = ReflectFill(num_frames, total)
         # Half a frame below the count, so that SpeechBrain's `arange < lengths * L` masks are
         # exact whatever the float rounding of lengths * L.
         rel_lens = (num_frames.to(feats.dtype) - 0.5) / total
@@ -132,7 +127,7 @@ class SpeakerEncoder(nn.Module):
             if isinstance(block, TDNNBlock):
                 x = block(fill(x))
             else:
-                x = _se_res2net(block, x, rel_lens, fill)
+                x = se_res2net(block, x, rel_lens, fill)
             outputs.append(x)
         x = ecapa.mfa(fill(torch.cat(outputs[1:], dim=1)))
         x = ecapa.asp_bn(ecapa.asp(x, lengths=rel_lens))
@@ -147,7 +142,7 @@ def normalise_mean(feats: torch.Tensor, num_frames: torch.Tensor) -> torch.Tenso
     return (feats - mean) * valid
 
 
-class _ReflectFill:
+class ReflectFill:
     """Overwrite each utterance's padding with the reflection of its valid frames.
 
     Frame t >= n of an utterance with n valid frames takes frame 2(n-1) - t (clamped to 0
@@ -163,14 +158,14 @@ class _ReflectFill:
         return torch.gather(x, 2, self.index[:, None, :].expand(-1, x.shape[1], -1))
 
 
-def _se_res2net(block: SERes2NetBlock, x: torch.Tensor, rel_lens: torch.Tensor, fill: _ReflectFill) -> torch.Tensor:
+def se_res2net(block: SERes2NetBlock, x: torch.Tensor, rel_lens: torch.Tensor, fill: ReflectFill) -> torch.Tensor:
     """SERes2NetBlock.forward with reflect-filled inputs to its dilated convolutions."""
     residual = block.shortcut(x) if block.shortcut else x
     x = block.tdnn2(_res2net(block.res2net_block, block.tdnn1(x), fill))
     return block.se_block(x, rel_lens) + residual
 
 
-def _res2net(block: Res2NetBlock, x: torch.Tensor, fill: _ReflectFill) -> torch.Tensor:
+def _res2net(block: Res2NetBlock, x: torch.Tensor, fill: ReflectFill) -> torch.Tensor:
     """Res2NetBlock.forward with reflect-filled inputs."""
     outputs = []
     for i, chunk in enumerate(torch.chunk(x, block.scale, dim=1)):

@@ -22,8 +22,10 @@ from typing import Any
 
 import torch
 import yaml
+from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
 from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
+from pipeline.asv.ecapa_ssl import VPC_WAVLM, load_vpc_ssl_folder
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.features import KaldiFbank
 from pipeline.asv.model import KALDI_FRONTEND, SPEECHBRAIN_FRONTEND, SpeakerEncoder
@@ -173,16 +175,22 @@ def load_speechbrain_encoder(folder: str | Path) -> SpeakerEncoder:
     return encoder.eval()
 
 
-def load_attacker_folder(folder: str | Path) -> SpeakerEncoder:
-    """The encoder (eval mode, CPU) of a vpeval attacker folder (model.json) or a SpeechBrain ECAPA folder."""
+def load_attacker_folder(folder: str | Path) -> torch.nn.Module:
+    """The encoder (eval mode, CPU) of a vpeval attacker folder (model.json), a VPC 2026 `ecapa_ssl`
+    folder (`WavLM-Large.pt` + `embedding_model.ckpt`) or a SpeechBrain ECAPA folder."""
     folder = Path(folder)
-    return load_encoder(folder, "cpu") if (folder / "model.json").is_file() else load_speechbrain_encoder(folder)
+    if (folder / "model.json").is_file():
+        return load_encoder(folder, "cpu")
+    if (folder / VPC_WAVLM).is_file():
+        return load_vpc_ssl_folder(folder)
+    return load_speechbrain_encoder(folder)
 
 
 def folder_files(folder: str | Path) -> list[Path]:
-    """The files that define the encoder of an attacker or SpeechBrain folder (for cache keys)."""
+    """The files that define the encoder of an attacker, VPC ecapa_ssl or SpeechBrain folder (for cache keys)."""
     folder = Path(folder)
-    names = ("model.json", "model.pt") if (folder / "model.json").is_file() else (HYPERPARAMS, EMBEDDING_WEIGHTS)
+    names = ("model.json", "model.pt") if (folder / "model.json").is_file() else \
+        (EMBEDDING_WEIGHTS, VPC_WAVLM) if (folder / VPC_WAVLM).is_file() else (HYPERPARAMS, EMBEDDING_WEIGHTS)
     return [folder / name for name in names if (folder / name).is_file()]
 
 
@@ -193,7 +201,7 @@ def _yaml_list(values: list) -> str:
 def hyperparams_text(encoder: SpeakerEncoder) -> str:
     """The hyperparams.yaml of an exported encoder (HyperPyYAML, loadable by `EncoderClassifier`)."""
     arch = encoder.architecture
-    features_class = {frontend: name for name, frontend in FEATURE_CLASSES.items()}[arch["frontend"]]
+    features_class = {frontend: name for name, frontend in FEATURE_CLASSES.items()}[arch["frontend"]["_target_"]]
     return f"""# vpeval attacker exported for speechbrain.inference.speaker.EncoderClassifier.from_hparams
 n_mels: {arch['n_mels']}
 sample_rate: {arch['sample_rate']}
@@ -232,6 +240,10 @@ pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
 def export_speechbrain_folder(encoder: SpeakerEncoder, out_dir: str | Path) -> Path:
     """Write `encoder` as a SpeechBrain ECAPA folder: embedding_model.ckpt, then hyperparams.yaml."""
     out_dir = Path(out_dir)
+    if not isinstance(getattr(encoder, "ecapa", None), ECAPA_TDNN) or \
+            encoder.architecture.get("frontend", {}).get("_target_") not in FEATURE_CLASSES.values():
+        raise VpevalError(f"a {type(encoder).__name__} attacker cannot be exported as a SpeechBrain ECAPA folder "
+                          f"(only an ECAPA-TDNN over a front end SpeechBrain has)")
     out_dir.mkdir(parents=True, exist_ok=True)
     save_checkpoint(out_dir / EMBEDDING_WEIGHTS, {name: tensor.detach().to("cpu", copy=True)
                                                   for name, tensor in encoder.ecapa.state_dict().items()})

@@ -51,8 +51,9 @@ from pipeline.asv.checkpoint import differences
 from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.asv.embed import save_encoder
 from pipeline.asv.distributed import World, use_global_batchnorm
+from pipeline.asv.encoder import check_encoder
 from pipeline.asv.finetune import init_folder
-from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, autocast_dtype
+from pipeline.asv.model import AAMSoftmaxHead, autocast_dtype
 from pipeline.asv.speechbrain_folder import load_attacker_folder
 from pipeline.asv.trainer import Trainer, write_log
 from pipeline.data.manifest import Utterance
@@ -64,7 +65,7 @@ CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 log = logging.getLogger(__name__)
 OPERATIONAL_KEYS = ("num_workers", "cache_workers", "checkpoint_every", "log_every", "cache_dir", "compile")
 
-Validate = Callable[[SpeakerEncoder], float]
+Validate = Callable[[nn.Module], float]
 
 
 def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utterance], out_dir: str | Path, *,
@@ -101,7 +102,7 @@ class _TrainingStep(nn.Module):
     """Encoder and AAM head as one module, what DDP wraps and torch.compile compiles:
     (int16-scaled crops, labels) -> (mean loss, cosines); the encoder under autocast."""
 
-    def __init__(self, model: SpeakerEncoder, head: AAMSoftmaxHead, amp_dtype: torch.dtype | None):
+    def __init__(self, model: nn.Module, head: AAMSoftmaxHead, amp_dtype: torch.dtype | None):
         super().__init__()
         self.model, self.head, self.amp_dtype = model, head, amp_dtype
 
@@ -126,16 +127,15 @@ class _Trainer(Trainer):
         self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
         self.compile_mode = compile_mode(training.get("compile"), device, config_key="attacker.training.compile")
         torch.manual_seed(seed)
-        self.model = instantiate(cfg.model)  # before any long work, so that a bad config fails at once
-        if not isinstance(self.model, SpeakerEncoder):
-            raise VpevalError(f"attacker.model._target_ must build a SpeakerEncoder, got {type(self.model).__name__}")
+        # before any long work, so that a bad config fails at once
+        self.model = check_encoder(instantiate(cfg.model), "attacker.model._target_")
         init = init_folder(cfg)
         if init:  # fine-tune a pretrained encoder (overridden by a checkpoint to resume); the head is new
             start_from(self.model, init)
         crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
-        if crop_samples < self.model.fbank.window_size:
+        if crop_samples < self.model.min_samples:
             raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
-                              f"one fbank window")
+                              f"the encoder's shortest input ({self.model.min_samples} samples)")
         self.augment = Augmentation(training.get("augment") or [], seed)
         self.augment.probe(crop_samples)
 
@@ -155,7 +155,8 @@ class _Trainer(Trainer):
                                    margin=float(cfg.head.margin), scale=float(cfg.head.scale))
         self.model.to(device)
         self.head.to(device)
-        parameters = list(self.model.parameters()) + list(self.head.parameters())
+        # frozen parts of the encoder (requires_grad off) get no gradient and no optimiser state
+        parameters = [p for p in (*self.model.parameters(), *self.head.parameters()) if p.requires_grad]
         self.optimizer = instantiate(training.optimizer)(parameters)
         self.scheduler = instantiate(training.scheduler)(self.optimizer,
                                                          total_steps=self.epochs * self.plan.steps_per_epoch)
@@ -291,7 +292,7 @@ class _Trainer(Trainer):
         self.save()
 
 
-def start_from(model: SpeakerEncoder, folder: str) -> None:
+def start_from(model: nn.Module, folder: str) -> None:
     """Copy the weights of the attacker or SpeechBrain ECAPA folder `folder` (`attacker.init`)
     into `model`, whose architecture must be the folder's."""
     start = load_attacker_folder(folder)
@@ -301,7 +302,7 @@ def start_from(model: SpeakerEncoder, folder: str) -> None:
     model.load_state_dict(start.state_dict())
 
 
-def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, seed: int) -> dict:
+def _run_identity(cfg: DictConfig, model: nn.Module, cache: AudioCache, seed: int) -> dict:
     """Everything a checkpoint's numbers depend on, in checkpoint-safe types."""
     training = OmegaConf.to_container(cfg.training, resolve=True)
     data = hashlib.sha256("\n".join(f"{utt}\t{cache.speakers[label]}" for utt, label
@@ -311,7 +312,7 @@ def _run_identity(cfg: DictConfig, model: SpeakerEncoder, cache: AudioCache, see
             "seed": int(seed), "data": data}
 
 
-def _save_model(out_dir: Path, model: SpeakerEncoder, cfg: DictConfig, state: Mapping[str, Any], *,
+def _save_model(out_dir: Path, model: nn.Module, cfg: DictConfig, state: Mapping[str, Any], *,
                 n_speakers: int) -> None:
     """model.pt (weights only) then model.json (how to rebuild it, and where it came from)."""
     save_encoder(out_dir, model, name=str(cfg.get("name", "")), epoch=state["best_epoch"], val_eer=state["best_eer"],

@@ -73,6 +73,7 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
     if attacker.get("init"):
         params["init"] = str(attacker.init)
         inputs["init"] = {path.name: file_digest(path) for path in folder_files(attacker.init)}
+    inputs |= model_weight_files(attacker.model)
 
     def build(out: Path) -> dict:
         run_on_ranks(team, device, train_on_rank, attacker=plain(attacker), held_out=str(held_out), out=str(out),
@@ -82,6 +83,20 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
         return {"attacker": attacker.name}
 
     return cache.build("train", params, inputs, build, code=__name__)
+
+
+def model_weight_files(model: DictConfig) -> dict:
+    """Digests of the files the model's path arguments name (e.g. ecapa_ssl's frozen WavLM), so
+    that another file at the same path is another attacker: {"model.<key>": digest(s)}."""
+    found = {}
+    for key, value in model.items():
+        path = Path(value) if isinstance(value, str) else None
+        if path is not None and path.is_file():
+            found[f"model.{key}"] = file_digest(path)
+        elif path is not None and path.is_dir():
+            found[f"model.{key}"] = {str(p.relative_to(path)): file_digest(p) for p in sorted(path.rglob("*"))
+                                     if p.is_file()}
+    return found
 
 
 def imported(folder: str, cache: Cache) -> Path:

@@ -19,6 +19,8 @@ REQUIRED = {
     ("data", "vpc_mls"): ["data.root=/corpora/vpc/data"],
     ("anonymizer", "external"): ["anonymizer.command=[python,x.py]"],
     ("anonymizer", "precomputed"): ["anonymizer.folder=/anon"],
+    ("attacker", "ecapa_ssl"): ["attacker.model.wavlm=/models/WavLM-Large.pt"],
+    ("attacker", "ecapa_ssl_tiny"): ["attacker.model.wavlm=/models/wavlm_tiny"],
 }
 # Systems that need trained weights: without them they stop naming the key and the recipe
 # (built with weights in tests/unit/anonymizers/test_neural_system.py).
@@ -71,10 +73,22 @@ def test_attacker_anonymizer_defaults_to_the_evaluated_system():
 
 
 @pytest.mark.parametrize("option", options("attacker"))
-def test_attacker_models_instantiate(option):
-    cfg = compose([f"attacker={option}"])
+def test_attacker_models_instantiate(option, tiny_wavlm):
+    cfg = compose([f"attacker={option}", *([f"attacker.model.wavlm={tiny_wavlm}"] if "ssl" in option else [])])
+    if option == "ecapa_ssl":  # VPC sizes need WavLM-Large: a tiny one is refused, naming the file
+        with pytest.raises(VpevalError, match=rf"^{tiny_wavlm}: WavLM of hidden size 32 with 2 layers, but "
+                                              r"attacker.model needs channels\[0\]=1024 and wavlm_layers=24$"):
+            instantiate(cfg.attacker.model)
+        return
     model = instantiate(cfg.attacker.model)
     assert model.embedding_dim == cfg.attacker.model.embedding_dim
+
+
+@pytest.fixture(scope="module")
+def tiny_wavlm(tmp_path_factory) -> Path:
+    from tests.helpers import wavlm_hf_folder
+
+    return wavlm_hf_folder(tmp_path_factory.mktemp("wavlm") / "tiny")
 
 
 @pytest.mark.parametrize("option", options("backend"))

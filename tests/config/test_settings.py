@@ -13,8 +13,9 @@ SHIPPED = ([f"{group}={option}" for group in ("data", "attacker", "backend", "at
 
 @pytest.mark.parametrize("override", SHIPPED)
 def test_every_shipped_config_and_recipe_passes(override):
-    """Only the values a corpus config leaves for the user (`data.root: ???`) are missing."""
-    assert [p for p in problems(compose([override])) if not p.startswith("data.root: required")] == []
+    """Only the values a config leaves for the user (`data.root: ???`, ecapa_ssl's `attacker.model.wavlm`) are missing."""
+    assert [p for p in problems(compose([override]))
+            if not p.startswith(("data.root: required", "attacker.model.wavlm: required"))] == []
 
 
 @pytest.mark.parametrize("override, expected", [
@@ -48,7 +49,6 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("anonymization_seed=-2", "anonymization_seed=-2: must be an integer >= 0"),
     ("anonymizer.lpc=covariance", "anonymizer.lpc=covariance: must be levinson or burg"),
     ("attacker.training.compile=fast", "attacker.training.compile=fast: must be null, false, true or one of default"),
-    ("attacker.model.frontend=os.system", "attacker.model.frontend=os.system: must be a front-end class"),
     ("reidentification.populations=[1]", "reidentification.populations=[1]: must be a list of integers >= 2"),
     ("reidentification.candidates=[10,1]", "reidentification.candidates=[10, 1]: must be a list of integers >= 2"),
     ("reidentification.lengths=[0]", "reidentification.lengths=[0]: must be a list of integers >= 1"),

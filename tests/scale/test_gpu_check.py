@@ -68,3 +68,19 @@ def test_table_rows_keep_their_columns(tmp_path):
     rows = table([outcome], datetime.datetime(2026, 11, 24, 12, 0), "1 x H100").splitlines()
     assert rows[0].startswith("GPU check of 2026-11-24 12:00 UTC on 1 x H100")
     assert rows[-1].replace("\\|", "").count("|") == 5 and "training: 1 \\| 2" in rows[-1]
+
+
+def test_ecapa_ssl_step_runs_at_cpu_sizes_and_reports_its_figures(tmp_path):
+    """The ecapa_ssl step's own logic (random WavLM, training, FLOPs split, extraction) on CPU."""
+    step = next(s for s in steps_for("cpu", "tiny") if s.name == "ecapa_ssl")
+    assert "ecapa_ssl_tiny" in step.argv and "--random-wavlm" in step.argv
+    cuda_step = next(s for s in steps_for("cuda", "train-clean-360") if s.name == "ecapa_ssl")
+    assert [cuda_step.argv[cuda_step.argv.index(k) + 1] for k in ("--attacker", "--batch-size")] == ["ecapa_ssl", "32"]
+    outcome = run_step(step, 600, tmp_path)
+    assert outcome.status == "ok", (tmp_path / "ecapa_ssl.log").read_text()[-2000:]
+    figures = dict(re.findall(r"(training|extraction): ([\d.]+) (?:crops|utterances)/s", outcome.result))
+    assert float(figures["training"]) > 0 and float(figures["extraction"]) > 0
+    wavlm, rest, backward = map(float, re.search(r"per crop: WavLM forward ([\d.]+) GFLOP, the rest of the forward "
+                                                 r"([\d.]+) GFLOP, backward ([\d.]+) GFLOP", outcome.result).groups())
+    assert wavlm > 0 and rest > 0 and backward > rest  # the backward of the trainable part only
+    assert "ecapa_ssl training >= 250 crops/s: " in outcome.result

@@ -38,3 +38,29 @@ def test_vpc_score_file_with_a_trials_file_that_does_not_match(tmp_path):
     message = cli_message(vpeval("metrics", str(scores), "--trials", str(trials), tmp=tmp_path))
     record("vpc-trials-mismatch", "VPC 3-field score file whose trials file lists other trials (`--trials`)",
            "CLI (exit 2, score reader)", message, tmp_path, "scores:3", "trials", "line for line")
+
+
+def test_wavlm_checkpoint_of_the_wrong_size_stops_before_any_stage(tmp_path):
+    from tests.helpers import wavlm_hf_folder
+
+    wavlm = wavlm_hf_folder(tmp_path / "wavlm_base")  # hidden size 32, 2 layers; ecapa_ssl needs WavLM-Large
+    message = cli_message(vpeval("data=synthetic_tiny", "attacker=ecapa_ssl", f"attacker.model.wavlm={wavlm}",
+                                 "device=cpu", f"paths.data={tmp_path / 'data'}", tmp=tmp_path))
+    record("wavlm-size", "WavLM checkpoint (`attacker.model.wavlm`) of another size than `ecapa_ssl`'s",
+           "config check (the attacker's encoder is built before any stage)", message, tmp_path, "wavlm_base",
+           "hidden size 32 with 2 layers", "channels[0]=1024")
+    assert not (tmp_path / "data" / "corpora").exists() and not list((tmp_path / "data" / "cache").glob("*/*"))
+
+
+def test_wavlm_checkpoint_with_foreign_keys(tmp_path):
+    import torch
+
+    from pipeline.asv.wavlm import load_wavlm
+    from tests.helpers import wavlm_hf_folder, wavlm_microsoft_file
+
+    path = wavlm_microsoft_file(tmp_path / "WavLM-Large.pt", wavlm_hf_folder(tmp_path / "hf"))
+    checkpoint = torch.load(path)
+    checkpoint["model"]["decoder.proj.weight"] = torch.zeros(2)
+    torch.save(checkpoint, path)
+    record("wavlm-keys", "WavLM checkpoint (Microsoft `.pt`) with keys WavLM does not have", "attacker model build",
+           raised(load_wavlm, path), tmp_path, "WavLM-Large.pt", "unexpected keys", "decoder.proj.weight")

@@ -1,0 +1,149 @@
+"""A frozen WavLM loaded offline from a path, as transformers' `WavLMModel`, and its layer outputs.
+
+Two formats load into the same model:
+
+- Microsoft's checkpoint (`WavLM-Large.pt`, what VPC 2026 ships): a torch file holding `cfg`
+  (WavLM's config dict) and `model` (a state dict in Microsoft's / fairseq's naming);
+- a Hugging Face folder (`config.json` with `model_type: wavlm` and `model.safetensors` or
+  `pytorch_model.bin`), as `WavLMModel.save_pretrained` writes it.
+
+`layer_outputs` returns what VPC's `WavLMFeatureExtractor` takes from Microsoft's
+`extract_features(..., ret_layer_results=True)`: the output of every transformer layer
+(layer 0, the input of the first, dropped), before the encoder's final layer norm.
+
+>>> model = load_wavlm("exp/asv_ssl/WavLM-Large.pt")  # doctest: +SKIP
+>>> layer_outputs(model, torch.zeros(2, 160000)).shape  # doctest: +SKIP
+torch.Size([24, 2, 499, 1024])
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from transformers import WavLMConfig, WavLMModel
+
+from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
+from pipeline.errors import VpevalError
+
+# Microsoft WavLM config keys -> transformers WavLMConfig arguments
+CONFIG_KEYS = {"encoder_layers": "num_hidden_layers", "encoder_embed_dim": "hidden_size",
+               "encoder_ffn_embed_dim": "intermediate_size", "encoder_attention_heads": "num_attention_heads",
+               "activation_fn": "hidden_act", "layer_norm_first": "do_stable_layer_norm", "conv_bias": "conv_bias",
+               "conv_pos": "num_conv_pos_embeddings", "conv_pos_groups": "num_conv_pos_embedding_groups",
+               "num_buckets": "num_buckets", "max_distance": "max_bucket_distance"}
+# Microsoft's parameter names -> transformers' (regular expressions, applied in order, first match)
+KEY_RULES = [
+    (r"^mask_emb$", "masked_spec_embed"),
+    (r"^feature_extractor\.conv_layers\.(\d+)\.0\.(weight|bias)$", r"feature_extractor.conv_layers.\1.conv.\2"),
+    (r"^feature_extractor\.conv_layers\.(\d+)\.2\.1\.(weight|bias)$", r"feature_extractor.conv_layers.\1.layer_norm.\2"),
+    (r"^feature_extractor\.conv_layers\.0\.2\.(weight|bias)$", r"feature_extractor.conv_layers.0.layer_norm.\1"),
+    (r"^layer_norm\.(weight|bias)$", r"feature_projection.layer_norm.\1"),
+    (r"^post_extract_proj\.(weight|bias)$", r"feature_projection.projection.\1"),
+    (r"^encoder\.pos_conv\.0\.bias$", "encoder.pos_conv_embed.conv.bias"),
+    (r"^encoder\.pos_conv\.0\.weight_g$", "encoder.pos_conv_embed.conv.parametrizations.weight.original0"),
+    (r"^encoder\.pos_conv\.0\.weight_v$", "encoder.pos_conv_embed.conv.parametrizations.weight.original1"),
+    (r"^encoder\.layer_norm\.(weight|bias)$", r"encoder.layer_norm.\1"),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.(q|k|v|out)_proj\.(weight|bias)$", r"encoder.layers.\1.attention.\2_proj.\3"),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.grep_linear\.(weight|bias)$",
+     r"encoder.layers.\1.attention.gru_rel_pos_linear.\2"),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.grep_a$", r"encoder.layers.\1.attention.gru_rel_pos_const"),
+    (r"^encoder\.layers\.(\d+)\.self_attn\.relative_attention_bias\.weight$",
+     r"encoder.layers.\1.attention.rel_attn_embed.weight"),
+    (r"^encoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)$", r"encoder.layers.\1.layer_norm.\2"),
+    (r"^encoder\.layers\.(\d+)\.fc1\.(weight|bias)$", r"encoder.layers.\1.feed_forward.intermediate_dense.\2"),
+    (r"^encoder\.layers\.(\d+)\.fc2\.(weight|bias)$", r"encoder.layers.\1.feed_forward.output_dense.\2"),
+    (r"^encoder\.layers\.(\d+)\.final_layer_norm\.(weight|bias)$", r"encoder.layers.\1.final_layer_norm.\2"),
+]
+
+
+def hf_config(cfg: Mapping[str, Any], path: Path) -> WavLMConfig:
+    """transformers' WavLMConfig equal to a Microsoft WavLM `cfg` (refusing what it cannot express)."""
+    if not cfg.get("relative_position_embedding", False) or not cfg.get("gru_rel_pos", False):
+        raise VpevalError(f"{path}: cfg: WavLM without gated relative position embedding "
+                          f"(relative_position_embedding, gru_rel_pos) is not supported")
+    mode = cfg.get("extractor_mode", "default")
+    if mode not in ("default", "layer_norm"):
+        raise VpevalError(f"{path}: cfg.extractor_mode={mode!r}: must be default or layer_norm")
+    try:
+        conv = [tuple(int(v) for v in layer) for layer in _conv_layers(str(cfg["conv_feature_layers"]))]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise VpevalError(f"{path}: cfg.conv_feature_layers unreadable ({exc})") from None
+    arguments = {hf: cfg[ms] for ms, hf in CONFIG_KEYS.items() if ms in cfg}
+    return WavLMConfig(**arguments, feat_extract_norm="layer" if mode == "layer_norm" else "group",
+                       conv_dim=[c[0] for c in conv], conv_kernel=[c[1] for c in conv], conv_stride=[c[2] for c in conv])
+
+
+def _conv_layers(text: str) -> list:
+    """The value of fairseq's `conv_feature_layers`, e.g. '[(512,10,5)] + [(512,3,2)] * 4', without eval."""
+    layers: list = []
+    for term in text.split("+"):
+        match = re.fullmatch(r"\s*\[\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)\s*\]\s*(?:\*\s*(\d+))?\s*", term)
+        if not match:
+            raise ValueError(f"unsupported term {term.strip()!r}")
+        layers += [match.groups()[:3]] * int(match.group(4) or 1)
+    return layers
+
+
+def hf_key(name: str) -> str | None:
+    """transformers' name of Microsoft's parameter `name` (None: not a WavLM parameter)."""
+    for pattern, replacement in KEY_RULES:
+        if re.match(pattern, name):
+            return re.sub(pattern, replacement, name)
+    return None
+
+
+def load_wavlm(path: str | Path) -> WavLMModel:
+    """The WavLM at `path` (Microsoft .pt file or Hugging Face folder), frozen, in eval mode, on CPU;
+    a checkpoint of another size or with foreign keys is one line naming the file and the keys."""
+    path = Path(path)
+    if path.is_dir():
+        model = _load_hf_folder(path)
+    elif path.is_file():
+        checkpoint = load_checkpoint(path)
+        if not isinstance(checkpoint.get("cfg"), Mapping) or not isinstance(checkpoint.get("model"), Mapping):
+            raise VpevalError(f"{path}: not a WavLM checkpoint (a torch file with 'cfg' and 'model', as "
+                              f"Microsoft's WavLM-Large.pt)")
+        model = WavLMModel(hf_config(checkpoint["cfg"], path))
+        renamed = {hf_key(name) or name: tensor for name, tensor in checkpoint["model"].items()}
+        load_state_checked(model, renamed, path, "model")
+    else:
+        raise VpevalError(f"{path}: WavLM checkpoint not found (a WavLM-Large.pt file or a Hugging Face folder)")
+    return model.requires_grad_(False).eval()
+
+
+def _load_hf_folder(path: Path) -> WavLMModel:
+    config_path = path / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise VpevalError(f"{config_path}: not a readable Hugging Face config ({str(exc).splitlines()[0]})") from None
+    if config.get("model_type") != "wavlm":
+        raise VpevalError(f"{config_path}: model_type is {config.get('model_type')!r}, not wavlm")
+    weights = [path / name for name in ("model.safetensors", "pytorch_model.bin") if (path / name).is_file()]
+    if not weights:
+        raise VpevalError(f"{path}: no model.safetensors or pytorch_model.bin")
+    if weights[0].suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(weights[0])
+    else:
+        state = load_checkpoint(weights[0])
+    state = {name.removeprefix("wavlm."): tensor for name, tensor in state.items()}  # a WavLMFor... head's body
+    model = WavLMModel(WavLMConfig.from_dict(config))
+    load_state_checked(model, state, weights[0], "model")
+    return model
+
+
+def layer_outputs(model: WavLMModel, wavs: torch.Tensor) -> torch.Tensor:
+    """(L, B, T, C) outputs of the L transformer layers for (B, N) waveforms (no padding mask),
+    before the final layer norm of a pre-norm (Large) encoder."""
+    last: list[torch.Tensor] = []
+    hook = model.encoder.layers[-1].register_forward_hook(lambda module, args, output: last.append(output[0]))
+    try:
+        hidden = model(wavs, output_hidden_states=True).hidden_states
+    finally:
+        hook.remove()
+    return torch.stack([*hidden[1:-1], last[0]])

@@ -1,0 +1,198 @@
+"""attacker=ecapa_ssl: VPC 2026's parameter layout, both WavLM formats, fusion, frozen WavLM, bad checkpoints."""
+from pathlib import Path
+
+import pytest
+import torch
+from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN, SERes2NetBlock
+from transformers import WavLMModel
+
+from pipeline.asv.ecapa_ssl import FusedECAPA, SSLSpeakerEncoder, resampling_matrix
+from pipeline.asv.encoder import check_encoder
+from pipeline.asv.wavlm import layer_outputs, load_wavlm
+from pipeline.errors import VpevalError
+from tests.helpers import wavlm_hf_folder, wavlm_microsoft_file
+
+VPC = dict(channels=[1024, 1024, 1024, 1024, 3072], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],
+           attention_channels=128, res2net_scale=8, se_channels=128, global_context=True, embedding_dim=192)
+TINY = dict(channels=[32, 32, 32, 32, 96], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],
+            attention_channels=16, res2net_scale=4, se_channels=16, global_context=True, embedding_dim=24)
+
+
+def vpc_layout(sizes: dict, layers: int) -> dict:
+    """Names and shapes of VPC's ECAPA_TDNN_test, rebuilt from its description: SpeechBrain's
+    ECAPA_TDNN (blocks, mfa, asp, asp_bn, fc), one C->C SE-Res2Net block per ECAPA block
+    (blocks_features) and the layer weights."""
+    c, k, d = sizes["channels"], sizes["kernel_sizes"], sizes["dilations"]
+    ecapa = ECAPA_TDNN(80, lin_neurons=sizes["embedding_dim"], channels=c, kernel_sizes=k, dilations=d,
+                       attention_channels=sizes["attention_channels"], res2net_scale=sizes["res2net_scale"],
+                       se_channels=sizes["se_channels"])
+    layout = {name: tuple(t.shape) for name, t in ecapa.state_dict().items()}
+    for i in range(len(c) - 1):
+        block = SERes2NetBlock(c[i], c[i], res2net_scale=sizes["res2net_scale"], se_channels=sizes["se_channels"],
+                               kernel_size=k[i], dilation=d[i])
+        layout |= {f"blocks_features.{i}.{name}": tuple(t.shape) for name, t in block.state_dict().items()}
+    return layout | {"weighted_sum.layer_weights": (layers,)}
+
+
+def fused(sizes: dict, layers: int) -> FusedECAPA:
+    return FusedECAPA(input_size=80, wavlm_layers=layers, dropout=0.3, **{k: v for k, v in sizes.items()
+                                                                          if k != "global_context"},
+                      global_context=True)
+
+
+def test_vpc_sizes_have_vpc_names_shapes_and_count():
+    ours = {name: tuple(t.shape) for name, t in fused(VPC, 24).state_dict().items()}
+    expected = vpc_layout(VPC, 24)
+    assert ours == expected
+    count = sum(p.numel() for p in fused(VPC, 24).parameters())
+    assert count == sum(torch.Size(s).numel() for n, s in expected.items() if "running_" not in n
+                        and "num_batches" not in n)
+
+
+@pytest.fixture(scope="module")
+def wavlm_files(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("wavlm")
+    hf = wavlm_hf_folder(folder / "hf")
+    return hf, wavlm_microsoft_file(folder / "WavLM-Tiny.pt", hf)
+
+
+def speech(seconds: float, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    t = torch.arange(int(seconds * 16000)) / 16000
+    return 0.3 * torch.sin(2 * torch.pi * (120 + 40 * seed) * t) + 0.05 * torch.randn(len(t), generator=generator)
+
+
+def test_both_wavlm_formats_give_the_same_layers(wavlm_files):
+    hf, pt = wavlm_files
+    wavs = torch.stack([speech(1.0, 0), speech(1.0, 1)])
+    with torch.inference_mode():
+        from_folder, from_file = layer_outputs(load_wavlm(hf), wavs), layer_outputs(load_wavlm(pt), wavs)
+        reference_model = WavLMModel.from_pretrained(hf).eval()
+        reference = reference_model(wavs, output_hidden_states=True)
+        last_normalised = reference_model.encoder.layer_norm(from_folder[1])
+    assert from_folder.shape == (2, 2, 49, 32)
+    torch.testing.assert_close(from_file, from_folder, rtol=0, atol=1e-6)
+    # every layer's own output: the first ones as transformers returns them, the last before the final norm
+    torch.testing.assert_close(from_folder[0], reference.hidden_states[1])
+    torch.testing.assert_close(reference.last_hidden_state, last_normalised)
+
+
+def encoder(wavlm: Path, **changes) -> SSLSpeakerEncoder:
+    torch.manual_seed(0)
+    return SSLSpeakerEncoder(wavlm=str(wavlm), wavlm_layers=2, wavlm_seconds=1.5, **{**TINY, **changes}).eval()
+
+
+def test_both_formats_give_the_same_embeddings(wavlm_files):
+    hf, pt = wavlm_files
+    wavs = torch.stack([speech(1.2, 2), speech(1.2, 3)])
+    with torch.inference_mode():
+        torch.testing.assert_close(encoder(pt)(wavs), encoder(hf)(wavs), rtol=0, atol=1e-5)
+
+
+def test_an_utterance_embeds_the_same_alone_or_in_a_ragged_batch(wavlm_files):
+    model = encoder(wavlm_files[0])
+    utts = [speech(2.0, 4), speech(0.7, 5), speech(1.1, 6)]  # longer and shorter than wavlm_seconds
+    padded = torch.nn.utils.rnn.pad_sequence(utts, batch_first=True)
+    lengths = torch.tensor([len(u) for u in utts])
+    with torch.inference_mode():
+        batch = model.embed_samples(padded, lengths)
+        alone = torch.cat([model(u[None]) for u in utts])
+    torch.testing.assert_close(batch, alone, rtol=1e-4, atol=1e-4)
+
+
+def vpc_resample(x: torch.Tensor, n: int) -> torch.Tensor:
+    """VPC's resample_tensor, re-written from its description with explicit loops."""
+    t = x.shape[2]
+    if t > n:
+        sizes = [t // n] * (n - t % n) + [t // n + 1] * (t % n)
+        starts = [sum(sizes[:i]) for i in range(n)]
+        return torch.stack([x[:, :, s:s + w].mean(dim=2) for s, w in zip(starts, sizes)], dim=2)
+    return torch.stack([x[:, :, j % t] for j in range(n)], dim=2)
+
+
+@pytest.mark.parametrize("source, frames", [(499, 301), (499, 499), (499, 1001), (7, 3), (10, 4)])
+def test_resampling_matches_vpc(source, frames):
+    x = torch.randn(1, 3, source, dtype=torch.float64)
+    matrix = resampling_matrix(source, torch.tensor([frames]), frames + 5).double()
+    ours = torch.bmm(x, matrix.transpose(1, 2))
+    torch.testing.assert_close(ours[:, :, :frames], vpc_resample(x, frames))
+    assert not ours[:, :, frames:].any()
+
+
+def test_vpc_checkpoint_loads_without_missing_or_unexpected_keys(wavlm_files, tmp_path):
+    model = encoder(wavlm_files[1])
+    generator = torch.Generator().manual_seed(1)
+    state = {f"module.{name}": torch.randn(shape, generator=generator) if shape else torch.tensor(3)
+             for name, shape in vpc_layout(TINY, 2).items()}
+    torch.save(state, tmp_path / "embedding_model.ckpt")
+    model.load_vpc_embedding_model(tmp_path / "embedding_model.ckpt")
+    assert torch.equal(model.ecapa.weighted_sum.layer_weights, state["module.weighted_sum.layer_weights"])
+    del state["module.fc.conv.bias"]
+    torch.save(state, tmp_path / "partial.ckpt")
+    with pytest.raises(VpevalError, match=r"partial.ckpt: embedding_model is from another architecture: 1 missing keys"):
+        model.load_vpc_embedding_model(tmp_path / "partial.ckpt")
+
+
+def test_wavlm_is_frozen_and_outside_parameters_and_state(wavlm_files):
+    model = check_encoder(encoder(wavlm_files[0]), "test").train()
+    assert not model.wavlm.training
+    assert not any(name.startswith("wavlm") or "wavlm" in name for name in model.state_dict())
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in model.ecapa.parameters())
+    before = {name: p.clone() for name, p in model.wavlm.named_parameters()}
+    model(torch.stack([speech(1.0, 7), speech(1.0, 8)])).square().sum().backward()
+    assert model.ecapa.weighted_sum.layer_weights.grad is not None and model.ecapa.blocks[0].conv.conv.weight.grad.any()
+    assert all(p.grad is None and not p.requires_grad for p in model.wavlm.parameters())
+    assert all(torch.equal(before[name], p) for name, p in model.wavlm.named_parameters())
+
+
+def test_bf16_autocast_runs_and_stays_close_on_cpu(wavlm_files):
+    model = encoder(wavlm_files[0])
+    wavs = torch.stack([speech(1.0, 9), speech(1.0, 10)])
+    with torch.inference_mode():
+        reference = model(wavs)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(wavs)
+    assert low.dtype == torch.bfloat16
+    cosine = torch.nn.functional.cosine_similarity(low.float(), reference)
+    assert bool((cosine > 0.99).all()), cosine
+
+
+@pytest.mark.parametrize("problem, message", [
+    ("size", r"WavLM-Tiny.pt: WavLM of hidden size 32 with 2 layers, but attacker.model needs channels\[0\]=64"),
+    ("foreign", r"foreign.pt: model is from another architecture: .*1 unexpected keys \[decoder.weight\]"),
+    ("shape", r"shape.pt: model is from another architecture: .*shape mismatches \[encoder.layer_norm.weight: "
+              r"expected \(32,\) found \(31,\)\]"),
+    ("not_wavlm", r"not_wavlm.pt: not a WavLM checkpoint \(a torch file with 'cfg' and 'model'"),
+])
+def test_bad_wavlm_checkpoints_are_one_line_naming_the_file(wavlm_files, tmp_path, problem, message):
+    pt = wavlm_files[1]
+    checkpoint = torch.load(pt)
+    if problem == "foreign":
+        checkpoint["model"]["decoder.weight"] = torch.zeros(3)
+    elif problem == "shape":
+        checkpoint["model"]["encoder.layer_norm.weight"] = torch.zeros(31)
+    elif problem == "not_wavlm":
+        checkpoint = checkpoint["model"]
+    path = pt if problem == "size" else tmp_path / f"{problem}.pt"
+    if problem != "size":
+        torch.save(checkpoint, path)
+    changes = {"channels": [64, 64, 64, 64, 192]} if problem == "size" else {}
+    with pytest.raises(VpevalError, match=message) as error:
+        encoder(path, **changes)
+    assert "\n" not in str(error.value)
+
+
+def test_compiled_forward_and_backward_match_eager(wavlm_files):
+    """torch.compile (AOT autograd, the graph Inductor would get) through the inference-mode WavLM."""
+    model = encoder(wavlm_files[0])
+    wavs = torch.stack([speech(1.0, 11), speech(1.0, 12)])
+    model(wavs).sum().backward()
+    eager = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    compiled = torch.compile(model, backend="aot_eager")
+    out = compiled(wavs)
+    out.sum().backward()
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(wavs), rtol=1e-4, atol=1e-4)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, eager[name], rtol=1e-3, atol=1e-4, msg=name)
