@@ -45,7 +45,7 @@ def test_wavlm_checkpoint_of_the_wrong_size_stops_before_any_stage(tmp_path):
 
     wavlm = wavlm_hf_folder(tmp_path / "wavlm_base")  # hidden size 32, 2 layers; ecapa_ssl needs WavLM-Large
     message = cli_message(vpeval("data=synthetic_tiny", "attacker=ecapa_ssl", f"attacker.model.wavlm={wavlm}",
-                                 "device=cpu", f"paths.data={tmp_path / 'data'}", tmp=tmp_path))
+                                 "attacker.finetune=false", "device=cpu", f"paths.data={tmp_path / 'data'}", tmp=tmp_path))
     record("wavlm-size", "WavLM checkpoint (`attacker.model.wavlm`) of another size than `ecapa_ssl`'s",
            "config check (the attacker's encoder is built before any stage)", message, tmp_path, "wavlm_base",
            "hidden size 32 with 2 layers", "channels[0]=1024")
