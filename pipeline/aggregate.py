@@ -46,6 +46,7 @@ from pipeline.metrics.detectors import MODELS
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
+from pipeline.report.vpc2026_results import write_combined_results
 from pipeline.stages.report import detection_sections, similarity_rows
 
 OUT = "aggregate"
@@ -163,6 +164,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     write_text(out / "results.csv", results_csv(records))
     if similarity:
         write_text(out / "similarity.csv", results_csv(similarity))
+    write_combined_results(out / "vpc2026", [results for _, results in finished])
     utility = [row for system, found in utilities.items() for row in utility_rows(found, system)]
     if utility:
         write_text(out / "utility.csv", results_csv(utility))

@@ -287,7 +287,7 @@ def system_labels(cfg: DictConfig) -> tuple[str, str]:
 
 def config_summary(cfg: DictConfig) -> dict:
     evaluated, attacker = system_labels(cfg)
-    return {"name": cfg.name, "data": cfg.data.name, "anonymizer": evaluated,
+    return {"name": cfg.name, "data": cfg.data.name, "data_tag": str(cfg.data.tag), "anonymizer": evaluated,
             "attacker_anonymizer": attacker, "attacker": cfg.attacker.name,
             "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
             "anonymization_seed": cfg.anonymization_seed,

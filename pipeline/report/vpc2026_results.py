@@ -169,6 +169,37 @@ def result_for_rank(runs: Sequence[RunResults], time: datetime) -> list[str]:
     return lines
 
 
+LANGUAGE_ORDER = ("en", "de", "fr", "es")  # VPC 2026 Track 2 numbers its rows in this order
+
+
+def run_of_results(results: Mapping, trial_list: str = "mixed") -> RunResults:
+    """The RunResults of one run's results.json (a sweep job's): its data tag, the splits scored
+    on `<split>_<trial_list>` lists, and each attack's (enroll, trials, attacker) from its records."""
+    records = results.get("records", [])
+    suffix = f"_{trial_list}"
+    splits = [s[: -len(suffix)] for s in dict.fromkeys(r["set"] for r in records) if s.endswith(suffix)]
+    attacks = {r["attack"]: {"enroll": r["enroll"], "trials": r["trials"],
+                             "attacker": "original" if r["attacker_anonymizer"] == "original" else "anonymized"}
+               for r in records}
+    return RunResults(str(results.get("config", {}).get("data_tag")), splits, records, attacks,
+                      results.get("utility", {}), trial_list)
+
+
+def write_combined_results(folder: Path, jobs: Sequence[Mapping]) -> list[Path]:
+    """`<folder>/result_for_rank_<system>` over the jobs (results.json contents) of a sweep, one
+    file per evaluated system, its runs in VPC 2026's language order (Track 2: one job per
+    language); returns the files written (none when no job scored mixed-gender lists)."""
+    by_system: dict[str, list[RunResults]] = {}
+    for results in jobs:
+        run = run_of_results(results)
+        if run.eval_splits:
+            by_system.setdefault(str(results["config"]["anonymizer"]), []).append(run)
+    rank = {tag: i for i, tag in enumerate(LANGUAGE_ORDER)}
+    written = [write_vpc2026_results(folder, sorted(runs, key=lambda run: rank.get(run.dataset, len(rank))),
+                                     system=system) for system, runs in by_system.items()]
+    return [path for path in written if path is not None]
+
+
 def write_vpc2026_results(folder: Path, runs: Sequence[RunResults], *, system: str,
                           time: datetime | None = None) -> Path | None:
     """Write `<folder>/result_for_rank_<system>`; returns the file, or None (nothing written)

@@ -17,6 +17,7 @@ REQUIRED = {
     ("data", "vpc_vctk"): ["data.root=/corpora/vpc/data"],
     ("data", "mls"): ["data.root=/corpora/mls"],
     ("data", "vpc_mls"): ["data.root=/corpora/vpc/data"],
+    ("data", "vpc2026"): ["data.root=/corpora/vpc/data"],
     ("anonymizer", "external"): ["anonymizer.command=[python,x.py]"],
     ("anonymizer", "precomputed"): ["anonymizer.folder=/anon"],
     ("attacker", "ecapa_ssl"): ["attacker.model.wavlm=/models/WavLM-Large.pt"],
@@ -121,14 +122,22 @@ def test_unknown_key_override_is_refused():
 # Recipes (recipes/<name>/experiment.yaml, `+experiment=<name>`) and their mandatory values.
 RECIPE_REQUIRED = {"vpc2024": ["data.root=/corpora/vpc/data"], "mismatch_full": ["data.root=/corpora/LibriSpeech"],
                    "mismatch_partial": ["data.root=/corpora/LibriSpeech"],
-                   "mismatch_hidden": ["data.root=/corpora/LibriSpeech"], "noe2022": ["data.root=/corpora/LibriSpeech"]}
+                   "mismatch_hidden": ["data.root=/corpora/LibriSpeech"], "noe2022": ["data.root=/corpora/LibriSpeech"],
+                   "legal_eval": ["data.root=/corpora/LibriSpeech"],
+                   **{name: ["data.root=/corpora/vpc/data", "attacker.pretrained=/vpc/exp/asv_ssl",
+                             "attacker.model.wavlm=/vpc/exp/asv_ssl/WavLM-Large.pt"]
+                      for name in ("vpc2026", "vpc2026_track2")},
+                   "vpc2026_synthetic": ["attacker.model.wavlm=/models/wavlm_tiny"]}
+SWEEP_TARGETS = {"+vpc2026_language": "data.language"}  # a swept group of _global_ options: the key it sets
 RECIPE_FILES = recipe_options(RECIPES_DIR)["experiment"]
 RECIPES = sorted(RECIPE_FILES)
 
 
 def test_every_recipe_folder_has_a_readme_and_the_papers_recipes_exist():
-    assert {"vpc2024", "mismatch_full", "mismatch_partial", "mismatch_hidden", "noe2022"} <= set(RECIPES)
-    for name in ("vpc2024", "mismatch_full", "mismatch_partial", "mismatch_hidden", "noe2022", "maouche2020"):
+    assert {"vpc2024", "vpc2026", "vpc2026_track2", "mismatch_full", "mismatch_partial", "mismatch_hidden",
+            "noe2022"} <= set(RECIPES)
+    for name in ("vpc2024", "vpc2026", "vpc2026_track2", "mismatch_full", "mismatch_partial", "mismatch_hidden",
+                 "noe2022", "maouche2020"):
         assert (RECIPES_DIR / name / "README.md").is_file(), name
 
 
@@ -147,7 +156,7 @@ def test_recipe_sweep_points_compose(recipe):
     for key, values in (params or {}).items():
         for value in str(values).split(","):
             cfg = compose([f"+experiment={recipe}", f"{key}={value}", *RECIPE_REQUIRED.get(recipe, [])])
-            target = "attacker_anonymizer" if key.endswith("@attacker_anonymizer") else key
+            target = "attacker_anonymizer" if key.endswith("@attacker_anonymizer") else SWEEP_TARGETS.get(key, key)
             node = OmegaConf.select(cfg, target)
             assert (node.name if OmegaConf.is_config(node) else str(node)) == value
 

@@ -118,3 +118,32 @@ def test_a_run_without_mixed_gender_sets_writes_nothing(tmp_path):
     same_gender = [dict(r, set=r["set"].replace("mixed", "f")) for r in b4_run().records]
     assert write_vpc2026_results(tmp_path, [b4_run(records=same_gender)], system="b4", time=TIME) is None
     assert not list(tmp_path.iterdir())
+
+
+def results_json(tag: str, system: str, scale: float) -> dict:
+    """A sweep job's results.json: records as the experiment writes them, its data tag in config."""
+    attackers = {"OO": "original", "AA-lazy": "original", "AA": system}
+    records = [{"attack": attack, "set": f"{split}_{lists}", "enroll": spec["enroll"], "trials": spec["trials"],
+                "attacker_anonymizer": attackers[attack], "eer_threshold": scale * (i + 1)}
+               for i, (attack, spec) in enumerate(ATTACKS.items()) for split in ("dev", "test")
+               for lists in ("f", "m", "mixed")]
+    return {"config": {"anonymizer": system, "data_tag": tag}, "records": records, "utility": {}}
+
+
+def test_a_sweep_over_languages_gives_one_file_in_vpcs_language_order(tmp_path):
+    """Track 2 (one job per language, finished in any order): one result_for_rank per system,
+    English's rows first, an ASV_eval^anon section per language; jobs without mixed lists are left out."""
+    jobs = [results_json("de", "mcadams", 0.02), results_json("en", "mcadams", 0.01),
+            {"config": {"anonymizer": "mcadams", "data_tag": "fr"},
+             "records": [{**r, "set": r["set"].replace("_mixed", "_f")} for r in results_json("fr", "mcadams", 0.03)["records"]]}]
+    from pipeline.report.vpc2026_results import write_combined_results
+
+    [path] = write_combined_results(tmp_path, jobs)
+    lines = path.read_text().splitlines()
+    assert path.name == "result_for_rank_mcadams"
+    asv = lines[lines.index("---- ASV_eval results ----") + 2:]
+    asv = asv[:asv.index("")]
+    # rows numbered in VPC's language order (en first: 2, 5; de: 8, 11), printed sorted by dataset
+    assert [(line.split()[0], line.split()[1], line.split()[-1]) for line in asv] == [
+        ("8", "de", "4.0"), ("11", "de", "4.0"), ("2", "en", "2.0"), ("5", "en", "2.0")]
+    assert lines.count("---- ASV_eval^anon results ----") == 2 and not any(" fr " in line for line in lines)
