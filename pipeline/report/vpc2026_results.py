@@ -175,9 +175,9 @@ LANGUAGE_ORDER = ("en", "de", "fr", "es")  # VPC 2026 Track 2 numbers its rows i
 def run_of_results(results: Mapping, trial_list: str = "mixed") -> RunResults:
     """The RunResults of one run's results.json (a sweep job's): its data tag, the splits scored
     on `<split>_<trial_list>` lists, and each attack's (enroll, trials, attacker) from its records."""
-    records = results.get("records", [])
     suffix = f"_{trial_list}"
-    splits = [s[: -len(suffix)] for s in dict.fromkeys(r["set"] for r in records) if s.endswith(suffix)]
+    records = [r for r in results.get("records", []) if r["set"].endswith(suffix)]
+    splits = [s[: -len(suffix)] for s in dict.fromkeys(r["set"] for r in records)]
     attacks = {r["attack"]: {"enroll": r["enroll"], "trials": r["trials"],
                              "attacker": "original" if r["attacker_anonymizer"] == "original" else "anonymized"}
                for r in records}
