@@ -20,13 +20,26 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
-from transformers import WavLMConfig, WavLMModel
 
 from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
 from pipeline.errors import VpevalError
+
+if TYPE_CHECKING:
+    from transformers import WavLMConfig, WavLMModel
+
+
+def wavlm_classes():
+    """transformers' (WavLMConfig, WavLMModel), imported when a WavLM is built (transformers is an
+    optional dependency: the `ssl` extra)."""
+    try:
+        from transformers import WavLMConfig, WavLMModel
+    except ImportError:
+        raise VpevalError("attacker.model.wavlm: a WavLM needs the transformers package: "
+                          "pip install -c constraints.txt -e '.[ssl]'") from None
+    return WavLMConfig, WavLMModel
 
 # Microsoft WavLM config keys -> transformers WavLMConfig arguments
 CONFIG_KEYS = {"encoder_layers": "num_hidden_layers", "encoder_embed_dim": "hidden_size",
@@ -72,7 +85,7 @@ def hf_config(cfg: Mapping[str, Any], path: Path) -> WavLMConfig:
     except (KeyError, ValueError, TypeError) as exc:
         raise VpevalError(f"{path}: cfg.conv_feature_layers unreadable ({exc})") from None
     arguments = {hf: cfg[ms] for ms, hf in CONFIG_KEYS.items() if ms in cfg}
-    return WavLMConfig(**arguments, feat_extract_norm="layer" if mode == "layer_norm" else "group",
+    return wavlm_classes()[0](**arguments, feat_extract_norm="layer" if mode == "layer_norm" else "group",
                        conv_dim=[c[0] for c in conv], conv_kernel=[c[1] for c in conv], conv_stride=[c[2] for c in conv])
 
 
@@ -98,6 +111,7 @@ def hf_key(name: str) -> str | None:
 def load_wavlm(path: str | Path) -> WavLMModel:
     """The WavLM at `path` (Microsoft .pt file or Hugging Face folder), frozen, in eval mode, on CPU;
     a checkpoint of another size or with foreign keys is one line naming the file and the keys."""
+    wavlm_classes()  # a missing library first: no file can be read without it
     path = Path(path)
     if path.is_dir():
         model = _load_hf_folder(path)
@@ -106,7 +120,7 @@ def load_wavlm(path: str | Path) -> WavLMModel:
         if not isinstance(checkpoint.get("cfg"), Mapping) or not isinstance(checkpoint.get("model"), Mapping):
             raise VpevalError(f"{path}: not a WavLM checkpoint (a torch file with 'cfg' and 'model', as "
                               f"Microsoft's WavLM-Large.pt)")
-        model = WavLMModel(hf_config(checkpoint["cfg"], path))
+        model = wavlm_classes()[1](hf_config(checkpoint["cfg"], path))
         renamed = {hf_key(name) or name: tensor for name, tensor in checkpoint["model"].items()}
         load_state_checked(model, renamed, path, "model")
     else:
@@ -132,7 +146,8 @@ def _load_hf_folder(path: Path) -> WavLMModel:
     else:
         state = load_checkpoint(weights[0])
     state = {name.removeprefix("wavlm."): tensor for name, tensor in state.items()}  # a WavLMFor... head's body
-    model = WavLMModel(WavLMConfig.from_dict(config))
+    config_class, model_class = wavlm_classes()
+    model = model_class(config_class.from_dict(config))
     load_state_checked(model, state, weights[0], "model")
     return model
 

@@ -1,0 +1,24 @@
+"""Regression: pipeline.asv.wavlm imported transformers at module level, so every run (the
+wheel's smoke job, installed without the optional `ssl` / `whisper` extras) failed with
+ModuleNotFoundError before any stage. Optional libraries load only where they are used."""
+import subprocess
+import sys
+import textwrap
+
+
+def test_the_pipeline_imports_and_a_wavlm_names_its_extra_without_transformers(tmp_path):
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["transformers"] = None  # import transformers raises ImportError
+        import pipeline.cli, pipeline.experiment  # noqa: F401 (every stage, ecapa_ssl included)
+        from pipeline.asv.wavlm import load_wavlm
+        from pipeline.errors import VpevalError
+        try:
+            load_wavlm({str(tmp_path)!r})
+        except VpevalError as error:
+            print(error)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == ("attacker.model.wavlm: a WavLM needs the transformers package: "
+                                                    "pip install -c constraints.txt -e '.[ssl]'")
