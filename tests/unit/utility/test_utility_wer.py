@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from pocketsphinx import get_model_path
 
 from pipeline.asr import PocketSphinx, SpeechBrainASR, Whisper
 from pipeline.cache import Cache
@@ -21,6 +20,8 @@ from pipeline.errors import VpevalError
 from pipeline.metrics.wer import normalise, ratio_interval, word_errors
 from pipeline.stages import transcribe
 from tests.helpers import FIXTURES
+
+get_model_path = pytest.importorskip("pocketsphinx").get_model_path  # the utility extra
 
 SPEECH = FIXTURES / "speech"
 RATE = 16000
