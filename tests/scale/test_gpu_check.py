@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from scripts.gpu_check import Step, Target, main, parse_args, run_step, steps_for, table
+from scripts.gpu_check import ROOT, Step, Target, main, parse_args, run_step, steps_for, table
 
 
 def python_step(code: str, keep: str = r"^training: .*", targets=()) -> Step:
@@ -84,3 +84,14 @@ def test_ecapa_ssl_step_runs_at_cpu_sizes_and_reports_its_figures(tmp_path):
                                                  r"([\d.]+) GFLOP, backward ([\d.]+) GFLOP", outcome.result).groups())
     assert wavlm > 0 and rest > 0 and backward > rest  # the backward of the trainable part only
     assert "ecapa_ssl training >= 250 crops/s: " in outcome.result
+
+
+@pytest.mark.parametrize("attacker", sorted(p.stem for p in (ROOT / "conf" / "attacker").glob("*.yaml")))
+def test_the_attacker_bench_trains_every_attacker_config_from_random_weights(attacker, tmp_path):
+    """Regression: the GPU check's ecapa_ssl step failed on the H200 (`attacker.finetune=true:
+    needs attacker.init`) because its CPU run used ecapa_ssl_tiny, whose finetune is null."""
+    from benchmarks.bench_attacker import attacker_config, training_overrides
+    from pipeline.asv.finetune import init_folder
+
+    cfg = attacker_config(attacker, training_overrides(8, "false", "bf16", 0, tmp_path))
+    assert init_folder(cfg) is None
