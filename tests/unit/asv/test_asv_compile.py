@@ -30,6 +30,17 @@ def test_training_step_is_one_graph_without_breaks():
     assert not any("fft" in op or "complex" in op for op in ops)
 
 
+def test_no_graph_break_where_dynamo_cannot_trace_the_autocast_check(monkeypatch):
+    """Regression (the GPU check on an H200, torch 2.11): Dynamo broke the compiled step's graph
+    at the fbank's autocast-availability check, recompiled the rest at every step up to its
+    limit and then ran it eagerly. Here the check is made untraceable, as it was there."""
+    monkeypatch.setattr(torch.amp, "is_autocast_available", torch._dynamo.disable(torch.amp.is_autocast_available))
+    torch._dynamo.reset()
+    step = _TrainingStep(SpeakerEncoder(**TINY), AAMSoftmaxHead(12, 5), amp_dtype=torch.bfloat16)
+    explanation = torch._dynamo.explain(step)(torch.randn(4, 8000) * 0.1, torch.tensor([0, 1, 2, 3]))
+    assert explanation.graph_break_count == 0, [reason.reason for reason in explanation.break_reasons]
+
+
 @pytest.mark.parametrize("value, mode", [(False, None), (None, None), (True, "default"),
                                          ("reduce-overhead", "reduce-overhead")])
 def test_compile_values(value, mode):
