@@ -126,17 +126,25 @@ def test_trusted_file_and_cli(sweep, tmp_path, capsys, caplog):
     assert capsys.readouterr().out.strip() == str(tmp_path / "agg")
 
 
-def test_two_seed_sweep_keeps_every_row_and_summarises_the_seeds(tmp_path):
-    """Regression: one row was kept per (attack, evaluated, attacker): `-m seed=1,2` kept
-    seed 1 only, and sweeps over corpus, attacker or backend collapsed into one line."""
-    sweep = tmp_path / "multirun"
+def write_two_seed_sweep(sweep, extra_job) -> int:
+    """Seeds 1 and 2 (EER_val shifted by -/+0.004) of every system in SYSTEMS plus one job
+    `extra_job(seed, shift)` -> (anonymizer, attacker_anonymizer, eer_val, eer_test) per seed;
+    returns the next job number."""
     num = 0
     for seed, shift in ((1, -0.004), (2, 0.004)):
         for system, (eer_test, eer_val) in SYSTEMS.items():
             write_job(sweep, num, system, system, eer_val + shift, eer_test, seed=seed)
             num += 1
-        write_job(sweep, num, "s2", "s4", 0.09 + shift, 0.44, seed=seed)
+        write_job(sweep, num, *extra_job(seed, shift), seed=seed)
         num += 1
+    return num
+
+
+def test_two_seed_sweep_keeps_every_row_and_summarises_the_seeds(tmp_path):
+    """Regression: one row was kept per (attack, evaluated, attacker): `-m seed=1,2` kept
+    seed 1 only, and sweeps over corpus, attacker or backend collapsed into one line."""
+    sweep = tmp_path / "multirun"
+    num = write_two_seed_sweep(sweep, lambda seed, shift: ("s2", "s4", 0.09 + shift, 0.44))
     for system, (eer_test, eer_val) in SYSTEMS.items():  # another attacker: its own line, 10 points higher
         write_job(sweep, num, system, system, eer_val + 0.1, eer_test, seed=1, group="synthetic/ecapa_small/cosine#def456")
         num += 1
@@ -248,13 +256,7 @@ def test_trusted_csv_holds_the_trusted_systems_only_one_row_each(tmp_path):
     """Regression: trusted.csv listed every matched pair, the suspects (a speaker-level system,
     the hidden mismatch) and each seed included: calibrating on it fitted the suspects again."""
     sweep = tmp_path / "multirun"
-    num = 0
-    for seed, shift in ((1, -0.004), (2, 0.004)):
-        for system, (eer_test, eer_val) in SYSTEMS.items():
-            write_job(sweep, num, system, system, eer_val + shift, eer_test, seed=seed)
-            num += 1
-        write_job(sweep, num, "s5", "s5", 0.05, 0.45, seed=seed)  # matched, not trusted: a suspect
-        num += 1
+    write_two_seed_sweep(sweep, lambda seed, shift: ("s5", "s5", 0.05, 0.45))  # matched, not trusted: a suspect
     out = aggregate(sweep)
     lines = (out / "trusted.csv").read_text().splitlines()
     assert lines[0].startswith("anonymizer,seeds,group,eer_test,eer_val")
