@@ -17,8 +17,9 @@ with other result-affecting settings is refused with the differing keys named.
 
 The attacker's settings are one typed object, `attacker_settings(cfg.attacker)` (the config
 section as its schema, `pipeline.schemas.Attacker`), built once by the train stage and handed
-as it is to every rank. The encoder starts from `attacker.init` when set (`pipeline.asv.finetune`; the AAM head is
-always new); every batch of crops goes through `attacker.training.augment` (`pipeline.asv.augment`).
+as it is to every rank. The encoder starts from `attacker.init` when set
+(`pipeline.asv.finetune`; the AAM head is always new); every batch of crops goes through
+`attacker.training.augment` (`pipeline.asv.augment`).
 
 Several ranks (a `World` of processes launched by torchrun, see `distributed` and `team`)
 train one model with DistributedDataParallel: every rank builds the same (seed, epoch, step)
@@ -75,7 +76,8 @@ Validate = Callable[[nn.Module], float]
 def attacker_settings(cfg: DictConfig) -> Attacker:
     """An attacker config (conf/attacker/*.yaml) as the typed object training takes: resolved,
     values in their schema types, the `_target_` plugins (model, optimiser, ...) as plain dicts."""
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Attacker), OmegaConf.to_container(cfg, resolve=True)))
+    typed = OmegaConf.merge(OmegaConf.structured(Attacker), OmegaConf.to_container(cfg, resolve=True))
+    return OmegaConf.to_object(typed)
 
 
 def train_attacker(cfg: Attacker, train_utts: Sequence[Utterance], out_dir: str | Path, *,
