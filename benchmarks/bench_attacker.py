@@ -46,7 +46,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from pipeline.asv.audio_cache import build_audio_cache, cache_key, write_audio_cache
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import AAMSoftmaxHead
-from pipeline.asv.train import train_attacker
+from pipeline.asv.train import attacker_settings, train_attacker
 from pipeline.config import compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
@@ -91,7 +91,7 @@ def training_throughput(cfg, utts: list[Utterance], device: torch.device, workdi
     """Crops/s of the second of two epochs of train_attacker."""
     out = workdir / "train"
     shutil.rmtree(out, ignore_errors=True)
-    train_attacker(cfg, utts, out, seed=1986, device=device, validate=lambda encoder: 0.5)
+    train_attacker(attacker_settings(cfg), utts, out, seed=1986, device=device, validate=lambda encoder: 0.5)
     last = json.loads((out / "training_log.jsonl").read_text().splitlines()[-1])
     return {"steps": last["steps"], "crops": last["crops"], "seconds": last["seconds"],
             "crops_per_s": last["crops"] / last["seconds"]}

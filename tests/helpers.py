@@ -18,6 +18,7 @@ from anonymizers.signals import speech_like
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import length_normalise
+from pipeline.asv.train import attacker_settings
 from pipeline.config import CONFIG_DIR, REPO_ROOT, compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
@@ -252,6 +253,11 @@ def toy_voice(speaker: int, utterance: int, seconds: float) -> np.ndarray:
 def attacker_config(name: str = "ecapa_tiny", overrides: tuple[str, ...] = ()):
     with hydra.initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return hydra.compose(overrides=[f"+attacker={name}", *overrides]).attacker
+
+
+def typed_attacker(name: str = "ecapa_tiny", overrides: tuple[str, ...] = ()):
+    """`attacker_config(name, overrides)` as the typed settings `train_attacker` takes."""
+    return attacker_settings(attacker_config(name, overrides))
 
 
 def equal_error_rate(scores: np.ndarray, target: np.ndarray) -> float:

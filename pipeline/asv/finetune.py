@@ -21,13 +21,13 @@ def finetune_problem(attacker: Mapping[str, Any]) -> str | None:
     return None
 
 
-def init_folder(attacker: Mapping[str, Any]) -> str | None:
+def init_folder(init: str | None, finetune: bool | None) -> str | None:
     """The folder whose weights start training, or None (from scratch); a bad pair is a VpevalError.
 
-    >>> init_folder({"init": "asv_ssl", "finetune": None}), init_folder({"init": None, "finetune": False})
+    >>> init_folder("asv_ssl", None), init_folder(None, False)
     ('asv_ssl', None)
     """
-    problem = finetune_problem(attacker)
+    problem = finetune_problem({"init": init, "finetune": finetune})
     if problem:
         raise VpevalError(problem)
-    return str(attacker["init"]) if attacker.get("init") else None
+    return str(init) if init else None

@@ -8,8 +8,11 @@ hands the team a task, `function(world, **kwargs)` run on every rank:
 
 torchrun starts `gpus_per_node` workers per node (`python -m pipeline.asv.worker`); each
 joins the process group (NCCL on CUDA, gloo on CPU) once, then runs the leader's tasks one
-after another until the team closes. Tasks (JSON kwargs) and their outcome travel through
-a TCPStore the leader hosts on `port + 1`. On a multi-node job every other node runs
+after another until the team closes. A task is the function itself and its keyword
+arguments, pickled (the function by reference: a module-level function; the arguments as
+they are, e.g. the attacker's typed settings); tasks and their outcome travel through a
+TCPStore the leader hosts on `port + 1`, which, like torch.distributed's own store, only the
+job's nodes must reach. On a multi-node job every other node runs
 `serve_node(spec)` instead of the experiment: it starts that node's torchrun when the
 leader starts the team and stops it when the leader closes it.
 
@@ -19,8 +22,8 @@ after every worker has been stopped.
 """
 from __future__ import annotations
 
-import json
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -123,15 +126,16 @@ class Team:
         self.store = None
 
     def run(self, function: Callable[..., None], **kwargs: Any) -> None:
-        """Run `function(world, **kwargs)` on every rank; kwargs must be JSON values."""
+        """Run `function(world, **kwargs)` on every rank; `function` must be a module-level function
+        and kwargs picklable."""
         if self.failure is not None:
             raise VpevalError(f"the distributed team stopped earlier: {self.failure}")
+        payload = pickle.dumps((function, kwargs))  # an unpicklable task fails here, before the team starts
         if self.process is None:
             self._start()
         self.tasks += 1
         task = self.tasks
-        self.store.set(f"task/{task}", json.dumps({"target": f"{function.__module__}.{function.__qualname__}",
-                                                   "kwargs": kwargs}))
+        self.store.set(f"task/{task}", payload)
         self._wait_until(lambda: self.store.add(f"finished/{task}", 0) >= self.spec.world_size,
                          f"{function.__name__}", deadline=None)
 
@@ -177,7 +181,7 @@ class Team:
         """Close the team: an exit task and a wait when `clean`, else stop every worker at once."""
         if self.process is not None and self.process.poll() is None:
             if clean:
-                self.store.set(f"task/{self.tasks + 1}", json.dumps({"exit": True}))
+                self.store.set(f"task/{self.tasks + 1}", pickle.dumps(None))
                 _wait_for_exit(self.process, CLOSE_WAIT_S)
             _terminate(self.process)
         self.store.set("closed" if clean else "abort", "1")

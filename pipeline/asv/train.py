@@ -15,8 +15,11 @@ function of (seed, epoch, step), so the consumed ones are skipped and, on CPU, a
 interrupted run ends with bitwise the same model as an uninterrupted one. A checkpoint written
 with other result-affecting settings is refused with the differing keys named.
 
-The encoder starts from `attacker.init` when set (`pipeline.asv.finetune`; the AAM head is
-always new); every batch of crops goes through `attacker.training.augment` (`pipeline.asv.augment`).
+The attacker's settings are one typed object, `attacker_settings(cfg.attacker)` (the config
+section as its schema, `pipeline.schemas.Attacker`), built once by the train stage and handed
+as it is to every rank. The encoder starts from `attacker.init` when set
+(`pipeline.asv.finetune`; the AAM head is always new); every batch of crops goes through
+`attacker.training.augment` (`pipeline.asv.augment`).
 
 Several ranks (a `World` of processes launched by torchrun, see `distributed` and `team`)
 train one model with DistributedDataParallel: every rank builds the same (seed, epoch, step)
@@ -29,6 +32,7 @@ validation runs on every rank (extraction sharded) and rank 0's EER decides the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import math
@@ -59,6 +63,7 @@ from pipeline.asv.trainer import Trainer, write_log
 from pipeline.data.manifest import Utterance
 from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
+from pipeline.schemas import Attacker
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.
@@ -68,12 +73,19 @@ OPERATIONAL_KEYS = ("num_workers", "cache_workers", "checkpoint_every", "log_eve
 Validate = Callable[[nn.Module], float]
 
 
-def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utterance], out_dir: str | Path, *,
+def attacker_settings(cfg: DictConfig) -> Attacker:
+    """An attacker config (conf/attacker/*.yaml) as the typed object training takes: resolved,
+    values in their schema types, the `_target_` plugins (model, optimiser, ...) as plain dicts."""
+    typed = OmegaConf.merge(OmegaConf.structured(Attacker), OmegaConf.to_container(cfg, resolve=True))
+    return OmegaConf.to_object(typed)
+
+
+def train_attacker(cfg: Attacker, train_utts: Sequence[Utterance], out_dir: str | Path, *,
                    seed: int, validate: Validate, device: str | torch.device | None = None,
                    world: World | None = None) -> Path:
     """Train (or resume, or find finished) an attacker; return `out_dir`, which holds model.pt/json.
 
-    `cfg` is an attacker config (conf/attacker/*.yaml); `validate(encoder)` returns the
+    `cfg` is an attacker's settings (`attacker_settings`); `validate(encoder)` returns the
     validation EER (lower is better) and is called once per epoch with the encoder in eval
     mode. Give `device` to train in this process alone, or `world` when every rank of a
     torchrun launch calls this with the same arguments (`validate` then runs on every rank).
@@ -81,7 +93,6 @@ def train_attacker(cfg: DictConfig | Mapping[str, Any], train_utts: Sequence[Utt
     if (device is None) == (world is None):
         raise ValueError("train_attacker needs either device or world")
     world = world or World.single(device)
-    cfg = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
     return _Trainer(cfg, train_utts, Path(out_dir), world, seed, validate).fit()
 
 
@@ -118,28 +129,28 @@ class _Trainer(Trainer):
     checkpoint_format, what = CHECKPOINT_FORMAT, "attacker"
     loaded_before_settings = ("model",)
 
-    def __init__(self, cfg: DictConfig, train_utts: Sequence[Utterance], out_dir: Path, world: World, seed: int,
+    def __init__(self, cfg: Attacker, train_utts: Sequence[Utterance], out_dir: Path, world: World, seed: int,
                  validate: Validate):
         training = cfg.training
         self.cfg, self.out_dir, self.world, self.device = cfg, out_dir, world, world.device
         self.validate = validate
         device = world.device
         self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
-        self.compile_mode = compile_mode(training.get("compile"), device, config_key="attacker.training.compile")
+        self.compile_mode = compile_mode(training.compile, device, config_key="attacker.training.compile")
         torch.manual_seed(seed)
         # before any long work, so that a bad config fails at once
         self.model = check_encoder(instantiate(cfg.model), "attacker.model._target_")
-        init = init_folder(cfg)
+        init = init_folder(cfg.init, cfg.finetune)
         if init:  # fine-tune a pretrained encoder (overridden by a checkpoint to resume); the head is new
             start_from(self.model, init)
         crop_samples = round(float(training.crop_seconds) * self.model.sample_rate)
         if crop_samples < self.model.min_samples:
             raise VpevalError(f"attacker.training.crop_seconds={training.crop_seconds} is shorter than "
                               f"the encoder's shortest input ({self.model.min_samples} samples)")
-        self.augment = Augmentation(training.get("augment") or [], seed)
+        self.augment = Augmentation(training.augment or [], seed)
         self.augment.probe(crop_samples)
 
-        cache_dir = Path(training.cache_dir) if training.get("cache_dir") else out_dir / "audio_cache"
+        cache_dir = Path(training.cache_dir) if training.cache_dir else out_dir / "audio_cache"
         with world.main_first():
             self.cache = build_audio_cache(train_utts, cache_dir, sample_rate=self.model.sample_rate,
                                            workers=int(training.cache_workers), progress=None if world.is_main else False)
@@ -164,7 +175,7 @@ class _Trainer(Trainer):
         self.run_identity = _run_identity(cfg, self.model, self.cache, seed)
         self.checkpoint_path = out_dir / "checkpoint.pt"
         self.checkpoint_every = int(training.checkpoint_every or 0)
-        self.log_every = max(1, int(training.get("log_every") or 10))
+        self.log_every = max(1, int(training.log_every or 10))
         self.num_workers = int(training.num_workers)
         self.epoch_started = time.monotonic()
         # Progress of the run; saved in every checkpoint. loss_sum / correct / seen cover the
@@ -302,18 +313,18 @@ def start_from(model: nn.Module, folder: str) -> None:
     model.load_state_dict(start.state_dict())
 
 
-def _run_identity(cfg: DictConfig, model: nn.Module, cache: AudioCache, seed: int) -> dict:
+def _run_identity(cfg: Attacker, model: nn.Module, cache: AudioCache, seed: int) -> dict:
     """Everything a checkpoint's numbers depend on, in checkpoint-safe types."""
-    training = OmegaConf.to_container(cfg.training, resolve=True)
+    training = dataclasses.asdict(cfg.training)
     data = hashlib.sha256("\n".join(f"{utt}\t{cache.speakers[label]}" for utt, label
                                     in zip(cache.utterance_ids, cache.labels.tolist())).encode()).hexdigest()
-    return {"architecture": dict(model.architecture), "head": OmegaConf.to_container(cfg.head, resolve=True),
+    return {"architecture": dict(model.architecture), "head": dataclasses.asdict(cfg.head),
             "training": {key: value for key, value in training.items() if key not in OPERATIONAL_KEYS},
             "seed": int(seed), "data": data}
 
 
-def _save_model(out_dir: Path, model: nn.Module, cfg: DictConfig, state: Mapping[str, Any], *,
+def _save_model(out_dir: Path, model: nn.Module, cfg: Attacker, state: Mapping[str, Any], *,
                 n_speakers: int) -> None:
     """model.pt (weights only) then model.json (how to rebuild it, and where it came from)."""
-    save_encoder(out_dir, model, name=str(cfg.get("name", "")), epoch=state["best_epoch"], val_eer=state["best_eer"],
+    save_encoder(out_dir, model, name=cfg.name, epoch=state["best_epoch"], val_eer=state["best_eer"],
                  n_speakers=n_speakers)

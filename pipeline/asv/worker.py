@@ -4,20 +4,19 @@
         --control HOST:PORT --device-type cuda --timeout 1800
 
 Joins the process group from torchrun's environment, says so in the leader's task store,
-then runs task 1, 2, ... (`{"target": "module:function", "kwargs": {...}}`, called as
-`function(world, **kwargs)`) until an exit task. A failing task puts its one-line error in
+then runs task 1, 2, ... (the pickled pair `(function, kwargs)`, called as
+`function(world, **kwargs)`) until an exit task (None). A failing task puts its one-line error in
 the store (first error wins) and ends the process, so torchrun and the leader stop the rest.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import pickle
 import sys
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from hydra.utils import get_method
 from torch.distributed import DistStoreError, TCPStore
 
 from pipeline.asv.distributed import World
@@ -38,11 +37,13 @@ def main(argv: list[str] | None = None) -> None:
     store.add("joined", 1)
     task_number = 1
     while True:
-        task = json.loads(wait_for_key(store, f"task/{task_number}"))
-        if task.get("exit"):
-            break
+        payload = wait_for_key(store, f"task/{task_number}")
         try:
-            get_method(task["target"])(world, **task["kwargs"])
+            task = pickle.loads(payload)  # the function's module is imported here, its errors reported below
+            if task is None:
+                break
+            function, kwargs = task
+            function(world, **kwargs)
         except VpevalError as error:
             store.compare_set("error", "", f"rank {world.rank}: {error}")
             print(f"vpeval worker rank {world.rank}: error: {error}", file=sys.stderr, flush=True)

@@ -16,19 +16,20 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from pipeline.asv.distributed import World
 from pipeline.asv.embed import embed_utterances, save_encoder
 from pipeline.asv.speechbrain_folder import folder_files, load_attacker_folder
 from pipeline.asv.scoring import CosineBackend, score_trials
 from pipeline.asv.team import Team, run_on_ranks
-from pipeline.asv.train import OPERATIONAL_KEYS, train_attacker
-from pipeline.cache import Cache, plain
+from pipeline.asv.train import OPERATIONAL_KEYS, attacker_settings, train_attacker
+from pipeline.cache import Cache
 from pipeline.config import without
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import eer
+from pipeline.schemas import Attacker
 
 VALIDATION_AUDIO = "validation_audio"  # decoded validation audio, used while training only
 
@@ -52,13 +53,11 @@ def validation_eer(held_out: Path, world: World, batch_seconds: float, audio_cac
     return validate
 
 
-def train_on_rank(world: World, attacker: dict, held_out: str, out: str, seed: int) -> None:
+def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, seed: int) -> None:
     """This rank's part of training (all of it on a single process)."""
-    attacker_cfg = OmegaConf.create(attacker)
-    validate = validation_eer(Path(held_out), world, float(attacker_cfg.extraction.batch_seconds),
-                              audio_cache=Path(out) / VALIDATION_AUDIO)
-    train_attacker(attacker_cfg, read_manifest(manifest_path(Path(held_out), "train")), out, seed=seed,
-                   validate=validate, world=world)
+    validate = validation_eer(held_out, world, attacker.extraction.batch_seconds, audio_cache=out / VALIDATION_AUDIO)
+    train_attacker(attacker, read_manifest(manifest_path(held_out, "train")), out, seed=seed, validate=validate,
+                   world=world)
 
 
 def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None) -> Path:
@@ -74,10 +73,10 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
         params["init"] = str(attacker.init)
         inputs["init"] = {path.name: file_digest(path) for path in folder_files(attacker.init)}
     inputs |= model_weight_files(attacker.model)
+    settings = attacker_settings(attacker)  # the typed object every rank trains with
 
     def build(out: Path) -> dict:
-        run_on_ranks(team, device, train_on_rank, attacker=plain(attacker), held_out=str(held_out), out=str(out),
-                     seed=seed)
+        run_on_ranks(team, device, train_on_rank, attacker=settings, held_out=held_out, out=out, seed=seed)
         # its sub-folders are keyed by the audio files' paths and times: not part of the result
         shutil.rmtree(out / VALIDATION_AUDIO, ignore_errors=True)
         return {"attacker": attacker.name}

@@ -40,7 +40,7 @@ from pipeline.config import REPO_ROOT
 from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages.extract import extract_on_rank
-from tests.helpers import attacker_config, encoder_folder, read_log, validation_eer
+from tests.helpers import attacker_config, encoder_folder, read_log, typed_attacker, validation_eer
 
 TESTS = Path(__file__).resolve().parent
 DDP_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=2", "attacker.training.checkpoint_every=3"]
@@ -114,7 +114,7 @@ def train_task(world: World, train: str, val: str, out: str, overrides: list[str
 
         CropBatches.__getitem__ = killed_at_a_fetch  # this worker process dies with the patch
     val_utts = read_manifest(val)
-    train_attacker(attacker_config(overrides=tuple(overrides)), read_manifest(train), out, seed=1986, world=world,
+    train_attacker(typed_attacker(overrides=tuple(overrides)), read_manifest(train), out, seed=1986, world=world,
                    validate=lambda encoder: validation_eer(encoder, val_utts, world))
 
 

@@ -94,4 +94,4 @@ def test_the_attacker_bench_trains_every_attacker_config_from_random_weights(att
     from pipeline.asv.finetune import init_folder
 
     cfg = attacker_config(attacker, training_overrides(8, "false", "bf16", 0, tmp_path))
-    assert init_folder(cfg) is None
+    assert init_folder(cfg.init, cfg.finetune) is None

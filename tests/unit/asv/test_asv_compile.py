@@ -12,7 +12,7 @@ from pipeline.asv.train import _TrainingStep, train_attacker
 from pipeline.config import compose
 from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
-from tests.helpers import attacker_config
+from tests.helpers import typed_attacker
 
 TINY = dict(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1], attention_channels=8,
             se_channels=8, embedding_dim=12, res2net_scale=4)
@@ -66,7 +66,7 @@ def test_missing_triton_is_one_line_naming_the_setting(monkeypatch):
 
 
 def test_bad_compile_setting_stops_training_before_the_audio_cache(corpus, tmp_path):
-    cfg = attacker_config(overrides=(f"{KEY}=fast",))
+    cfg = typed_attacker(overrides=(f"{KEY}=fast",))
     with pytest.raises(VpevalError, match=KEY):
         train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=lambda encoder: 0.5)
     assert not (tmp_path / "audio_cache").exists()
@@ -79,7 +79,7 @@ def test_compile_failure_in_the_first_step_is_one_line(corpus, tmp_path, monkeyp
     real_compile = torch.compile
     monkeypatch.setattr(train_module.torch, "compile",
                         lambda module, mode: real_compile(module, backend=failing_backend))
-    cfg = attacker_config(overrides=(f"{KEY}=true", "attacker.training.batch_size=8", "attacker.training.epochs=1"))
+    cfg = typed_attacker(overrides=(f"{KEY}=true", "attacker.training.batch_size=8", "attacker.training.epochs=1"))
     with pytest.raises(VpevalError, match=rf"^{KEY}=default: torch.compile failed \(.*no kernels today.*\); "
                                           rf"set {KEY}=false$"):
         train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=lambda encoder: 0.5)
@@ -96,8 +96,8 @@ def test_compile_mode_override_passes_the_config_checks(name):
 
 @pytest.mark.gpu
 def test_training_with_cuda_graphs_learns(corpus, tmp_path):
-    cfg = attacker_config(overrides=(f"{KEY}=reduce-overhead", "attacker.training.precision=bf16",
-                                      "attacker.training.batch_size=8", "attacker.training.epochs=3"))
+    cfg = typed_attacker(overrides=(f"{KEY}=reduce-overhead", "attacker.training.precision=bf16",
+                                     "attacker.training.batch_size=8", "attacker.training.epochs=3"))
     out = train_attacker(cfg, corpus[0], tmp_path, device="cuda", seed=1, validate=lambda encoder: 0.5)
     log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
     assert all(math.isfinite(record["loss"]) for record in log) and log[-1]["loss"] < log[0]["loss"]

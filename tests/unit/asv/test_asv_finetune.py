@@ -19,7 +19,7 @@ from pipeline.asv.train import train_attacker
 from pipeline.config import compose
 from pipeline.errors import VpevalError
 from pipeline.settings import problems
-from tests.helpers import attacker_config, encoder_folder, read_log, validation_eer
+from tests.helpers import attacker_config, encoder_folder, read_log, typed_attacker, validation_eer
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -139,7 +139,7 @@ def test_finetune_key_and_init_must_agree_before_any_stage(tmp_path):
 
 
 def test_finetune_without_init_stops_training_before_any_work(corpus, tmp_path):
-    cfg = attacker_config("ecapa_tiny", ("attacker.finetune=true",))
+    cfg = typed_attacker("ecapa_tiny", ("attacker.finetune=true",))
     with pytest.raises(VpevalError, match="attacker.finetune=true: needs attacker.init"):
         train_attacker(cfg, corpus[0], tmp_path / "out", device="cpu", seed=0, validate=lambda encoder: 0.5)
     assert not (tmp_path / "out").exists()
@@ -171,8 +171,8 @@ def test_training_starts_from_the_init_weights_with_a_new_head(corpus, pretraine
         fit_start(self)
 
     monkeypatch.setattr(train._Trainer, "on_fit_start", embed_at_fit_start)
-    cfg = attacker_config("ecapa_tiny", (*RUN, "attacker.training.epochs=1", f"attacker.init={pretrained}",
-                                         "attacker.finetune=true", "attacker.training.optimizer.lr=0.0"))
+    cfg = typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=1", f"attacker.init={pretrained}",
+                                        "attacker.finetune=true", "attacker.training.optimizer.lr=0.0"))
     out = train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=lambda encoder: 0.5)
     with torch.no_grad():
         assert torch.equal(at_start["embeddings"], folder(wavs))
@@ -183,15 +183,15 @@ def test_training_starts_from_the_init_weights_with_a_new_head(corpus, pretraine
     assert all(torch.equal(tensor, reference[name]) for name, tensor in tuned.named_parameters())
     assert any(not torch.equal(tensor, reference[name]) for name, tensor in tuned.state_dict().items()
                if name.endswith("running_mean"))
-    scratch = train_attacker(attacker_config("ecapa_tiny", (*RUN, "attacker.training.epochs=1",
-                                                            "attacker.training.optimizer.lr=0.0")),
+    scratch = train_attacker(typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=1",
+                                                           "attacker.training.optimizer.lr=0.0")),
                              corpus[0], tmp_path / "scratch", device="cpu", seed=1, validate=lambda encoder: 0.5)
     with torch.no_grad():
         assert not torch.allclose(load_encoder(scratch, "cpu")(wavs), tuned(wavs), atol=1e-3)
 
 
 def test_tiny_vpc_2026_fine_tuning_lowers_the_training_loss(corpus, pretrained, tmp_path):
-    cfg = attacker_config("ecapa_tiny", (
+    cfg = typed_attacker("ecapa_tiny", (
         *RUN, "attacker.training.epochs=4", f"attacker.init={pretrained}", "attacker.finetune=true", VPC2026,
         "attacker.training.optimizer._target_=torch.optim.AdamW", "attacker.training.optimizer.lr=0.01",
         "attacker.training.optimizer.weight_decay=0.01",
@@ -207,7 +207,7 @@ def test_tiny_vpc_2026_fine_tuning_lowers_the_training_loss(corpus, pretrained, 
 def test_augmented_run_resumed_mid_epoch_ends_bitwise_equal(corpus, tmp_path, monkeypatch):
     from pipeline.asv.crops import CropBatches
 
-    cfg = attacker_config("ecapa_tiny", (*RUN, "attacker.training.epochs=2", VPC2026))
+    cfg = typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=2", VPC2026))
     fetch, calls = CropBatches.__getitem__, []
 
     def killed_at_the_seventh_batch(self, step):
@@ -223,7 +223,7 @@ def test_augmented_run_resumed_mid_epoch_ends_bitwise_equal(corpus, tmp_path, mo
     assert torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)["step"] == 2  # mid-epoch 2
     resumed = train_attacker(cfg, corpus[0], tmp_path / "resumed", device="cpu", seed=5, validate=lambda encoder: 0.5)
     whole = train_attacker(cfg, corpus[0], tmp_path / "whole", device="cpu", seed=5, validate=lambda encoder: 0.5)
-    plain = train_attacker(attacker_config("ecapa_tiny", (*RUN, "attacker.training.epochs=2")), corpus[0],
+    plain = train_attacker(typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=2")), corpus[0],
                            tmp_path / "plain", device="cpu", seed=5, validate=lambda encoder: 0.5)
     a, b, c = (torch.load(out / "model.pt", weights_only=True) for out in (resumed, whole, plain))
     assert all(torch.equal(a[name], b[name]) for name in a)

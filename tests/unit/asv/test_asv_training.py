@@ -22,10 +22,16 @@ from pipeline.asv.embed import extract_embeddings, length_buckets, load_encoder
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.scoring import length_normalise
 from pipeline.asv.train import train_attacker
+from pipeline.cache import content_hash
+from pipeline.config import compose
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.errors import VpevalError
-from tests.helpers import TOY_RATE, attacker_config, read_log, validation_eer
+from pipeline.fileio import write_text
+from pipeline.layout import manifest_path, trials_path
+from pipeline.schemas import Attacker, Training
+from pipeline.stages import train as train_stage
+from tests.helpers import TOY_RATE, attacker_config, read_log, typed_attacker, validation_eer
 
 # Tiny-config overrides used by every training run here: 4 steps per epoch, a mid-epoch
 # checkpoint every 3 steps.
@@ -40,7 +46,7 @@ def trained(corpus, tmp_path_factory) -> Path:
     """One uninterrupted tiny training run."""
     train, val = corpus
     out_dir = tmp_path_factory.mktemp("trained")
-    cfg = attacker_config(overrides=tuple(RUN_OVERRIDES))
+    cfg = typed_attacker(overrides=tuple(RUN_OVERRIDES))
     return train_attacker(cfg, train, out_dir, device="cpu", seed=1986,
                           validate=lambda encoder: validation_eer(encoder, val))
 
@@ -133,14 +139,14 @@ def test_finished_run_is_not_trained_again(trained, corpus):
     def must_not_validate(encoder):
         raise AssertionError("a finished run trained again")
 
-    cfg = attacker_config(overrides=tuple(RUN_OVERRIDES))
+    cfg = typed_attacker(overrides=tuple(RUN_OVERRIDES))
     assert train_attacker(cfg, corpus[0], trained, device="cpu", seed=1986,
                           validate=must_not_validate) == trained
 
 
 def test_interrupted_run_resumes_mid_epoch_to_the_same_model(trained, corpus, tmp_path, monkeypatch):
     train, val = corpus
-    cfg = attacker_config(overrides=tuple(RUN_OVERRIDES))
+    cfg = typed_attacker(overrides=tuple(RUN_OVERRIDES))
     fetch = CropBatches.__getitem__
     calls = []
 
@@ -195,7 +201,7 @@ def test_interrupted_run_resumes_mid_epoch_to_the_same_model(trained, corpus, tm
 
 
 def test_best_validation_model_is_kept(corpus, tmp_path):
-    cfg = attacker_config(overrides=(*RUN_OVERRIDES, "attacker.training.epochs=3"))
+    cfg = typed_attacker(overrides=(*RUN_OVERRIDES, "attacker.training.epochs=3"))
     scripted = iter([0.30, 0.10, 0.10])
     snapshots = []
 
@@ -214,15 +220,15 @@ def test_best_validation_model_is_kept(corpus, tmp_path):
 
 def test_checkpoint_of_another_architecture_is_refused(trained, corpus, tmp_path):
     shutil.copy(trained / "checkpoint.pt", tmp_path / "checkpoint.pt")
-    cfg = attacker_config(overrides=(*RUN_OVERRIDES, "attacker.model.channels=[32,32,32,64,96]"))
+    cfg = typed_attacker(overrides=(*RUN_OVERRIDES, "attacker.model.channels=[32,32,32,64,96]"))
     with pytest.raises(VpevalError, match=r"checkpoint\.pt: model is from another architecture: .*shape mismatches"
                                           r" \[.*expected .* found"):
         train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1986, validate=lambda e: 0.0)
-    cfg = attacker_config(overrides=(*RUN_OVERRIDES, "attacker.model.dilations=[1,2,3,3,1]"))
+    cfg = typed_attacker(overrides=(*RUN_OVERRIDES, "attacker.model.dilations=[1,2,3,3,1]"))
     with pytest.raises(VpevalError, match=r"other settings \(architecture\.dilations: \[1, 2, 3, 4, 1\] -> "):
         train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1986, validate=lambda e: 0.0)
     with pytest.raises(VpevalError, match=r"training\.epochs: 4 -> 5"):
-        train_attacker(attacker_config(overrides=(*RUN_OVERRIDES, "attacker.training.epochs=5")), corpus[0],
+        train_attacker(typed_attacker(overrides=(*RUN_OVERRIDES, "attacker.training.epochs=5")), corpus[0],
                        tmp_path, device="cpu", seed=1986, validate=lambda e: 0.0)
 
     shutil.copy(trained / "model.pt", tmp_path / "model.pt")
@@ -235,7 +241,7 @@ def test_checkpoint_of_another_architecture_is_refused(trained, corpus, tmp_path
 
 def test_checkpoint_with_a_pickled_object_is_refused(trained, corpus, tmp_path):
     torch.save({"format": "vpeval-asv-checkpoint-1", "note": Fraction(1, 3)}, tmp_path / "checkpoint.pt")
-    cfg = attacker_config(overrides=tuple(RUN_OVERRIDES))
+    cfg = typed_attacker(overrides=tuple(RUN_OVERRIDES))
     with pytest.raises(VpevalError, match=r"checkpoint\.pt: refused to load"):
         train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1986, validate=lambda e: 0.0)
     model_dir = tmp_path / "model"
@@ -302,11 +308,42 @@ def test_ecapa_config_has_the_vpc_2024_sizes():
     assert attacker_config("ecapa_vpc2024").model.frontend._target_ == "pipeline.asv.speechbrain_fbank.SpeechBrainFbank"
 
 
+def test_attacker_settings_are_one_typed_object_that_crosses_to_the_ranks_as_it_is():
+    settings = typed_attacker(overrides=("attacker.training.crop_seconds=2",))
+    assert isinstance(settings, Attacker) and isinstance(settings.training, Training)
+    assert settings.training.crop_seconds == 2.0 and isinstance(settings.training.crop_seconds, float)
+    assert settings.model["_target_"] == "pipeline.asv.model.SpeakerEncoder"  # plugins: plain dicts
+    assert pickle.loads(pickle.dumps(settings)) == settings  # what a team task carries
+
+
+class KeyOnly:
+    """A cache that records the key a stage asks for and builds nothing."""
+
+    def build(self, stage, params, inputs, builder, *, code):
+        self.params, self.inputs = params, inputs
+        return Path("unbuilt")
+
+
+def test_the_train_stage_keys_a_fixed_config_as_before_the_settings_were_typed(tmp_path):
+    """The train stage's folder is keyed by the config as written (an integer stays an integer),
+    not by the typed settings: hashes pinned with the code before them (the default config of
+    `make run`, and an integer where the schema types a number)."""
+    for name in ("train", "select_enrolls", "select_trials"):
+        write_text(manifest_path(tmp_path, name), f"{name}\n")
+    write_text(trials_path(tmp_path, "select_trials"), "trials\n")
+    pinned = {(): ("7d36905c33e44c0d", "8699afd7fd0d153b"), ("attacker.training.crop_seconds=2",): ("a096f744a6068f68", "8699afd7fd0d153b")}
+    for overrides, (params, inputs) in pinned.items():
+        cfg = compose(list(overrides))
+        cache = KeyOnly()
+        train_stage.run(cfg.attacker, tmp_path, cache, seed=cfg.seed, device="cpu")
+        assert (content_hash(cache.params), content_hash(cache.inputs)) == (params, inputs), overrides
+
+
 @pytest.mark.gpu
 def test_tiny_training_and_extraction_on_cuda_in_bf16(corpus, tmp_path):
     train, val = corpus
-    cfg = attacker_config(overrides=(*RUN_OVERRIDES, "attacker.training.precision=bf16",
-                                     "attacker.training.num_workers=2"))
+    cfg = typed_attacker(overrides=(*RUN_OVERRIDES, "attacker.training.precision=bf16",
+                                    "attacker.training.num_workers=2"))
     model_dir = train_attacker(cfg, train, tmp_path, device="cuda", seed=1986,
                                validate=lambda encoder: validation_eer(encoder, val))
     log = read_log(model_dir / "training_log.jsonl")
