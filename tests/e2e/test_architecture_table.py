@@ -1,0 +1,199 @@
+"""docs/architecture.md is what the code needs.
+
+"Adding things: what to touch": in a copy of the project, a toy anonymiser (its module in a
+package outside the copy, its config file in the copy), a toy metric and a toy recipe are
+added by writing and editing only the files their rows name, and one experiment uses all
+three. The data-flow figure is the output of the script that draws it.
+"""
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+ROOT = Path(__file__).resolve().parents[2]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+COPIED = ("pipeline", "anonymizers", "conf", "recipes")
+SKIPPED = shutil.ignore_patterns("__pycache__")
+PLACEHOLDER = re.compile(r"<[a-z]+>")
+
+TOY_ANONYMIZER = '''\
+"""A toy system: every utterance times a gain drawn per pseudo-speaker."""
+import numpy as np
+
+from anonymizers.base import Anonymizer, Batch
+
+
+class Gain(Anonymizer):
+    def __init__(self, low: float = 0.3, high: float = 0.6, **common):
+        super().__init__(**common)
+        self.low, self.high = float(low), float(high)
+
+    def anonymize(self, batch: Batch):
+        outputs = []
+        for wave, seed, drawn in zip(batch.waves, batch.seeds, batch.drawn):
+            drawn["gain"] = float(np.random.default_rng(seed).uniform(self.low, self.high))
+            outputs.append(wave * drawn["gain"])
+        return outputs
+'''
+TOY_ANONYMIZER_CONFIG = """\
+name: toy_gain
+_target_: toy_plugins.gain.Gain
+level: speaker
+low: 0.3
+high: 0.6
+batch_seconds: 300
+"""
+TOY_METRIC = '''\
+"""A toy metric: the share of target trials."""
+from pipeline.metrics.contract import SCORES, Column, Metric
+
+
+def target_share(condition) -> dict:
+    return {"toy_target_share": len(condition.target) / (len(condition.target) + len(condition.nontarget))}
+
+
+TOY_SHARE = Metric("toy_target_share", SCORES, (Column("toy_target_share", "Toy target share", digits=4),),
+                   target_share)
+'''
+TOY_RECIPE = """\
+# @package _global_
+defaults:
+  - override /data: synthetic_tiny
+  - override /attacker: ecapa_tiny
+  - override /anonymizer: toy_gain
+  - override /attacks: lazy_informed
+name: toy
+device: cpu
+similarity: false
+"""
+
+
+def adding_table() -> dict[str, dict[str, list[re.Pattern]]]:
+    """{thing to add: {"write" / "edit": path patterns}} of the table in docs/architecture.md."""
+    section = ARCHITECTURE.read_text().split("## Adding things", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| a")]
+    assert rows, "no 'to add' rows in docs/architecture.md"
+
+    def patterns(cell: str) -> list[re.Pattern]:
+        paths = [path for path in re.findall(r"`([^`]+)`", cell) if "/" in path and " " not in path]
+        return [re.compile(PLACEHOLDER.sub("[^/]+", re.escape(path)) + "$")
+                for path in paths]
+
+    return {row[0].strip("| "): {"write": patterns(row[1]), "edit": patterns(row[2])} for row in rows}
+
+
+def touched(copy: Path) -> dict[str, set[str]]:
+    """Files of the copy that are new ("write") or differ ("edit") from the repository's."""
+    found: dict[str, set[str]] = {"write": set(), "edit": set()}
+    for folder in COPIED:
+        for path in (copy / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                relative = path.relative_to(copy).as_posix()
+                original = ROOT / relative
+                if not original.is_file():
+                    found["write"].add(relative)
+                elif not filecmp.cmp(path, original, shallow=False):
+                    found["edit"].add(relative)
+    return found
+
+
+def write(root: Path, relative: str, text: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def edit(root: Path, relative: str, old: str, new: str) -> None:
+    path = root / relative
+    text = path.read_text()
+    assert text.count(old) == 1, f"{relative}: {old!r} not found once"
+    path.write_text(text.replace(old, new))
+
+
+def covered(files: set[str], allowed: list[re.Pattern]) -> set[str]:
+    """The files no pattern of `allowed` matches."""
+    return {file for file in files if not any(pattern.match(file) for pattern in allowed)}
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    """The copy with the toy parts, what each row's files were, and the report of `+experiment=toy`."""
+    tmp = tmp_path_factory.mktemp("architecture")
+    copy, plugins = tmp / "project", tmp / "plugins"
+    for folder in COPIED:
+        shutil.copytree(ROOT / folder, copy / folder, ignore=SKIPPED)
+    write(plugins, "toy_plugins/__init__.py", "")
+    write(plugins, "toy_plugins/gain.py", TOY_ANONYMIZER)  # "any importable module will do"
+    per_row = {
+        "an anonymiser": {"write": {"conf/anonymizer/toy_gain.yaml"}, "edit": set()},
+        "a metric": {"write": {"pipeline/metrics/toy_share.py"}, "edit": {"pipeline/metrics/registry.py"}},
+        "a recipe": {"write": {"recipes/toy/experiment.yaml", "recipes/toy/README.md"}, "edit": set()},
+    }
+    write(copy, "conf/anonymizer/toy_gain.yaml", TOY_ANONYMIZER_CONFIG)
+    write(copy, "pipeline/metrics/toy_share.py", TOY_METRIC)
+    edit(copy, "pipeline/metrics/registry.py", "from pipeline.metrics.contract import EMBEDDINGS\n",
+         "from pipeline.metrics.contract import EMBEDDINGS\nfrom pipeline.metrics.toy_share import TOY_SHARE\n")
+    edit(copy, "pipeline/metrics/registry.py", "    RANK_DISCLOSURE,\n)", "    RANK_DISCLOSURE,\n    TOY_SHARE,\n)")
+    write(copy, "recipes/toy/experiment.yaml", TOY_RECIPE)
+    write(copy, "recipes/toy/README.md", "# toy\n\n`vpeval +experiment=toy`: the toy parts on the tiny corpus.\n")
+    run = subprocess.run([sys.executable, "-m", "pipeline", "+experiment=toy", f"paths.data={tmp / 'data'}"],
+                         cwd=tmp, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(plugins)])})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return copy, per_row, Path(run.stdout.strip().splitlines()[-1]), tmp / "data" / "cache"
+
+
+def test_the_toy_parts_touch_only_the_files_their_rows_name(toy_run):
+    copy, per_row, _, _ = toy_run
+    table = adding_table()
+    for row, files in per_row.items():
+        for kind in ("write", "edit"):
+            assert covered(files[kind], table[row][kind]) == set(), f"{row}: {kind} not named in its row"
+    assert touched(copy) == {kind: set().union(*(files[kind] for files in per_row.values()))
+                             for kind in ("write", "edit")}
+
+
+def test_the_experiment_reports_the_toy_metric_for_every_condition(toy_run):
+    _, _, report, _ = toy_run
+    records = json.loads((report / "results.json").read_text())["records"]
+    assert {record["attack"] for record in records} == {"OO", "AA-lazy"}
+    for record in records:
+        share = record["n_target"] / (record["n_target"] + record["n_nontarget"])
+        assert record["toy_target_share"] == pytest.approx(share)
+    assert "Toy target share" in (report / "report.md").read_text()
+    assert "toy_target_share" in (report / "results.csv").read_text().splitlines()[0]
+
+
+def test_the_experiment_anonymises_with_the_toy_system(toy_run):
+    _, _, report, cache = toy_run
+    records = json.loads((report / "results.json").read_text())["records"]
+    evaluated = {record["anonymizer"] for record in records if record["attack"] == "AA-lazy" and record["set"] != "val"}
+    assert evaluated == {"toy_gain"}  # val: the attacker's own validation speakers, original here
+    originals = {entry["id"]: entry["path"] for manifest in (cache / "prepare").glob("*/manifests/*.jsonl")
+                 for entry in map(json.loads, manifest.read_text().splitlines())}
+    anonymized = [entry for manifest in (cache / "anonymize").glob("*/manifest.jsonl")
+                  for entry in map(json.loads, manifest.read_text().splitlines())]
+    assert anonymized
+    for entry in anonymized[:5]:
+        gain = entry["pseudo_speaker"]["gain"]
+        assert 0.3 <= gain <= 0.6
+        original, _ = soundfile.read(originals[entry["id"]])
+        output, _ = soundfile.read(entry["path"])
+        np.testing.assert_allclose(output, gain * original, atol=2 / 32768)
+
+
+def test_the_data_flow_figure_is_the_script_output():
+    figure = runpy.run_path(str(ROOT / "scripts" / "draw_dataflow.py"))["figure"]()
+    assert (ROOT / "docs" / "dataflow.svg").read_text() == figure, "run python scripts/draw_dataflow.py"
+    assert "![" in ARCHITECTURE.read_text() and "(dataflow.svg)" in ARCHITECTURE.read_text()
