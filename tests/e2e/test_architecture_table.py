@@ -75,7 +75,10 @@ defaults:
   - override /attacks: lazy_informed
 name: toy
 device: cpu
+eval_splits: [test]
 similarity: false
+utility: {pitch_correlation: false, wer: false}
+attacker: {training: {epochs: 2}}
 """
 
 
