@@ -1,9 +1,9 @@
 """docs/architecture.md is what the code needs.
 
-"Adding things: what to touch": in a copy of the project, a toy anonymiser (its module in a
-package outside the copy, its config file in the copy), a toy metric and a toy recipe are
-added by writing and editing only the files their rows name, and one experiment uses all
-three. The data-flow figure is the output of the script that draws it.
+"Adding things: what to touch": in a copy of the project, a toy anonymiser and a toy attacker
+(their modules in a package outside the copy, their config files in the copy), a toy metric
+and a toy recipe are added by writing and editing only the files their rows name, and one
+experiment uses all four. The data-flow figure is the output of the script that draws it.
 """
 from __future__ import annotations
 
@@ -54,6 +54,58 @@ low: 0.3
 high: 0.6
 batch_seconds: 300
 """
+TOY_ATTACKER = '''\
+"""A toy speaker encoder: the mean log power spectrum of a waveform's frames, projected."""
+import torch
+from torch import nn
+
+
+class MeanSpectrum(nn.Module):
+    def __init__(self, sample_rate: int = 16000, embedding_dim: int = 32, frame: int = 400):
+        super().__init__()
+        self.sample_rate, self.embedding_dim = sample_rate, embedding_dim
+        self.min_samples = self.frame_hop = frame
+        self.architecture = {"sample_rate": sample_rate, "embedding_dim": embedding_dim, "frame": frame}
+        self.project = nn.Linear(frame // 2 + 1, embedding_dim)
+
+    def forward(self, wavs, wav_lens=None):
+        return self.embed_samples(wavs, torch.full((len(wavs),), wavs.shape[1]))
+
+    def embed_samples(self, wavs, num_samples):
+        spectra = [torch.fft.rfft(wave[:int(n)].unfold(0, self.min_samples, self.frame_hop)).abs().pow(2)
+                   .add(1e-8).log().mean(0) for wave, n in zip(wavs, num_samples)]
+        return self.project(torch.stack(spectra))
+'''
+TOY_ATTACKER_CONFIG = """\
+defaults:
+  - scheduler@training.scheduler: one_cycle
+  - augment@training.augment: none
+  - _self_
+name: toy_spectrum
+pretrained: null
+pretrained_on: original
+init: null
+finetune: null
+model:
+  _target_: toy_plugins.spectrum.MeanSpectrum
+  embedding_dim: 24
+head: {margin: 0.2, scale: 30.0}
+training:
+  epochs: 2
+  batch_size: 16
+  crop_seconds: 1.0
+  examples_per_epoch: utterances
+  optimizer: {_target_: torch.optim.Adam, _partial_: true, lr: 0.01, weight_decay: 0.0}
+  precision: fp32
+  compile: null
+  sync_batchnorm: false
+  checkpoint_every: 1000
+  log_every: 1
+  num_workers: 0
+  cache_workers: 1
+  cache_dir: null
+extraction: {batch_seconds: 30, precision: fp32, workers: 1, audio_cache: null}
+"""
 TOY_METRIC = '''\
 """A toy metric: the share of target trials."""
 from pipeline.metrics.contract import SCORES, Column, Metric
@@ -70,7 +122,7 @@ TOY_RECIPE = """\
 # @package _global_
 defaults:
   - override /data: synthetic_tiny
-  - override /attacker: ecapa_tiny
+  - override /attacker: toy_spectrum
   - override /anonymizer: toy_gain
   - override /attacks: lazy_informed
 name: toy
@@ -78,7 +130,6 @@ device: cpu
 eval_splits: [test]
 similarity: false
 utility: {pitch_correlation: false, wer: false}
-attacker: {training: {epochs: 2}}
 """
 
 
@@ -138,12 +189,15 @@ def toy_run(tmp_path_factory):
         shutil.copytree(ROOT / folder, copy / folder, ignore=SKIPPED)
     write(plugins, "toy_plugins/__init__.py", "")
     write(plugins, "toy_plugins/gain.py", TOY_ANONYMIZER)  # "any importable module will do"
+    write(plugins, "toy_plugins/spectrum.py", TOY_ATTACKER)
     per_row = {
         "an anonymiser": {"write": {"conf/anonymizer/toy_gain.yaml"}, "edit": set()},
+        "an attacker": {"write": {"conf/attacker/toy_spectrum.yaml"}, "edit": set()},
         "a metric": {"write": {"pipeline/metrics/toy_share.py"}, "edit": {"pipeline/metrics/registry.py"}},
         "a recipe": {"write": {"recipes/toy/experiment.yaml", "recipes/toy/README.md"}, "edit": set()},
     }
     write(copy, "conf/anonymizer/toy_gain.yaml", TOY_ANONYMIZER_CONFIG)
+    write(copy, "conf/attacker/toy_spectrum.yaml", TOY_ATTACKER_CONFIG)
     write(copy, "pipeline/metrics/toy_share.py", TOY_METRIC)
     edit(copy, "pipeline/metrics/registry.py", "from pipeline.metrics.contract import EMBEDDINGS\n",
          "from pipeline.metrics.contract import EMBEDDINGS\nfrom pipeline.metrics.toy_share import TOY_SHARE\n")
@@ -194,6 +248,14 @@ def test_the_experiment_anonymises_with_the_toy_system(toy_run):
         original, _ = soundfile.read(originals[entry["id"]])
         output, _ = soundfile.read(entry["path"])
         np.testing.assert_allclose(output, gain * original, atol=2 / 32768)
+
+
+def test_the_experiment_trains_and_uses_the_toy_attacker(toy_run):
+    _, _, report, cache = toy_run
+    assert json.loads((report / "results.json").read_text())["config"]["attacker"] == "toy_spectrum"
+    models = [json.loads(path.read_text()) for path in (cache / "train").glob("*/model.json")]
+    assert [model["model"] for model in models] == [
+        {"_target_": "toy_plugins.spectrum.MeanSpectrum", "sample_rate": 16000, "embedding_dim": 24, "frame": 400}]
 
 
 def test_the_data_flow_figure_is_the_script_output():
