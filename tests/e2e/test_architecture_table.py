@@ -280,7 +280,7 @@ def toy_run(tmp_path_factory):
          "from pipeline.metrics.contract import EMBEDDINGS\nfrom pipeline.metrics.toy_share import TOY_SHARE\n")
     edit(copy, "pipeline/metrics/registry.py", "    RANK_DISCLOSURE,\n)", "    RANK_DISCLOSURE,\n    TOY_SHARE,\n)")
     write(copy, "recipes/toy/experiment.yaml", TOY_RECIPE)
-    write(copy, "recipes/toy/README.md", "# toy\n\n`vpeval +experiment=toy data.root=...`: the toy parts on the toy corpus.\n")
+    write(copy, "recipes/toy/README.md", "# toy\n\n`vpeval +experiment=toy data.root=...`: the toy parts.\n")
     utterances = toy_corpus(tmp / "corpus")
     run = subprocess.run([sys.executable, "-m", "pipeline", "+experiment=toy", f"data.root={tmp / 'corpus'}",
                           f"paths.data={tmp / 'data'}"],
