@@ -1,5 +1,5 @@
 """Straightforward reference implementations of the metrics, written from the definitions
-(DESIGN.md "Metric conventions", BOSARIS, SpeechBrain, the Inria and ZEBRA toolkits) with
+(docs/metrics.md "Conventions, and where they come from", BOSARIS, SpeechBrain, the Inria and ZEBRA toolkits) with
 plain loops and no shared code with `pipeline.metrics`; the other metric tests compare
 the fast implementations against them. The tests here pin the references themselves to
 hand-computed values.
@@ -104,7 +104,7 @@ def reference_eer_threshold(tar, non) -> tuple[float, float]:
 
 
 def reference_linkability(mated, nonmated, omega=1.0, n_bins=None) -> float:
-    """The Inria anonymization-metrics `linkability`, as DESIGN.md states it."""
+    """The Inria anonymization-metrics `linkability`, as docs/metrics.md states it."""
     if n_bins is None:
         n_bins = min(len(mated) // 10, 100)
     edges = np.linspace(min(min(mated), min(nonmated)), max(max(mated), max(nonmated)), n_bins + 1)
