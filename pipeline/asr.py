@@ -158,7 +158,8 @@ class Whisper(Recognizer, Checked):
         found = super().check_settings(settings, key)
         chunk, stride = settings.get("chunk_length_s"), settings.get("stride_length_s")
         if positive(chunk) and number(stride) and not 0 < 2 * stride < chunk:
-            found.append(f"{key}.stride_length_s={stride}: must be above 0 and below half of {key}.chunk_length_s={chunk}")
+            found.append(f"{key}.stride_length_s={stride}: must be above 0 and below half of "
+                         f"{key}.chunk_length_s={chunk}")
         return found
 
     def __init__(self, folder: str | None = None, language: str | None = "english", device: str = "cpu",

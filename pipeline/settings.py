@@ -4,8 +4,8 @@ Each check has one home, and `problems` reads them all: a key's type and range a
 the config schemas (pipeline.schemas: the type, and in the field's metadata its range); the keys
 of a `_target_` plugin (an anonymiser, the attacker's speaker encoder, an ASR model) are checked
 by the plugin's class (`check_settings`, pipeline.core.checks.Checked), found through the
-config's `_target_`; OWN_ROWS holds the two ranges whose allowed values are defined above the
-schemas' layer; COMBINATIONS are checks of several keys at once. A key whose type is wrong is
+config's `_target_`; ABOVE_SCHEMAS holds the two ranges whose allowed values are defined above
+the schemas' layer; COMBINATIONS are checks of several keys at once. A key whose type is wrong is
 not checked further; a key the config does not have is skipped (the groups differ).
 `check_settings` raises one VpevalError listing every problem, each as `key=value: must be ...`.
 With `build=True` the anonymisers are also built (their constructors check their own
@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterator
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline.asv.finetune import finetune_problem
-from pipeline.core.checks import SEED, Check, Checked, integer, one_of, open_range, shown
-from pipeline.core.checks import problems as failed_checks
+from pipeline.core.checks import SEED, Check, Checked, integer, one_of, open_range, range_problems, shown
 from pipeline.devices import COMPILE_MODES
 from pipeline.errors import VpevalError
 from pipeline.metrics.wer import TEXT_RULES
@@ -32,7 +31,7 @@ from pipeline.schemas import checks, type_problems
 
 UNSEEN_PER_GENDER = 6  # pipeline.stages.split.MIN_UNSEEN (settings may not import a stage)
 # Ranges of schema keys whose allowed values live above the schemas' layer (which cannot import them).
-OWN_ROWS = {
+ABOVE_SCHEMAS = {
     "attacker.training.compile": Check(f"null, false, true or one of {', '.join(COMPILE_MODES)}",
                                        lambda v: v in (None, False, True) or v in COMPILE_MODES),
     "utility.wer_text": Check(" or ".join(TEXT_RULES), one_of(*TEXT_RULES)),
@@ -133,7 +132,7 @@ def _missing_keys(node: DictConfig, prefix: str) -> Iterator[str]:
 def problems(cfg: DictConfig, build: bool = False) -> list[str]:
     """Every problem of `cfg`, one line each (empty when it is fine)."""
     found = type_problems(cfg)
-    found += failed_checks(cfg, checks() | OWN_ROWS, reported=found)
+    found += range_problems(cfg, checks() | ABOVE_SCHEMAS, reported=found)
     found += _plugin_problems(cfg, "")
     for combination in COMBINATIONS:
         found += [p for p in combination(cfg) if p not in found]

@@ -4,10 +4,11 @@ A `Check` is the allowed values of one key, in words and as a test. Settings typ
 schema declare theirs in their field's metadata (pipeline.schemas); the keys of a `_target_`
 plugin (an anonymiser, the attacker's speaker encoder, an ASR model) in its class, as
 `settings_checks` (class `Checked`), so a new plugin in another package brings its own.
-`problems` turns every value that fails into one line, `key=value: must be <allowed>`.
+`range_problems` turns every value that fails into one line, `key=value: must be <allowed>`.
 
 >>> from omegaconf import OmegaConf
->>> problems(OmegaConf.create({"lpc": "covariance"}), {"lpc": Check("levinson or burg", one_of("levinson", "burg"))}, "anonymizer")
+>>> lpc = Check("levinson or burg", one_of("levinson", "burg"))
+>>> range_problems(OmegaConf.create({"lpc": "covariance"}), {"lpc": lpc}, "anonymizer")
 ['anonymizer.lpc=covariance: must be levinson or burg']
 """
 from __future__ import annotations
@@ -81,10 +82,11 @@ class Checked:
     @classmethod
     def check_settings(cls, settings: DictConfig, key: str) -> list[str]:
         """The problems of `settings`, the plugin's config node at `key` (e.g. `anonymizer`)."""
-        return problems(settings, cls.settings_checks, key)
+        return range_problems(settings, cls.settings_checks, key)
 
 
-def problems(node: DictConfig, checks: Mapping[str, Check], prefix: str = "", reported: Sequence[str] = ()) -> list[str]:
+def range_problems(node: DictConfig, checks: Mapping[str, Check], prefix: str = "",
+                   reported: Sequence[str] = ()) -> list[str]:
     """`key=value: must be <allowed>` for every key of `node` that fails its check in `checks`
     (a `*` in a key matches every child: `subsets.*.utterances`). A key `node` does not have is
     skipped, as is one left to set (`???`) or already named in `reported` (its type is wrong)."""

@@ -63,7 +63,8 @@ def test_a_new_anonymiser_checks_its_own_settings(toy_package, group):
     cfg = with_plugin(group, louder(toy_package, gain=0.5, batch_seconds=0))
     assert problems(cfg) == [f"{group}.batch_seconds=0: must be a number of seconds > 0",
                              f"{group}.gain=0.5: must be a number > 1"]
-    assert problems(with_plugin(group, louder(toy_package, level="speaker"))) == [f"{group}.gain=2: not at speaker level"]
+    speaker_level = with_plugin(group, louder(toy_package, level="speaker"))
+    assert problems(speaker_level) == [f"{group}.gain=2: not at speaker level"]
 
 
 def test_a_new_anonymisers_model_folders_are_checked_and_it_is_not_built(toy_package, tmp_path):

@@ -7,7 +7,7 @@ from pipeline.config import compose
 from pipeline.core.checks import Checked, matching
 from pipeline.errors import VpevalError
 from pipeline.schemas import checks
-from pipeline.settings import OWN_ROWS, check_settings, plugin_class, problems
+from pipeline.settings import ABOVE_SCHEMAS, check_settings, plugin_class, problems
 from pipeline.usage import group_options
 
 SHIPPED = ([f"{group}={option}" for group in ("data", "attacker", "backend", "attacks", "anonymizer", "asr")
@@ -118,9 +118,9 @@ def test_build_checks_anonymiser_parameters_and_devices():
 
 
 def test_every_checked_key_exists_in_some_shipped_config():
-    """A check whose key no config has would never run (a typo in a schema's ranges, in OWN_ROWS or
+    """A check whose key no config has would never run (a typo in a schema's ranges, in ABOVE_SCHEMAS or
     in a plugin class's `settings_checks`)."""
-    keys = {*checks(), *OWN_ROWS}
+    keys = {*checks(), *ABOVE_SCHEMAS}
     seen, plugins = set(), {}
     for override in [*SHIPPED, "anonymizer@attacker_anonymizer=mcadams"]:
         cfg = compose([override])

@@ -1,14 +1,14 @@
 """pipeline.core.checks: one Check per key, read by one function."""
 from omegaconf import OmegaConf
 
-from pipeline.core.checks import COUNT, SEED, Check, Checked, matching, one_of, problems
+from pipeline.core.checks import COUNT, SEED, Check, Checked, matching, one_of, range_problems
 
 RANGES = {"seed": SEED, "subsets.*.utterances": COUNT, "mode": Check("fast or slow", one_of("fast", "slow"))}
 
 
 def test_every_failing_key_is_named_with_what_it_allows():
     node = OmegaConf.create({"seed": -1, "subsets": {"a": {"utterances": 0}, "b": {"utterances": 3}}, "mode": "x"})
-    assert problems(node, RANGES, "run") == [
+    assert range_problems(node, RANGES, "run") == [
         "run.seed=-1: must be an integer >= 0 and <= 2**63-1 (9223372036854775807)",
         "run.subsets.a.utterances=0: must be an integer >= 1",
         "run.mode=x: must be fast or slow"]
@@ -16,8 +16,8 @@ def test_every_failing_key_is_named_with_what_it_allows():
 
 def test_absent_unset_and_already_reported_keys_are_skipped():
     node = OmegaConf.create({"seed": "???", "mode": "x"})
-    assert problems(node, RANGES) == ["mode=x: must be fast or slow"]
-    assert problems(node, RANGES, reported=["mode=x: must be a string"]) == []
+    assert range_problems(node, RANGES) == ["mode=x: must be fast or slow"]
+    assert range_problems(node, RANGES, reported=["mode=x: must be a string"]) == []
 
 
 def test_a_star_matches_every_child():
