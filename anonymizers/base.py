@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pipeline.core.checks import SECONDS, Checked
 from pipeline.data.manifest import Utterance
 from pipeline.devices import resolve_device
-from pipeline.core.checks import SECONDS, Checked
 from pipeline.errors import VpevalError
 
 LEVELS = ("utterance", "speaker")
