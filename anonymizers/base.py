@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pipeline.core.checks import SECONDS, Checked
 from pipeline.data.manifest import Utterance
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
@@ -82,7 +83,7 @@ class Batch:
     drawn: list[dict] = field(default_factory=list)
 
 
-class Anonymizer(ABC):
+class Anonymizer(Checked, ABC):
     """Base class. Subclasses implement `anonymize(batch) -> list[Tensor]`.
 
     Args:
@@ -99,10 +100,17 @@ class Anonymizer(ABC):
     `probe_first`: a system that can fail for reasons outside vpeval (an external command
     whose interpreter lacks a package) is run once on one utterance when an experiment
     starts, so it fails before any training, not after it.
+
+    `settings_checks`: the range of each of its config keys, checked before any stage runs
+    (pipeline.core.checks.Checked; a subclass adds its own keys to its base's).
+    `model_folders`: its keys naming trained model folders; a system with any loads models
+    when built (minutes), so the settings check looks for its folders instead of building it.
     """
 
     sample_rate: int = 16000
     probe_first: bool = False
+    settings_checks = {"batch_seconds": SECONDS}
+    model_folders: tuple[str, ...] = ()
 
     def __init__(self, *, level: str = "utterance", seed: int = 0, device: str = "auto",
                  batch_seconds: float = 300.0, source_speakers: Mapping[str, str] | None = None):

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from anonymizers.base import Anonymizer, Batch
+from pipeline.core.checks import BOOLEAN, Check, one_of
 from pipeline.errors import VpevalError
 
 WINDOW_SECONDS = 0.02
@@ -395,6 +396,9 @@ class McAdams(Anonymizer):
             can differ in the last bit).
         **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`).
     """
+
+    settings_checks = {**Anonymizer.settings_checks, "lpc": Check(" or ".join(LPC_METHODS), one_of(*LPC_METHODS)),
+                       "deterministic": BOOLEAN}
 
     def __init__(self, alpha: float | Sequence[float] = 0.8, lpc_order: int = LPC_ORDER,
                  chunk_frames: int | None = None, lpc: str = "levinson", deterministic: bool = False,

@@ -34,6 +34,8 @@ class OHNN(SpeakerEmbeddingAnonymizer):
         **common: see `SpeakerEmbeddingAnonymizer` and `Anonymizer`.
     """
 
+    model_folders = ("vc_model", "ohnn_model")
+
     def __init__(self, *, ohnn_model: str | None = None, f0_neighbours: int = 5, **common):
         super().__init__(**common)
         self.ohnn_dir = require_folder(ohnn_model, "anonymizer.ohnn_model", OHNN_RECIPE)

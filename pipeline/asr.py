@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.core.checks import Check, Checked, number, optional, positive
 from pipeline.errors import VpevalError
 
 SAMPLE_RATE = 16000
@@ -138,7 +139,7 @@ class SpeechBrainASR(Recognizer):
         return {"speechbrain": metadata.version("speechbrain"), "folder": folder_fingerprint(self.folder)}
 
 
-class Whisper(Recognizer):
+class Whisper(Recognizer, Checked):
     """A Whisper model folder saved by transformers (model and processor), loaded in float32 on
     `device`, a batch decoded at once as the folder's generation config says (greedily, for
     OpenAI's). `language` (a name or code the generation config knows) fixes the language; null
@@ -148,6 +149,18 @@ class Whisper(Recognizer):
     utterance goes through transformers' speech recognition pipeline as VPC 2026's Whisper
     evaluation calls it (with the pipeline's generation defaults): one longer than that in chunks
     of that length overlapping by twice the stride, their texts merged, shorter ones as a batch."""
+
+    settings_checks = {"chunk_length_s": Check("null or a number of seconds > 0", optional(positive))}
+
+    @classmethod
+    def check_settings(cls, settings, key: str) -> list[str]:
+        """Its ranges, and a stride below half the chunk length."""
+        found = super().check_settings(settings, key)
+        chunk, stride = settings.get("chunk_length_s"), settings.get("stride_length_s")
+        if positive(chunk) and number(stride) and not 0 < 2 * stride < chunk:
+            found.append(f"{key}.stride_length_s={stride}: must be above 0 and below half of "
+                         f"{key}.chunk_length_s={chunk}")
+        return found
 
     def __init__(self, folder: str | None = None, language: str | None = "english", device: str = "cpu",
                  chunk_length_s: float | None = None, stride_length_s: float = 5.0):

@@ -2,8 +2,10 @@
 Hydra's ConfigStore (group `schema`, package = the section), and the check of a composed
 config against them.
 
-A schema gives types only: every field is MISSING (the values live in conf/), ranges and
-relations between keys are pipeline.settings' RULES and COMBINATIONS. `type_problems` merges a
+Every field is MISSING (the values live in conf/). A field gives its key's type and, in its
+metadata, its range (`limited`: a pipeline.core.checks.Check); an untyped `_target_` field the
+ranges of the keys below it that its options share (`plugin`); `checks` collects them for
+pipeline.settings, whose COMBINATIONS check relations between keys. `type_problems` merges a
 plain copy of each section into its schema, so the config the pipeline runs and hashes never
 becomes typed (no int -> float coercion, no new keys). A key a schema does not have is refused
 with the closest name; an `Any` field (a `_target_` plugin: data.reader, data.protocol,
@@ -21,26 +23,66 @@ import dataclasses
 import re
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from pipeline.config_tree import did_you_mean
+from pipeline.core.checks import (
+    COUNT,
+    COUNT0,
+    FRACTION,
+    PRECISION,
+    SECONDS,
+    SEED,
+    Check,
+    between,
+    integer,
+    non_negative,
+    number,
+    one_of,
+    open_range,
+    optional,
+    positive,
+)
 
 GROUP = "schema"
 ROOT = "_global_"  # the package of the top-level keys
 ABSENT = object()
+# VPC 2024 trains its attacker 10 epochs, the shipped attackers 4 to 10. 10,000 epochs of
+# train-clean-360 take about 10 days on an H100 (docs/performance.md: 10 in 14.3 min), decades on
+# CPU: a larger count is a typo, refused before any stage starts.
+MAX_EPOCHS = 10_000
+AT_LEAST_TWO = Check("a list of integers >= 2", lambda v: isinstance(v, ListConfig) and all(integer(2)(n) for n in v))
+POSITIVE = Check("a number > 0", positive)
+NON_NEGATIVE = Check("a number >= 0", non_negative)
+LR_RATIO = Check("a number in (0, 1]", lambda v: number(v) and 0 < v <= 1)
+
+
+def duration_pair(v) -> bool:
+    return isinstance(v, (list, ListConfig)) and len(v) == 2 and all(map(positive, v)) and v[0] <= v[1]
+
+
+def limited(check: Check):
+    """A field whose values `check` limits."""
+    return field(default=MISSING, metadata={"check": check})
+
+
+def plugin(**below: Check):
+    """An untyped `_target_` field whose options share the keys `below`, each limited by its check."""
+    return field(default=MISSING, metadata={"below": below})
 
 
 @dataclass
 class Run:
     """The top-level scalars (the root also holds the groups, so only these keys are looked at)."""
     name: str = MISSING
-    seed: int = MISSING
+    seed: int = limited(SEED)
     anonymization_seed: int = MISSING
-    device: str = MISSING
+    device: str = limited(Check("auto, cpu, cuda or cuda:N",
+                                lambda v: isinstance(v, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", v)))
     eval_splits: list[str] = MISSING
     similarity: bool = MISSING
 
@@ -55,16 +97,16 @@ class Paths:
 
 @dataclass
 class GeneratedSubset:
-    female: int = MISSING
-    male: int = MISSING
-    utterances: int = MISSING
+    female: int = limited(COUNT0)
+    male: int = limited(COUNT0)
+    utterances: int = limited(COUNT)
 
 
 @dataclass
 class Generate:
-    seed: int = MISSING
-    duration: list[float] = MISSING
-    chapters_per_speaker: int = MISSING
+    seed: int = limited(SEED)
+    duration: list[float] = limited(Check("a [low, high] pair of seconds, 0 < low <= high", duration_pair))
+    chapters_per_speaker: int = limited(COUNT)
     subsets: dict[str, GeneratedSubset] = MISSING
 
 
@@ -73,17 +115,17 @@ class Data:
     name: str = MISSING
     tag: str = MISSING
     root: str = MISSING
-    sample_rate: int = MISSING
+    sample_rate: int = limited(COUNT)
     convert_audio: bool = MISSING
     skip_bad: bool = MISSING
-    workers: int | None = MISSING
-    reader: Any = MISSING  # _target_ plugin: its arguments differ per reader
+    workers: int | None = limited(Check("null or an integer >= 1", optional(integer(1))))
+    reader: Any = plugin(seed=SEED)  # _target_ plugin: its arguments differ per reader
     generate: Generate | None = MISSING
     subsets: dict[str, Any] = MISSING  # train: a list of folders, the others one folder
-    protocol: Any = MISSING  # _target_ plugin
-    eval_trials: str = MISSING  # same_gender | mixed | both (pipeline.data.protocol.EVAL_TRIALS)
+    protocol: Any = plugin(seed=SEED, enroll_fraction=FRACTION, enroll_utterances=COUNT)  # _target_ plugin
+    eval_trials: str = limited(Check("same_gender, mixed or both", one_of("same_gender", "mixed", "both")))
     language: str = MISSING  # data=mls: the MLS language read (mls_<language>/)
-    mixed_seed: int = MISSING
+    mixed_seed: int = limited(COUNT0)
 
 
 @dataclass
@@ -94,27 +136,31 @@ class SparseTrials:
 
 @dataclass
 class Split:
-    val_fraction: float = MISSING
-    holdout: str = MISSING
-    unseen_speakers: Any = MISSING  # null, a list of ids or a file of them
-    enroll_utterances: int = MISSING
-    select_fraction: float | None = MISSING
-    sparse_trials: SparseTrials | None = MISSING
+    val_fraction: float = limited(FRACTION)
+    holdout: str = limited(Check("unseen, speaker or list", one_of("unseen", "speaker", "list")))
+    unseen_speakers: Any = limited(Check("null, a list of speaker ids or the path of a file of them",
+                                         lambda v: v is None or isinstance(v, (str, ListConfig))))
+    enroll_utterances: int = limited(COUNT)
+    select_fraction: float | None = limited(Check("null or a number in (0, 1)", optional(open_range(0, 1))))
+    sparse_trials: SparseTrials | None = limited(Check(
+        "null or {target: N, nontarget: N} with N >= 1",
+        optional(lambda v: isinstance(v, DictConfig) and set(v) == {"target", "nontarget"}
+                 and all(integer(1)(n) for n in v.values()))))
 
 
 @dataclass
 class Bootstrap:
-    n_resamples: int = MISSING
-    confidence: float = MISSING
-    unit: str = MISSING
+    n_resamples: int = limited(COUNT)
+    confidence: float = limited(FRACTION)
+    unit: str = limited(Check("speakers or trials", one_of("speakers", "trials")))
 
 
 @dataclass
 class Detect:
     trusted: Any = MISSING  # null, a list of systems or a CSV file (omegaconf has no unions)
-    method: str = MISSING
-    false_alarm: float = MISSING
-    tolerance: float = MISSING
+    method: str = limited(Check("gap, gap_re or line", one_of("gap", "gap_re", "line")))
+    false_alarm: float = limited(Check("a number in (0, 0.5)", open_range(0, 0.5)))
+    tolerance: float = limited(Check("a number in (0, 0.5) (an EER fraction)", open_range(0, 0.5)))
     column: bool = MISSING
     test_split: str = MISSING
     bootstrap: Bootstrap = MISSING
@@ -122,12 +168,12 @@ class Detect:
 
 @dataclass
 class Distributed:
-    gpus_per_node: int = MISSING
-    nodes: int = MISSING
-    node_rank: int | None = MISSING
+    gpus_per_node: int = limited(COUNT)
+    nodes: int = limited(COUNT)
+    node_rank: int | None = limited(Check("null or an integer >= 0", optional(integer(0))))
     master_addr: str | None = MISSING
-    port: int | None = MISSING
-    timeout_s: float = MISSING
+    port: int | None = limited(Check("null or a port from 1024 to 65534", optional(between(1024, 65534))))
+    timeout_s: float = limited(POSITIVE)
 
 
 @dataclass
@@ -140,44 +186,47 @@ class Utility:
 @dataclass
 class Reidentification:
     enabled: bool = MISSING
-    populations: list[int] = MISSING
-    candidates: list[int] = MISSING
-    lengths: list[int] = MISSING
-    calibration_conversations: int = MISSING
-    runs: int = MISSING
-    confidence: float = MISSING
+    populations: list[int] = limited(AT_LEAST_TWO)
+    candidates: list[int] = limited(AT_LEAST_TWO)
+    lengths: list[int] = limited(Check("a list of integers >= 1",
+                                       lambda v: isinstance(v, ListConfig) and all(map(integer(1), v))))
+    calibration_conversations: int = limited(COUNT)
+    runs: int = limited(COUNT)
+    confidence: float = limited(FRACTION)
 
 
 @dataclass
 class Head:
-    margin: float = MISSING
-    scale: float = MISSING
+    margin: float = limited(NON_NEGATIVE)
+    scale: float = limited(POSITIVE)
 
 
 @dataclass
 class Training:
-    epochs: int = MISSING
-    batch_size: int = MISSING
-    crop_seconds: float = MISSING
+    epochs: int = limited(Check(f"an integer >= 1 and <= {MAX_EPOCHS}", between(1, MAX_EPOCHS)))
+    batch_size: int = limited(COUNT)
+    crop_seconds: float = limited(SECONDS)
     examples_per_epoch: str = MISSING
-    optimizer: Any = MISSING  # _target_ plugin (torch.optim.*)
-    scheduler: Any = MISSING  # the attacker/scheduler group: keys differ per schedule
+    optimizer: Any = plugin(lr=POSITIVE, weight_decay=NON_NEGATIVE)  # _target_ plugin (torch.optim.*)
+    # the attacker/scheduler group: keys differ per schedule
+    scheduler: Any = plugin(warmup_fraction=Check("a number in [0, 1)", lambda v: number(v) and 0 <= v < 1),
+                            initial_lr_ratio=LR_RATIO, final_lr_ratio=LR_RATIO)
     augment: Any = MISSING  # the attacker/augment group: a list of _target_ nodes
-    precision: str = MISSING
+    precision: str = limited(PRECISION)
     compile: Any = MISSING  # null, a boolean or a torch.compile mode
     sync_batchnorm: bool = MISSING
-    checkpoint_every: int | None = MISSING
-    log_every: int = MISSING
-    num_workers: int = MISSING
-    cache_workers: int = MISSING
+    checkpoint_every: int | None = limited(COUNT)
+    log_every: int = limited(COUNT)
+    num_workers: int = limited(COUNT0)
+    cache_workers: int = limited(COUNT0)
     cache_dir: str | None = MISSING
 
 
 @dataclass
 class Extraction:
-    batch_seconds: float = MISSING
-    precision: str = MISSING
-    workers: int = MISSING
+    batch_seconds: float = limited(SECONDS)
+    precision: str = limited(PRECISION)
+    workers: int = limited(COUNT0)
     audio_cache: str | None = MISSING
 
 
@@ -185,9 +234,9 @@ class Extraction:
 class Attacker:
     name: str = MISSING
     pretrained: str | None = MISSING
-    pretrained_on: str = MISSING
+    pretrained_on: str = limited(Check("original or anonymized", one_of("original", "anonymized")))
     init: str | None = MISSING
-    finetune: bool | None = MISSING
+    finetune: bool | None = limited(Check("null, true or false", one_of(None, True, False)))
     model: Any = MISSING  # _target_ plugin (the speaker encoder)
     head: Head = MISSING
     training: Training = MISSING
@@ -209,6 +258,30 @@ class Backend:
 
 SCHEMAS = {ROOT: Run, "paths": Paths, "data": Data, "split": Split, "detect": Detect, "distributed": Distributed,
            "utility": Utility, "attacker": Attacker, "backend": Backend, "reidentification": Reidentification}
+
+
+def checks() -> dict[str, Check]:
+    """Every dotted key the schemas limit -> its check (`*`: every key of a mapping).
+
+    >>> checks()["data.generate.subsets.*.utterances"].allowed
+    'an integer >= 1'
+    """
+    return {key: check for path, schema in sections().items() for key, check in _field_checks(schema, path).items()}
+
+
+def _field_checks(schema: type, prefix: str) -> dict[str, Check]:
+    found = {}
+    for entry in dataclasses.fields(schema):
+        key = f"{prefix}.{entry.name}" if prefix else entry.name
+        if "check" in entry.metadata:
+            found[key] = entry.metadata["check"]
+        found |= {f"{key}.{name}": check for name, check in entry.metadata.get("below", {}).items()}
+        hint = _optional(_hints(schema)[entry.name])[1]
+        if typing.get_origin(hint) is dict:
+            key, hint = f"{key}.*", typing.get_args(hint)[1]
+        if dataclasses.is_dataclass(hint):
+            found |= _field_checks(hint, key)
+    return found
 
 
 def register_schemas() -> None:

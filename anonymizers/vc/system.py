@@ -58,6 +58,8 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
         statistics_batch_seconds: audio per batch when computing speaker statistics.
     """
 
+    model_folders = ("vc_model",)
+
     def __init__(self, *, vc_model: str | None = None, pool: Mapping | None = None, precision: str = "fp32",
                  statistics_batch_seconds: float = 120.0, **common):
         super().__init__(**common)

@@ -40,9 +40,10 @@ from speechbrain.lobes.models.ECAPA_TDNN import (
 from torch import nn
 
 from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
-from pipeline.asv.encoder import build_frontend, frontend_spec
+from pipeline.asv.encoder import ENCODER_SETTINGS, build_frontend, frontend_spec
 from pipeline.asv.model import SPEECHBRAIN_FRONTEND, ReflectFill, normalise_mean, se_res2net
 from pipeline.asv.wavlm import layer_outputs, load_wavlm
+from pipeline.core.checks import Checked
 from pipeline.errors import VpevalError
 
 VPC_EMBEDDING_WEIGHTS = "embedding_model.ckpt"
@@ -109,12 +110,14 @@ def resampling_matrix(source: int, num_frames: torch.Tensor, total: int) -> torc
     return inside.float() / count[..., None].float()
 
 
-class SSLSpeakerEncoder(nn.Module):
+class SSLSpeakerEncoder(nn.Module, Checked):
     """Waveforms -> speaker embeddings with VPC 2026's `ecapa_ssl` (an `encoder.Encoder`).
 
     `wavlm` is the path of the frozen WavLM (Microsoft .pt file or Hugging Face folder); its
     hidden size must be `channels[0]` and its depth `wavlm_layers`.
     """
+
+    settings_checks = ENCODER_SETTINGS
 
     def __init__(self, *, wavlm: str, sample_rate: int = 16000, n_mels: int = 80, frontend: Any = SPEECHBRAIN_FRONTEND,
                  channels: Sequence[int] = (1024, 1024, 1024, 1024, 3072), kernel_sizes: Sequence[int] = (5, 3, 3, 3, 1),

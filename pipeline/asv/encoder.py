@@ -21,7 +21,12 @@ import torch
 from hydra.utils import get_class, get_method
 from torch import nn
 
+from pipeline.core.checks import COUNT
 from pipeline.errors import VpevalError
+
+# The ranges of the keys the shipped encoders share, their classes' `settings_checks`
+# (pipeline.core.checks.Checked): checked before any stage runs.
+ENCODER_SETTINGS = {"embedding_dim": COUNT, "n_mels": COUNT}
 
 
 @runtime_checkable

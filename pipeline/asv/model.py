@@ -31,7 +31,8 @@ from speechbrain.lobes.models.ECAPA_TDNN import (
 from speechbrain.nnet.losses import AdditiveAngularMargin, LogSoftmaxWrapper
 from torch import nn
 
-from pipeline.asv.encoder import build_frontend, frontend_spec
+from pipeline.asv.encoder import ENCODER_SETTINGS, build_frontend, frontend_spec
+from pipeline.core.checks import Checked
 from pipeline.errors import VpevalError
 
 KALDI_FRONTEND = "pipeline.asv.features.KaldiFbank"
@@ -47,13 +48,15 @@ def autocast_dtype(precision: str, device: torch.device, *, config_key: str) -> 
     return AUTOCAST_DTYPES[precision] if device.type == "cuda" else None
 
 
-class SpeakerEncoder(nn.Module):
+class SpeakerEncoder(nn.Module, Checked):
     """Waveforms -> speaker embeddings: fbank front end, mean normalisation, ECAPA-TDNN.
 
     `frontend` is the fbank's `_target_` node (`_partial_`; or its class path), called as
     `cls(sample_rate, n_mels)`: the Kaldi one (`KALDI_FRONTEND`) or SpeechBrain's `Fbank` as
     VPC 2024 uses it (`SPEECHBRAIN_FRONTEND`). One implementation of `encoder.Encoder`.
     """
+
+    settings_checks = ENCODER_SETTINGS
 
     def __init__(self, *, sample_rate: int = 16000, n_mels: int = 80, frontend: Any = KALDI_FRONTEND,
                  channels: Sequence[int] = (512, 512, 512, 512, 1536),

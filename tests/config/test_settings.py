@@ -1,9 +1,13 @@
 """pipeline.settings: every setting checked before any stage, every problem listed at once."""
 import pytest
 
+from omegaconf import OmegaConf
+
 from pipeline.config import compose
+from pipeline.core.checks import Checked, matching
 from pipeline.errors import VpevalError
-from pipeline.settings import RULES, check_settings, problems
+from pipeline.schemas import checks
+from pipeline.settings import ABOVE_SCHEMAS, check_settings, plugin_class, problems
 from pipeline.usage import group_options
 
 SHIPPED = ([f"{group}={option}" for group in ("data", "attacker", "backend", "attacks", "anonymizer", "asr")
@@ -113,16 +117,24 @@ def test_build_checks_anonymiser_parameters_and_devices():
         assert any("device='cuda:7' requested but CUDA is not available" in p for p in found)
 
 
-def test_every_rule_key_exists_in_some_shipped_config():
-    """A rule whose key no config has would never run (a typo in the table)."""
-    keys = {pattern for pattern, _, _ in RULES}
-    seen = set()
+def test_every_checked_key_exists_in_some_shipped_config():
+    """A check whose key no config has would never run (a typo in a schema's ranges, in ABOVE_SCHEMAS or
+    in a plugin class's `settings_checks`)."""
+    keys = {*checks(), *ABOVE_SCHEMAS}
+    seen, plugins = set(), {}
     for override in [*SHIPPED, "anonymizer@attacker_anonymizer=mcadams"]:
-        from pipeline.settings import _matching
-
         cfg = compose([override])
-        seen |= {pattern for pattern in keys if any(True for _ in _matching(cfg, pattern))}
+        seen |= {pattern for pattern in keys if any(True for _ in matching(cfg, pattern))}
+        for group in ("anonymizer", "attacker_anonymizer", "asr", "attacker.model"):
+            node = OmegaConf.select(cfg, group)
+            cls = plugin_class(node) if node is not None else None
+            if cls is not None and issubclass(cls, Checked):
+                plugins.setdefault(cls, set()).update(node.keys())
     assert seen == keys
+    assert {cls.__name__ for cls in plugins} >= {"McAdams", "XVector", "OHNN", "Whisper", "SpeakerEncoder",
+                                                 "SSLSpeakerEncoder"}
+    assert {cls.__name__: set(cls.settings_checks) - present for cls, present in plugins.items()} == {
+        cls.__name__: set() for cls in plugins}
 
 
 def test_model_based_anonymisers_are_not_built_but_their_folders_checked(tmp_path):
