@@ -42,8 +42,9 @@ def test_tensorboard_curves_read_back(tmp_path):
 def test_tensorboard_resumed_run_replaces_the_interrupted_steps(tmp_path):
     """A run resumed from step 2 logs steps 3.. again: TensorBoard shows each step once, the new value."""
     pytest.importorskip("tensorboard")
-    log_all(open_curves({"backend": "tensorboard"}, tmp_path, "run"), {step: {"loss": float(step)} for step in (1, 2, 3, 4)})
-    log_all(open_curves({"backend": "tensorboard"}, tmp_path, "run"), {step: {"loss": 10.0 + step} for step in (3, 4, 5)})
+    for values in ({step: {"loss": float(step)} for step in (1, 2, 3, 4)},
+                   {step: {"loss": 10.0 + step} for step in (3, 4, 5)}):
+        log_all(open_curves({"backend": "tensorboard"}, tmp_path, "run"), values)
     assert tensorboard_scalars(tmp_path / "run") == {"loss": [(1, 1.0), (2, 2.0), (3, 13.0), (4, 14.0), (5, 15.0)]}
 
 
