@@ -21,6 +21,7 @@ from pipeline.config import compose, instantiate, without
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.errors import VpevalError
+from pipeline.runtime.curves import installed
 from pipeline.stages import anonymize
 from tests.helpers import encoder_folder, recipe_script
 
@@ -272,6 +273,9 @@ def test_tiny_recipe_trains_its_own_speaker_encoder(tmp_path):
     model = train_vc(recipe("tiny", tmp_path / "data"), tmp_path / "vc", device="cpu")
     trained_encoder = next((tmp_path / "vc" / "stages" / "train").glob("*/model.pt"))
     assert (model / "speaker_encoder" / "model.pt").read_bytes() == trained_encoder.read_bytes()
+    if installed("tensorboard"):  # the encoder's training curves beside the converter's
+        assert {p.name for p in (tmp_path / "vc" / "curves").iterdir() if p.is_dir()} == \
+            {"vc", f"attacker_{trained_encoder.parent.name}"}
 
 
 @pytest.mark.gpu
