@@ -35,6 +35,7 @@ from pipeline.metrics.legal import check_grid
 from pipeline.metrics.registry import metric_list
 from pipeline.metrics.reidentification import grid_of
 from pipeline.report.vpc_results import write_vpc_results
+from pipeline.runtime.curves import chosen_backend, written
 from pipeline.stages import (
     anonymize,
     confidence,
@@ -66,9 +67,10 @@ class EvalSet:
 class Experiment:
     """Resolves the data, attackers and scores an experiment needs, through the cache."""
 
-    def __init__(self, cfg: DictConfig, team: Team | None = None):
+    def __init__(self, cfg: DictConfig, team: Team | None = None, curves: dict | None = None):
         self.cfg = cfg
         self.team = team  # the ranks that train and extract, when distributed
+        self.curves = curves  # where the attackers trained here log their curves (`curve_settings`)
         self.cache = Cache(Path(cfg.paths.cache))
         device = resolve_device(cfg.device)
         self.device = str(device)
@@ -139,7 +141,8 @@ class Experiment:
             held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
             pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
             model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
-                self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team)
+                self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team,
+                curves=self.curves)
             log.info("attacker for %s data: %s", kind, model)  # e.g. the voice converter's speaker_encoder
             self._attackers[kind] = (model, held_out)
         return self._attackers[kind]
@@ -343,7 +346,16 @@ def detect_settings(detect_cfg) -> Settings:
 def config_hash(cfg: DictConfig) -> str:
     """Hash of everything that changes results (not paths, devices or Hydra's own settings)."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    return content_hash({k: v for k, v in resolved.items() if k not in ("paths", "device", "distributed", "hydra")})
+    return content_hash({k: v for k, v in resolved.items()
+                         if k not in ("paths", "device", "distributed", "curves", "hydra")})
+
+
+def curve_settings(cfg: DictConfig, run_dir: Path) -> dict:
+    """The `curves` config, its backend checked now (not when the first attacker trains), and
+    the folder the run's trainings log to (`<run folder>/curves`)."""
+    settings = plain(cfg.get("curves") or {})
+    return {**settings, "backend": chosen_backend(str(settings.get("backend", "auto"))),
+            "folder": str(Path(run_dir) / "curves")}
 
 
 def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
@@ -358,7 +370,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         serve_node(spec)
         return None
     with Team(spec) if spec is not None else nullcontext() as team:
-        experiment = Experiment(cfg, team)
+        experiment = Experiment(cfg, team, curves=curve_settings(cfg, run_dir))
         experiment.check_split()
         records = experiment.records()
         voice_similarity = experiment.voice_similarity()
@@ -372,7 +384,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
                             records=records, detection=detection, fit=fit, score_files=experiment.score_files,
                             similarity=voice_similarity, utility=utility_results,
-                            stages=[asdict(e) for e in experiment.cache.events])
+                            stages=[asdict(e) for e in experiment.cache.events],
+                            curves=written(Path(run_dir) / "curves"))
         evaluated, attacker = system_labels(cfg)
         write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),
                           system=evaluated, attacker_system=attacker, eval_splits=list(cfg.eval_splits),

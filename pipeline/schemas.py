@@ -184,6 +184,13 @@ class Utility:
 
 
 @dataclass
+class Curves:
+    backend: str = MISSING
+    project: str = MISSING
+    tracking_uri: str | None = MISSING
+
+
+@dataclass
 class Reidentification:
     enabled: bool = MISSING
     populations: list[int] = limited(AT_LEAST_TWO)
@@ -257,7 +264,8 @@ class Backend:
 
 
 SCHEMAS = {ROOT: Run, "paths": Paths, "data": Data, "split": Split, "detect": Detect, "distributed": Distributed,
-           "utility": Utility, "attacker": Attacker, "backend": Backend, "reidentification": Reidentification}
+           "utility": Utility, "attacker": Attacker, "backend": Backend, "reidentification": Reidentification,
+           "curves": Curves}
 
 
 def checks() -> dict[str, Check]:

@@ -19,7 +19,8 @@ loss pushing them away from the originals):
 
 loss = classification + similarity_weight * similarity. The map is orthogonal whatever its
 weights, so norms and angles are kept. `out` holds checkpoint.pt (resumable, atomic),
-training_log.jsonl (per epoch, with held-out utterances' target accuracy and cosines) and
+training_log.jsonl (per epoch, with held-out utterances' target accuracy and cosines), the
+same values as training curves in curves/ (`curves`: pipeline.runtime.curves) and
 ohnn_model/ (model.json, model.pt) for `anonymizer.ohnn_model`.
 """
 from __future__ import annotations
@@ -50,6 +51,7 @@ from pipeline.cache import Cache
 from pipeline.config_tree import CONFIG_SOURCE
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
+from pipeline.runtime.curves import CurveLogger, open_curves
 
 log = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = "vpeval-ohnn-checkpoint-1"
@@ -119,8 +121,9 @@ class OHNNTrainer(Trainer):
     entry_labels = {"model": "OHNN"}
 
     def __init__(self, data: EmbeddingSet, model_spec: dict, training: dict, seed: int, checkpoint_path: Path | None,
-                 device: torch.device, run_identity: dict | None = None):
+                 device: torch.device, run_identity: dict | None = None, curves: CurveLogger | None = None):
         self.data, self.training, self.seed, self.device = data, training, int(seed), device
+        self.curves = curves or CurveLogger()
         self.model_spec = model_spec
         self.ohnn = HouseholderMap(**{k: v for k, v in model_spec.items() if k != "_target_"}).to(device)
         x, labels = data.embeddings.to(device), data.labels.to(device)
@@ -175,6 +178,10 @@ class OHNNTrainer(Trainer):
             self.optimizer.step()
         self.state["history"].append({"epoch": epoch + 1, "train": self.evaluate(self.train_index),
                                       "validation": self.evaluate(self.val_index)})
+        record = self.state["history"][-1]
+        self.curves.log(epoch + 1, **{f"{part}/{key}": value for part in ("train", "validation")
+                                      for key, value in record[part].items()},
+                        **{"train/lr": self.optimizer.param_groups[0]["lr"]})
         self.state["epoch"] = epoch + 1
         self.save()
 
@@ -200,10 +207,11 @@ def train_ohnn(cfg: DictConfig, out_dir: str | Path, device: str | torch.device 
                         [genders[s] for s in speakers])
     model_spec = {**OmegaConf.to_container(cfg.model, resolve=True), "dim": encoder.embedding_dim}
     training = OmegaConf.to_container(cfg.training, resolve=True)
-    trainer = OHNNTrainer(data, model_spec, training, int(cfg.seed), out_dir / "checkpoint.pt", device,
-                          {"data": utterances_key(utterances, "ohnn"),
-                           "speaker_encoder": vc_spec["speaker_encoder_sha256"]})
-    final = trainer.fit()
+    with open_curves(cfg.get("curves"), out_dir / "curves", "ohnn") as curves:
+        trainer = OHNNTrainer(data, model_spec, training, int(cfg.seed), out_dir / "checkpoint.pt", device,
+                              {"data": utterances_key(utterances, "ohnn"),
+                               "speaker_encoder": vc_spec["speaker_encoder_sha256"]}, curves)
+        final = trainer.fit()
     write_log(out_dir / "training_log.jsonl", trainer.state["history"])
     model_dir = out_dir / MODEL_DIR
     save_module(model_dir, trainer.ohnn.cpu(), model_spec, {

@@ -17,7 +17,7 @@ from anonymizers.vc.pool import utterances_key
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.cache import Cache
+from pipeline.cache import Cache, plain
 from pipeline.data.manifest import Utterance, file_digest, read_manifest
 from pipeline.errors import VpevalError
 from pipeline.stages import prepare, split, train
@@ -37,7 +37,8 @@ def training_utterances(prepared: Path) -> list[Utterance]:
 
 def speaker_encoder_dir(cfg: DictConfig, cache: Cache, prepared: Path, device: str) -> Path:
     """`cfg.speaker_encoder.model_dir`, or an ECAPA-TDNN trained here on the corpus's original
-    training speech by the pipeline's split and train stages (`cfg.speaker_encoder.attacker`)."""
+    training speech by the pipeline's split and train stages (`cfg.speaker_encoder.attacker`),
+    its training curves beside the recipe's (`<out>/curves`)."""
     given = cfg.speaker_encoder.get("model_dir")
     if given:
         folder = Path(str(given))
@@ -45,7 +46,8 @@ def speaker_encoder_dir(cfg: DictConfig, cache: Cache, prepared: Path, device: s
             raise VpevalError(f"speaker_encoder.model_dir={folder}: no model.json and model.pt (an attacker folder)")
         return folder
     held_out = split.run(cfg.speaker_encoder.split, manifest_path(prepared, "train"), cache, seed=int(cfg.seed))
-    return train.run(cfg.speaker_encoder.attacker, held_out, cache, seed=int(cfg.seed), device=device)
+    curves = {**plain(cfg.get("curves") or {}), "folder": str(cache.root.parent / "curves")}  # beside the recipe's own
+    return train.run(cfg.speaker_encoder.attacker, held_out, cache, seed=int(cfg.seed), device=device, curves=curves)
 
 
 def utterance_embeddings(utterances: Sequence[Utterance], encoder: SpeakerEncoder, encoder_dir: Path,

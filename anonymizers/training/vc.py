@@ -17,6 +17,7 @@ extracted and the model folder written.
     checkpoint.pt        everything to resume (models, optimisers, schedulers, step, RNG states,
                          history), written atomically every `training.checkpoint_every` steps
     training_log.jsonl   one line per logged step, then one validation line
+    curves/              the same values as training curves (`curves`: pipeline.runtime.curves)
     vc_model/            model.json, model.pt, speaker_encoder/, pool.pt: what `anonymizer.vc_model` names
     stages/              the prepare / split / train stage outputs of the recipe corpus
 
@@ -73,6 +74,7 @@ from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 from pipeline.layout import manifest_path
+from pipeline.runtime.curves import CurveLogger, open_curves
 
 log = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = "vpeval-vc-checkpoint-1"
@@ -108,8 +110,8 @@ class VCTrainer(Trainer):
 
     checkpoint_format, what = CHECKPOINT_FORMAT, "voice-conversion"
 
-    def __init__(self, cfg: DictConfig, out_dir: Path, device: torch.device):
-        self.cfg, self.out_dir, self.device = cfg, Path(out_dir), device
+    def __init__(self, cfg: DictConfig, out_dir: Path, device: torch.device, curves: CurveLogger):
+        self.cfg, self.out_dir, self.device, self.curves = cfg, Path(out_dir), device, curves
         training = cfg.training
         self.seed = int(cfg.seed)
         self.stage_cache = Cache(self.out_dir / "stages")
@@ -232,6 +234,8 @@ class VCTrainer(Trainer):
                                      "lr": self.scheduler.get_last_lr()[0],
                                      "seconds": round(state["seconds"] + time.monotonic() - self.started, 2)})
             self.bar.set_postfix(loss=f"{record['loss']:.3f}", mel=f"{record['mel']:.3f}")
+            self.curves.log(state["step"], **{f"train/{key}": value for key, value in record.items()},
+                            **{"train/lr": self.scheduler.get_last_lr()[0]})
         if checkpoint_every and state["step"] % checkpoint_every == 0 and state["step"] < steps:
             self.save_progress(self.started)
             self.started = time.monotonic()
@@ -245,6 +249,8 @@ class VCTrainer(Trainer):
         state["seconds"] += time.monotonic() - self.started
         self.save()  # before validation, which draws excitation noise from the RNG
         validation = self.validate()
+        self.curves.log(state["step"], **{f"validation/{key}": value for key, value in validation.items()
+                                          if key != "utterances"})
         write_log(self.out_dir / "training_log.jsonl", [*state["history"], {"validation": validation}])
         self.write_model(self.model_dir, validation)
         return self.model_dir
@@ -295,7 +301,8 @@ class VCTrainer(Trainer):
 def train_vc(cfg: DictConfig, out_dir: str | Path, device: str | torch.device = "auto") -> Path:
     """Train (or resume, or find finished) the recipe; returns the model folder."""
     device = device if isinstance(device, torch.device) else resolve_device(str(device))
-    return VCTrainer(cfg, Path(out_dir), device).fit()
+    with open_curves(cfg.get("curves"), Path(out_dir) / "curves", "vc") as curves:
+        return VCTrainer(cfg, Path(out_dir), device, curves).fit()
 
 
 @hydra.main(config_path=CONFIG_SOURCE, config_name="vc/small", version_base="1.3")

@@ -9,6 +9,9 @@
                          dict) and what rebuilds it (`embed.load_encoder`)
     training_log.jsonl   one line per finished epoch: loss, accuracy, lr, val_eer, best, seconds
 
+The same values, and the running loss and accuracy every `log_every` steps, also go to the
+`curves` logger when one is given (`pipeline.runtime.curves`; x axis: optimiser steps).
+
 A checkpoint is written atomically after every epoch and every `checkpoint_every` optimiser
 steps. On start the run resumes from `checkpoint.pt`, mid-epoch included: batches are a pure
 function of (seed, epoch, step), so the consumed ones are skipped and, on CPU, an
@@ -64,6 +67,7 @@ from pipeline.data.manifest import Utterance
 from pipeline.devices import compile_mode
 from pipeline.errors import VpevalError
 from pipeline.schemas import Attacker
+from pipeline.runtime.curves import CurveLogger
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.
@@ -82,18 +86,19 @@ def attacker_settings(cfg: DictConfig) -> Attacker:
 
 def train_attacker(cfg: Attacker, train_utts: Sequence[Utterance], out_dir: str | Path, *,
                    seed: int, validate: Validate, device: str | torch.device | None = None,
-                   world: World | None = None) -> Path:
+                   world: World | None = None, curves: CurveLogger | None = None) -> Path:
     """Train (or resume, or find finished) an attacker; return `out_dir`, which holds model.pt/json.
 
     `cfg` is an attacker's settings (`attacker_settings`); `validate(encoder)` returns the
     validation EER (lower is better) and is called once per epoch with the encoder in eval
     mode. Give `device` to train in this process alone, or `world` when every rank of a
     torchrun launch calls this with the same arguments (`validate` then runs on every rank).
+    `curves` receives the training curves (rank 0's; none when not given).
     """
     if (device is None) == (world is None):
         raise ValueError("train_attacker needs either device or world")
     world = world or World.single(device)
-    return _Trainer(cfg, train_utts, Path(out_dir), world, seed, validate).fit()
+    return _Trainer(cfg, train_utts, Path(out_dir), world, seed, validate, curves or CurveLogger()).fit()
 
 
 @contextlib.contextmanager
@@ -130,10 +135,10 @@ class _Trainer(Trainer):
     loaded_before_settings = ("model",)
 
     def __init__(self, cfg: Attacker, train_utts: Sequence[Utterance], out_dir: Path, world: World, seed: int,
-                 validate: Validate):
+                 validate: Validate, curves: CurveLogger):
         training = cfg.training
         self.cfg, self.out_dir, self.world, self.device = cfg, out_dir, world, world.device
-        self.validate = validate
+        self.validate, self.curves = validate, curves
         device = world.device
         self.amp_dtype = autocast_dtype(training.precision, device, config_key="attacker.training.precision")
         self.compile_mode = compile_mode(training.compile, device, config_key="attacker.training.compile")
@@ -262,8 +267,11 @@ class _Trainer(Trainer):
             faults.hit("step")
             if world.is_main and (state["step"] % self.log_every == 0 or state["step"] == steps_per_epoch):
                 loss_sum, correct = (sums * world.size).tolist()  # rank 0's rows stand in for the others'
-                bar.set_postfix(loss=f"{(state['loss_sum'] + loss_sum) / state['seen']:.3f}",
-                                acc=f"{(state['correct'] + correct) / state['seen']:.3f}")
+                running = {"train/loss": (state["loss_sum"] + loss_sum) / state["seen"],
+                           "train/accuracy": (state["correct"] + correct) / state["seen"],
+                           "train/lr": self.scheduler.get_last_lr()[0]}
+                bar.set_postfix(loss=f"{running['train/loss']:.3f}", acc=f"{running['train/accuracy']:.3f}")
+                self.curves.log(epoch * steps_per_epoch + state["step"], **running)
             if self.checkpoint_every and (epoch * steps_per_epoch + state["step"]) % self.checkpoint_every == 0:
                 self._add_sums(sums)
                 self.save()
@@ -296,6 +304,8 @@ class _Trainer(Trainer):
         if main:
             write_log(self.out_dir / "training_log.jsonl", state["history"])
             epoch = state["history"][-1]
+            self.curves.log(epoch["epoch"] * epoch["steps"], **{f"epoch/{key}": epoch[key] for key in
+                                                                 ("loss", "accuracy", "lr", "val_eer")})
             log.info("train: epoch %d/%d loss %.3f accuracy %.3f validation EER %.2f %%%s (%.0f s)", epoch["epoch"],
                      self.epochs, epoch["loss"], epoch["accuracy"], 100 * val_eer, " best" if is_best else "",
                      epoch["seconds"])

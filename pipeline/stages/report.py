@@ -11,7 +11,9 @@
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
   matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`), the
   test conditions' per-speaker EERs (`speaker_eer.png`), singling out and identification rates
-  against N and N' (`reidentification.png`; every estimate in the records' `*_detail` columns).
+  against N and N' (`reidentification.png`; every estimate in the records' `*_detail` columns);
+  a "Training curves" section names where the curves of the attackers trained by the run went
+  (`pipeline.runtime.curves`) and, for those reused from the cache, their training_log.jsonl.
 """
 from __future__ import annotations
 
@@ -34,10 +36,12 @@ SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both
 
 def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict], detection: list[dict],
         fit: list[dict], stages: list[dict], score_files: dict[str, str] | None = None,
-        similarity: dict[str, dict] | None = None, utility: dict | None = None) -> Path:
+        similarity: dict[str, dict] | None = None, utility: dict | None = None,
+        curves: list[dict] | None = None) -> Path:
     """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
     similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
-    matrices out (they stay in the folder's similarity.json)."""
+    matrices out (they stay in the folder's similarity.json). `curves`: the training curves
+    the run wrote (`pipeline.runtime.curves.written`)."""
     out = Path(out)
     score_files = score_files or {}
     similarity = similarity or {}
@@ -63,10 +67,28 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         *score_sections(score_files, out / "figures"),
         *similarity_sections(similarity, out / "figures"),
         *reidentification_sections(records, out / "figures"),
+        *curves_sections(curves or [], stages),
     ]
     write_text(out / "report.md", render_markdown("vpeval report", sections, base=out))
     write_text(out / "report.html", render_html("vpeval report", sections))
     return out
+
+
+def curves_sections(curves: list[dict], stages: list[dict]) -> list[Section]:
+    """Where to look at the training curves: those of this run's trainings, and the per-epoch
+    logs of the attackers reused from the cache (trained, and their curves written, earlier)."""
+    reused = [s["path"] for s in stages if s["stage"] == "train" and s["reused"]]
+    if not curves and not reused:
+        return []
+    lines = [f"`{command}`" for command in sorted({c["command"] for c in curves if c.get("command")})]
+    if reused:
+        logs = ", ".join(f"`{Path(path) / 'training_log.jsonl'}`" for path in reused)
+        lines.append(f"Attackers reused from the cache: their per-epoch loss, accuracy, learning rate and "
+                     f"validation EER are in {logs}.")
+    text = "\n\n".join(lines)
+    return [Section("Training curves", text,
+                    tables=[(["training", "backend", "where"], [[c["name"], c["backend"], c["location"]]
+                                                                 for c in curves])] if curves else [])]
 
 
 def interval(ci, n_speakers: int | None = None) -> str:

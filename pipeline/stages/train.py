@@ -10,6 +10,8 @@ validates its share of the validation utterances; see `pipeline.asv.team`.
 Output folder: `model.pt` (weights only), `model.json` (architecture), `training_log.jsonl`.
 `imported` instead copies a pretrained encoder (`attacker.pretrained`: a SpeechBrain ECAPA
 folder, e.g. a VPC 2024 ASV model, or an attacker folder) into an attacker folder.
+Training curves (`curves`, see `pipeline.runtime.curves`) go to the run's folder, never to
+the stage's: they are no part of its key or its result.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from pipeline.data.manifest import file_digest, read_manifest, read_trials
 from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import eer
 from pipeline.schemas import Attacker
+from pipeline.runtime.curves import CurveLogger, open_curves
 
 VALIDATION_AUDIO = "validation_audio"  # decoded validation audio, used while training only
 
@@ -53,16 +56,21 @@ def validation_eer(held_out: Path, world: World, batch_seconds: float, audio_cac
     return validate
 
 
-def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, seed: int) -> None:
-    """This rank's part of training (all of it on a single process)."""
+def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, seed: int, curves: dict | None) -> None:
+    """This rank's part of training (all of it on a single process); rank 0 logs the curves."""
     validate = validation_eer(held_out, world, attacker.extraction.batch_seconds, audio_cache=out / VALIDATION_AUDIO)
-    train_attacker(attacker, read_manifest(manifest_path(held_out, "train")), out, seed=seed, validate=validate,
-                   world=world)
+    logger = open_curves(curves, curves["folder"], f"attacker_{out.name}", main=world.is_main) if curves \
+        else CurveLogger()
+    with logger:
+        train_attacker(attacker, read_manifest(manifest_path(held_out, "train")), out, seed=seed, validate=validate,
+                       world=world, curves=logger)
 
 
-def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None) -> Path:
+def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None,
+        curves: dict | None = None) -> Path:
     """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
-    ranks when given, else in this process on `device`."""
+    ranks when given, else in this process on `device`. `curves`: the `curves` config and the
+    `folder` the curves go to (None: no curves)."""
     # pretrained (never trained here), an unset init and finetune (init decides it) are left out, so that
     # they do not change the folder
     params = {**without(attacker, "name", "pretrained", "init", "finetune"),
@@ -76,7 +84,8 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
     settings = attacker_settings(attacker)  # the typed object every rank trains with
 
     def build(out: Path) -> dict:
-        run_on_ranks(team, device, train_on_rank, attacker=settings, held_out=held_out, out=out, seed=seed)
+        run_on_ranks(team, device, train_on_rank, attacker=settings, held_out=held_out, out=out, seed=seed,
+                     curves=curves)
         # its sub-folders are keyed by the audio files' paths and times: not part of the result
         shutil.rmtree(out / VALIDATION_AUDIO, ignore_errors=True)
         return {"attacker": attacker.name}

@@ -186,6 +186,24 @@ def test_second_run_does_no_stage_work(first):
     assert results(again)["config_hash"] == results(report)["config_hash"]
 
 
+def test_training_curves_are_linked_and_change_no_stage(first):
+    """The attackers trained by the run log TensorBoard curves in its folder, named in the report;
+    a run with curves off reuses every stage, computes the same and names the training logs."""
+    pytest.importorskip("tensorboard")
+    data, report = first
+    curves = report.parent / "curves"
+    trained = sorted(Path(path).name for path in built(report)["train"])
+    assert sorted(p.name for p in curves.iterdir() if p.is_dir()) == [f"attacker_{name}" for name in trained]
+    assert all(list((curves / f"attacker_{name}").glob("events.out.tfevents.*")) for name in trained)
+    text = (report / "report.md").read_text()
+    assert "## Training curves" in text and f"`tensorboard --logdir {curves}`" in text
+    off = run_experiment(compose(overrides(data, "curves.backend=none")), data / "runs" / "no_curves")
+    assert built(off) == {} and results(off)["records"] == results(report)["records"]
+    assert results(off)["config_hash"] == results(report)["config_hash"]
+    assert not (off.parent / "curves").exists()
+    assert "/training_log.jsonl`" in (off / "report.md").read_text()
+
+
 def test_changed_alpha_reruns_anonymisation_and_what_follows_only(first):
     data, report = first
     changed = run_experiment(compose(overrides(data, "anonymizer.alpha=[0.6,0.7]")), data / "runs" / "alpha")

@@ -257,6 +257,27 @@ def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_m
     np.testing.assert_array_equal(np.load(tmp_path / "embeddings.npy"), alone)
 
 
+def test_on_a_team_rank_0_alone_logs_the_training_curves(team, corpus, tmp_path):
+    """Both ranks train; one TensorBoard run holds the epochs of the training log."""
+    pytest.importorskip("tensorboard")
+    from pipeline.cache import Cache
+    from pipeline.stages import split, train
+    from tests.unit.runtime.test_curves import tensorboard_scalars
+
+    everything = write_manifest(tmp_path / "all.jsonl", corpus[0] + corpus[1])
+    cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1, "select_fraction": None},
+                            "attacker": attacker_config(overrides=tuple(DDP_OVERRIDES))})
+    cache = Cache(tmp_path / "cache")
+    held_out = split.run(cfg.split, everything, cache, seed=1986)
+    model = train.run(cfg.attacker, held_out, cache, seed=1986, device="cpu", team=team,
+                      curves={"backend": "tensorboard", "folder": str(tmp_path / "curves")})
+    [run] = [p for p in (tmp_path / "curves").iterdir() if p.is_dir()]
+    assert run.name == f"attacker_{model.name}" and len(list(run.glob("events.out.tfevents.*"))) == 1
+    log = read_log(model / "training_log.jsonl")
+    assert tensorboard_scalars(run)["epoch/val_eer"] == \
+        [(r["epoch"] * r["steps"], pytest.approx(r["val_eer"], rel=1e-6)) for r in log]
+
+
 def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, corpus, tmp_path):
     from pipeline.cache import Cache, is_complete
     from pipeline.stages import extract, split, train

@@ -21,6 +21,7 @@ from pipeline.config import compose, instantiate, without
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.errors import VpevalError
+from pipeline.runtime.curves import installed
 from pipeline.stages import anonymize
 from tests.helpers import encoder_folder, recipe_script
 
@@ -272,6 +273,9 @@ def test_tiny_recipe_trains_its_own_speaker_encoder(tmp_path):
     model = train_vc(recipe("tiny", tmp_path / "data"), tmp_path / "vc", device="cpu")
     trained_encoder = next((tmp_path / "vc" / "stages" / "train").glob("*/model.pt"))
     assert (model / "speaker_encoder" / "model.pt").read_bytes() == trained_encoder.read_bytes()
+    if installed("tensorboard"):  # the encoder's training curves beside the converter's
+        assert {p.name for p in (tmp_path / "vc" / "curves").iterdir() if p.is_dir()} == \
+            {"vc", f"attacker_{trained_encoder.parent.name}"}
 
 
 @pytest.mark.gpu
@@ -300,3 +304,21 @@ def test_content_accuracy_labels_chance_and_copy_synthesis(trained):
     output = resynthesise(wave)
     assert output.shape == wave.shape and np.isfinite(output).all()
     np.testing.assert_array_equal(module.copy_synthesis(trained["vc_model"], torch.device("cpu"))(wave), output)
+
+
+def test_recipes_write_their_training_curves(trained):
+    """The voice converter's steps and validation, the OHNN's epochs: TensorBoard shows the training log's values."""
+    pytest.importorskip("tensorboard")
+    from tests.unit.runtime.test_curves import tensorboard_scalars
+
+    root = trained["root"]
+    log = [json.loads(line) for line in (root / "vc" / "training_log.jsonl").read_text().splitlines()]
+    scalars = tensorboard_scalars(root / "vc" / "curves" / "vc")
+    for key in ("loss", "stft", "mel", "vq", "lr"):  # the log rounds to 5 decimals
+        assert scalars[f"train/{key}"] == [(r["step"], pytest.approx(r[key], abs=1e-5)) for r in log[:-1]], key
+    assert scalars["validation/mel_l1"] == [(2, pytest.approx(log[-1]["validation"]["mel_l1"], abs=1e-4))]
+    history = [json.loads(line) for line in (root / "ohnn" / "training_log.jsonl").read_text().splitlines()]
+    scalars = tensorboard_scalars(root / "ohnn" / "curves" / "ohnn")
+    for part in ("train", "validation"):
+        for key in history[0][part]:
+            assert scalars[f"{part}/{key}"] == [(r["epoch"], pytest.approx(r[part][key], abs=1e-5)) for r in history]
