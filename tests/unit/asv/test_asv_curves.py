@@ -12,7 +12,7 @@ from pipeline.experiment import config_hash
 from pipeline.layout import manifest_path, trials_path
 from pipeline.runtime.curves import open_curves, written
 from pipeline.stages import train
-from tests.helpers import attacker_config, read_log, validation_eer
+from tests.helpers import read_log, typed_attacker, validation_eer
 from tests.unit.runtime.test_curves import tensorboard_scalars
 
 # 4 steps per epoch, the running values every 2 steps
@@ -28,7 +28,7 @@ def without_seconds(path: Path) -> list[dict]:
 def test_curves_are_the_trainings_values_and_change_no_weight(corpus, tmp_path):
     pytest.importorskip("tensorboard")
     train_utts, val = corpus
-    cfg = attacker_config(overrides=OVERRIDES)
+    cfg = typed_attacker(overrides=OVERRIDES)
     validate = lambda encoder: validation_eer(encoder, val)  # noqa: E731
     plain = train_attacker(cfg, train_utts, tmp_path / "plain", device="cpu", seed=1986, validate=validate)
     with open_curves({"backend": "tensorboard"}, tmp_path / "curves", "attacker") as curves:
