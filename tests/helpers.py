@@ -18,7 +18,9 @@ from anonymizers.signals import speech_like
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import length_normalise
+from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE
 from pipeline.config import CONFIG_DIR, REPO_ROOT, compose
+from pipeline.config_tree import TRAIN_VC_CONFIG_DIR
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.fileio import write_json
@@ -33,6 +35,12 @@ def recipe_script(recipe: str, script: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def training_config(name: str, overrides: list[str]):
+    """A `vpeval train-vc` config (conf_train_vc/<name>.yaml) composed as the command composes it."""
+    with hydra.initialize_config_dir(config_dir=str(TRAIN_VC_CONFIG_DIR), version_base="1.3"):
+        return hydra.compose(config_name=name, overrides=[*overrides, SEARCHPATH_OVERRIDE])
 
 
 def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndarray:

@@ -14,7 +14,9 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, when run as a script
+from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE  # noqa: E402
 from pipeline.config import CONFIG_DIR  # noqa: E402
+from pipeline.config_tree import TRAIN_VC_CONFIG_DIR  # noqa: E402
 from pipeline.usage import group_options  # noqa: E402
 from tests.helpers import FIXTURES  # noqa: E402
 
@@ -22,19 +24,22 @@ EXPECTED = FIXTURES / "configs" / "composed.json"
 GROUPS = ("paths", "data", "anonymizer", "attacker", "backend", "attacks", "asr", "emotion", "attacker/scheduler")
 
 
-def cases() -> dict[str, tuple[str, list[str]]]:
-    """label -> (config name, overrides): every option of every group, experiment and vc config."""
+def cases() -> dict[str, tuple[str, list[str], Path]]:
+    """label -> (config name, overrides, config root): every option of every group, experiment and
+    training config (`vpeval train-vc`, labelled vc/<name>)."""
     target = {"attacker/scheduler": "attacker/scheduler@attacker.training.scheduler"}
-    found = {f"{group}={option}": ("config", [f"{target.get(group, group)}={option}"])
+    found = {f"{group}={option}": ("config", [f"{target.get(group, group)}={option}"], CONFIG_DIR)
              for group in GROUPS for option in group_options()[group]}
-    found.update({f"+experiment={name}": ("config", [f"+experiment={name}"]) for name in group_options()["experiment"]})
-    found.update({f"vc/{p.stem}": (f"vc/{p.stem}", []) for p in sorted((CONFIG_DIR / "vc").glob("*.yaml"))})
+    found.update({f"+experiment={name}": ("config", [f"+experiment={name}"], CONFIG_DIR)
+                  for name in group_options()["experiment"]})
+    found.update({f"vc/{p.stem}": (p.stem, [SEARCHPATH_OVERRIDE], TRAIN_VC_CONFIG_DIR)
+                  for p in sorted(TRAIN_VC_CONFIG_DIR.glob("*.yaml"))})
     return found
 
 
-def composed(config_name: str, overrides: list[str]) -> dict:
+def composed(config_name: str, overrides: list[str], config_dir: Path) -> dict:
     """The unresolved config, with the multirun sweep of a recipe (hydra.sweeper.params)."""
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         cfg = hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     params = OmegaConf.select(cfg, "hydra.sweeper.params")
     sweep = OmegaConf.to_container(params) if params is not None else {}
@@ -52,8 +57,7 @@ def test_every_option_of_today_is_stored():
 
 @pytest.mark.parametrize("label", sorted(STORED))
 def test_composed_config_equals_stored(label):
-    config_name, overrides = cases()[label]
-    assert composed(config_name, overrides) == STORED[label]
+    assert composed(*cases()[label]) == STORED[label]
 
 
 if __name__ == "__main__":
