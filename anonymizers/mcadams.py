@@ -11,7 +11,7 @@ compiled kernel (`anonymizers.mcadams_kernel`), which is about 4x cheaper there 
 batched torch steps, and chunks run on several threads. In deterministic mode the compiled
 kernel runs whatever the device, so a frame's output depends on that frame alone.
 
-Numerics (see `anonymizers.mcadams_reference` for the per-frame numpy version and how both
+Numerics (see `tests/oracles/mcadams_reference.py` for the per-frame numpy version and how both
 differ from the VPC code): float64 throughout; periodic Hann analysis/synthesis window
 sqrt(hann / K) with K = sum(hann) / shift, which overlap-adds to exactly 1, and the signal is
 padded so that every sample lies under two frames, hence α = 1 returns the input; the output

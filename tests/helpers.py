@@ -14,17 +14,17 @@ import torch
 from scipy.signal import lfilter
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
-from anonymizers.signals import speech_like
+from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import length_normalise
-from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE
 from pipeline.config import CONFIG_DIR, REPO_ROOT, compose
 from pipeline.config_tree import TRAIN_VC_CONFIG_DIR
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.fileio import write_json
 from pipeline.stages.prepare import manifest_path
+from tests.oracles.signals import speech_like
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures/
 
@@ -52,7 +52,7 @@ def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndar
 
 
 def waves(*specs) -> list[np.ndarray]:
-    """(seconds, seed) pairs -> float32 numpy speech-like waveforms (`anonymizers.signals.speech_like`)."""
+    """(seconds, seed) pairs -> float32 numpy speech-like waveforms (`tests.oracles.signals.speech_like`)."""
     return [speech_like(seconds, seed) for seconds, seed in specs]
 
 

@@ -22,9 +22,9 @@ from anonymizers.mcadams import (
     polynomial_roots,
     warp_pole_angles,
 )
-from anonymizers.mcadams_reference import mcadams_reference
-from anonymizers.signals import speech_like
 from tests.helpers import waves
+from tests.oracles.mcadams_reference import mcadams_reference
+from tests.oracles.signals import speech_like
 
 RATE = 16000
 
