@@ -24,21 +24,21 @@ EXPECTED = FIXTURES / "configs" / "composed.json"
 GROUPS = ("paths", "data", "anonymizer", "attacker", "backend", "attacks", "asr", "emotion", "attacker/scheduler")
 
 
-def cases() -> dict[str, tuple[str, list[str], Path]]:
-    """label -> (config name, overrides, config root): every option of every group, experiment and
-    training config (`vpeval train-vc`, labelled vc/<name>)."""
+def cases() -> dict[str, tuple[str, list[str]]]:
+    """label -> (config name, overrides): every option of every group, experiment and training
+    config (`vpeval train-vc`'s, conf_train_vc/<name>.yaml, labelled vc/<name>)."""
     target = {"attacker/scheduler": "attacker/scheduler@attacker.training.scheduler"}
-    found = {f"{group}={option}": ("config", [f"{target.get(group, group)}={option}"], CONFIG_DIR)
+    found = {f"{group}={option}": ("config", [f"{target.get(group, group)}={option}"])
              for group in GROUPS for option in group_options()[group]}
-    found.update({f"+experiment={name}": ("config", [f"+experiment={name}"], CONFIG_DIR)
-                  for name in group_options()["experiment"]})
-    found.update({f"vc/{p.stem}": (p.stem, [SEARCHPATH_OVERRIDE], TRAIN_VC_CONFIG_DIR)
-                  for p in sorted(TRAIN_VC_CONFIG_DIR.glob("*.yaml"))})
+    found.update({f"+experiment={name}": ("config", [f"+experiment={name}"]) for name in group_options()["experiment"]})
+    found.update({f"vc/{p.stem}": (p.stem, [SEARCHPATH_OVERRIDE]) for p in sorted(TRAIN_VC_CONFIG_DIR.glob("*.yaml"))})
     return found
 
 
-def composed(config_name: str, overrides: list[str], config_dir: Path) -> dict:
-    """The unresolved config, with the multirun sweep of a recipe (hydra.sweeper.params)."""
+def composed(config_name: str, overrides: list[str]) -> dict:
+    """The unresolved config, with the multirun sweep of a recipe (hydra.sweeper.params); a
+    config other than the experiment's is a training config, of its own root."""
+    config_dir = CONFIG_DIR if config_name == "config" else TRAIN_VC_CONFIG_DIR
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         cfg = hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     params = OmegaConf.select(cfg, "hydra.sweeper.params")
@@ -57,7 +57,8 @@ def test_every_option_of_today_is_stored():
 
 @pytest.mark.parametrize("label", sorted(STORED))
 def test_composed_config_equals_stored(label):
-    assert composed(*cases()[label]) == STORED[label]
+    config_name, overrides = cases()[label]
+    assert composed(config_name, overrides) == STORED[label]
 
 
 if __name__ == "__main__":

@@ -97,9 +97,9 @@ def test_recipe_resumes_to_the_same_weights(trained):
 
 def test_missing_weights_stop_with_the_key_and_the_recipe(trained):
     cfg = compose(["anonymizer=xvector"])
-    with pytest.raises(VpevalError, match=r"anonymizer\.vc_model is not set: .*python -m anonymizers\.training\.vc"):
+    with pytest.raises(VpevalError, match=r"anonymizer\.vc_model is not set: .*vpeval train-vc vc"):
         instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
-    with pytest.raises(VpevalError, match=r"anonymizer\.ohnn_model is not set: .*python -m anonymizers\.training\.ohnn"):
+    with pytest.raises(VpevalError, match=r"anonymizer\.ohnn_model is not set: .*vpeval train-vc ohnn"):
         system("ohnn", trained)
     with pytest.raises(VpevalError, match=r"anonymizer\.vc_model=/nonexistent: no model\.json and model\.pt there"):
         system("xvector", {"vc_model": "/nonexistent"})
