@@ -1,13 +1,13 @@
-"""Ships conf/ and recipes/ inside the wheel as pipeline/conf and pipeline/recipes (package
-data: conf/ read through Hydra's pkg:// search path, recipes/ by pipeline.recipe_source), so the
-clone keeps its top-level layout."""
+"""Ships conf/, conf_train_vc/ and recipes/ inside the wheel as pipeline/conf, pipeline/conf_train_vc
+and pipeline/recipes (package data: the configs read through Hydra's pkg:// search path, recipes/
+by pipeline.recipe_source), so the clone keeps its top-level layout."""
 import shutil
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHIPPED = ("conf", "recipes")
+SHIPPED = ("conf", "conf_train_vc", "recipes")
 
 
 class BuildWithConfigs(build_py):

@@ -1,7 +1,7 @@
 """OHNN anonymisation (Miao et al. 2023; system C1 of panariello2025) with neural resynthesis.
 
 The pseudo-speaker embedding is a learnt orthogonal Householder map of the source embedding
-(`anonymizers.vc.householder`, trained by `python -m anonymizers.training.ohnn`); its log-F0
+(`anonymizers.vc.householder`, trained by `vpeval train-vc ohnn`); its log-F0
 statistics are those of the `f0_neighbours` pool speakers closest to it.
 
 Because the map is deterministic, utterances of one speaker, whose embeddings are close,
@@ -28,7 +28,7 @@ class OHNN(SpeakerEmbeddingAnonymizer):
     """Pseudo-speaker = OHNN(source embedding).
 
     Args:
-        ohnn_model: folder written by `python -m anonymizers.training.ohnn`, trained on the
+        ohnn_model: folder written by `vpeval train-vc ohnn`, trained on the
             embeddings of the voice converter's speaker encoder.
         f0_neighbours: pool speakers whose log-F0 statistics the pseudo-speaker takes.
         **common: see `SpeakerEmbeddingAnonymizer` and `Anonymizer`.

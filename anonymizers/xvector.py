@@ -5,7 +5,7 @@ target-selection strategy of `anonymizers.targets` over a pool of target speaker
 farthest-N / average-N* (VPC 2020), CONST, PERM or RAND (maouche2020 §5.1), optionally
 same-gender. Its log-F0 statistics are the mean of those of the pool speakers it was made
 from. The voice converter (content + F0 + ECAPA embedding -> HiFi-GAN-NSF) is the one of
-`anonymizers.vc`, trained by `python -m anonymizers.training.vc`.
+`anonymizers.vc`, trained by `vpeval train-vc vc`.
 
 >>> XVector(vc_model="runs/vc/vc_model", strategy=partial(FarthestAverage, n_farthest=10, n_average=5),
 ...         level="utterance", seed=0, device="cpu")  # doctest: +SKIP

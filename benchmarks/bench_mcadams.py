@@ -1,5 +1,5 @@
 """McAdams throughput: vpeval's implementation against the per-frame numpy/scipy reference,
-in the same run, on speech-like audio (`anonymizers.signals`).
+in the same run, on speech-like audio (`tests/oracles/signals.py`).
 
     python benchmarks/bench_mcadams.py                       # CPU: compiled, batched torch, reference
     python benchmarks/bench_mcadams.py --device cuda --seconds 36000 --batch-seconds 3600
@@ -22,16 +22,19 @@ import contextlib
 import datetime
 import os
 import platform
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
 
-import anonymizers.mcadams as mcadams_module
-from anonymizers.mcadams import DEFAULT_CHUNK_FRAMES, LPC_METHODS, McAdams
-from anonymizers.mcadams_reference import mcadams_reference
-from anonymizers.signals import speech_like
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/oracles/
+import anonymizers.mcadams as mcadams_module  # noqa: E402
+from anonymizers.mcadams import DEFAULT_CHUNK_FRAMES, LPC_METHODS, McAdams  # noqa: E402
+from tests.oracles.mcadams_reference import mcadams_reference  # noqa: E402
+from tests.oracles.signals import speech_like  # noqa: E402
 
 RATE = 16000
 

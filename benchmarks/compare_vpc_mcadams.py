@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import sys
 from pathlib import Path
 
 import librosa
@@ -29,8 +30,9 @@ import scipy.signal
 import soundfile
 import torch
 
-from anonymizers.mcadams import frame_geometry, mcadams_waves
-from anonymizers.signals import speech_like
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/oracles/
+from anonymizers.mcadams import frame_geometry, mcadams_waves  # noqa: E402
+from tests.oracles.signals import speech_like  # noqa: E402
 
 RATE = 16000
 

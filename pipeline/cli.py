@@ -5,6 +5,7 @@
     vpeval aggregate DIR [--reference CSV]  one report of every job of a sweep folder
     vpeval export data|attacker ...   anonymised data as VPC data dirs, attackers as SpeechBrain folders
     vpeval validate [overrides]       prepare and check the configured corpus, nothing else (validate --help)
+    vpeval train-vc vc|ohnn [overrides]  train a voice converter or an OHNN map (train-vc --help)
     vpeval --help | --version         what vpeval takes (pipeline.usage) | its version
 
 An experiment prints the path of its report folder as its last line. Errors the user can
@@ -127,6 +128,7 @@ TOOLS = {
     "metrics": "pipeline.metrics_cli",
     "aggregate": "pipeline.aggregate",
     "export": "pipeline.export",
+    "train-vc": "pipeline.app.train_vc.command",
 }
 HYDRA_APPS = {"validate": validate_app}
 

@@ -16,8 +16,11 @@ CONFIG_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "conf"
 RECIPES_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "recipes"
 CONFIG_SOURCE = "pkg://pipeline.conf" if INSTALLED else str(CONFIG_DIR)
 RECIPES_SOURCE = f"vpeval-recipes://{RECIPES_DIR}"  # one folder per recipe, read by pipeline.recipe_source
-
-TRAINING_GROUPS = {"vc": "voice-converter training configs (python -m anonymizers.training.vc --config-name vc/<name>)"}
+# The config root of `vpeval train-vc` (pipeline.app.train_vc), apart from the experiment's: its
+# configs take their corpus, attacker and paths from conf/'s groups, found through CONFIG_SEARCHPATH.
+TRAIN_VC_CONFIG_DIR = (PACKAGE_DIR if INSTALLED else REPO_ROOT) / "conf_train_vc"
+TRAIN_VC_CONFIG_SOURCE = "pkg://pipeline.conf_train_vc" if INSTALLED else str(TRAIN_VC_CONFIG_DIR)
+CONFIG_SEARCHPATH = CONFIG_SOURCE if INSTALLED else f"file://{CONFIG_DIR}"
 
 
 def group_options() -> dict[str, list[str]]:
@@ -25,7 +28,7 @@ def group_options() -> dict[str, list[str]]:
     groups: dict[str, set[str]] = {}
     for yaml in CONFIG_DIR.rglob("*.yaml"):
         group = yaml.parent.relative_to(CONFIG_DIR).as_posix()
-        if group != "." and not group.startswith("hydra") and group not in TRAINING_GROUPS:
+        if group != "." and not group.startswith("hydra"):
             groups.setdefault(group, set()).add(yaml.stem)
     for group, options in recipe_options(RECIPES_DIR).items():
         groups.setdefault(group, set()).update(options)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from pipeline.config import compose
-from pipeline.config_tree import CONFIG_DIR, TRAINING_GROUPS, did_you_mean, group_options
+from pipeline.config_tree import CONFIG_DIR, TRAIN_VC_CONFIG_DIR, did_you_mean, group_options
 
 # The keys a user sets most, shown with their defaults.
 MAIN_KEYS = ("name", "seed", "device", "eval_splits", "paths.data", "data.root", "split.val_fraction",
@@ -19,6 +19,7 @@ COMMANDS = (
     ("vpeval metrics FILE... [--json F]", "privacy metrics of score files (vpeval metrics --help)"),
     ("vpeval aggregate DIR", "one report of every job of a sweep folder (vpeval aggregate --help)"),
     ("vpeval export data|attacker ...", "anonymised data as VPC/Kaldi data dirs, an attacker as a SpeechBrain folder (vpeval export --help)"),
+    ("vpeval train-vc vc|ohnn ...", "train a voice converter or an OHNN map (vpeval train-vc --help)"),
     ("vpeval --version", "vpeval's version"),
     ("vpeval --cfg job [OVERRIDE...]", "print the composed config and stop (--hydra-help: Hydra's flags)"),
 )
@@ -38,8 +39,8 @@ def usage() -> str:
               "takes the anonymizer options):"]
     gwidth = max(len(group) for group in groups)
     lines += [f"  {group:<{gwidth}}  {', '.join(options)}" for group, options in groups.items()]
-    lines += [f"  {group:<{gwidth}}  {', '.join(sorted(p.stem for p in (CONFIG_DIR / group).glob('*.yaml')))}; {what}"
-              for group, what in TRAINING_GROUPS.items()]
+    lines.append(f"  {'vc':<{gwidth}}  {', '.join(sorted(p.stem for p in TRAIN_VC_CONFIG_DIR.glob('*.yaml')))}; "
+                 "voice-converter training configs (vpeval train-vc vc|ohnn --config-name <name>)")
     lines += ["", "recipes (+experiment=RECIPE):", f"  {', '.join(recipes)}", "", "main keys (default):"]
     for key in MAIN_KEYS:
         value = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)

@@ -14,16 +14,18 @@ import torch
 from scipy.signal import lfilter
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
-from anonymizers.signals import speech_like
+from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE
 from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import length_normalise
 from pipeline.asv.train import attacker_settings
 from pipeline.config import CONFIG_DIR, REPO_ROOT, compose
+from pipeline.config_tree import TRAIN_VC_CONFIG_DIR
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.fileio import write_json
 from pipeline.stages.prepare import manifest_path
+from tests.oracles.signals import speech_like
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures/
 
@@ -36,6 +38,12 @@ def recipe_script(recipe: str, script: str):
     return module
 
 
+def training_config(name: str, overrides: list[str]):
+    """A `vpeval train-vc` config (conf_train_vc/<name>.yaml) composed as the command composes it."""
+    with hydra.initialize_config_dir(config_dir=str(TRAIN_VC_CONFIG_DIR), version_base="1.3"):
+        return hydra.compose(config_name=name, overrides=[*overrides, SEARCHPATH_OVERRIDE])
+
+
 def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
     """A harmonic tone with a little noise: cheap, decodable, speaker-ish audio."""
     t = np.arange(int(seconds * rate)) / rate
@@ -45,7 +53,7 @@ def tone(seconds: float, f0: float, rate: int = 16000, seed: int = 0) -> np.ndar
 
 
 def waves(*specs) -> list[np.ndarray]:
-    """(seconds, seed) pairs -> float32 numpy speech-like waveforms (`anonymizers.signals.speech_like`)."""
+    """(seconds, seed) pairs -> float32 numpy speech-like waveforms (`tests.oracles.signals.speech_like`)."""
     return [speech_like(seconds, seed) for seconds, seed in specs]
 
 

@@ -27,8 +27,8 @@ from pipeline.errors import VpevalError
 from pipeline.fileio import read_text, write_json
 
 ALLOWED_BUILDERS = ("anonymizers.vc.", "torchaudio.models.")
-VC_RECIPE = "python -m anonymizers.training.vc (see recipes/train_vc/README.md)"
-OHNN_RECIPE = "python -m anonymizers.training.ohnn (see recipes/train_vc/README.md)"
+VC_RECIPE = "vpeval train-vc vc (see recipes/train_vc/README.md)"
+OHNN_RECIPE = "vpeval train-vc ohnn (see recipes/train_vc/README.md)"
 WEIGHTS, SPEC = "model.pt", "model.json"
 
 

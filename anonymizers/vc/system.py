@@ -52,7 +52,7 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
     """Base of the speaker-embedding systems; subclasses implement `pseudo_speakers`.
 
     Args:
-        vc_model: folder of a trained voice converter (`python -m anonymizers.training.vc`).
+        vc_model: folder of a trained voice converter (`vpeval train-vc vc`).
         pool: {source, subsets, cache_dir}; source null: the pool stored with the model.
         precision: fp32 | bf16 | fp16 (autocast on CUDA; CPU runs fp32).
         statistics_batch_seconds: audio per batch when computing speaker statistics.

@@ -56,7 +56,7 @@ def test_anonymizers_instantiate(option, tmp_path):
     cfg = compose([f"anonymizer={option}", *extra])
     assert cfg.anonymizer.name == option
     if option in NEEDS_TRAINING:
-        with pytest.raises(VpevalError, match=rf"anonymizer\.{NEEDS_TRAINING[option]} is not set: .* python -m "):
+        with pytest.raises(VpevalError, match=rf"anonymizer\.{NEEDS_TRAINING[option]} is not set: .* vpeval train-vc "):
             instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
         return
     assert callable(instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu"))

@@ -14,7 +14,9 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, when run as a script
+from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE  # noqa: E402
 from pipeline.config import CONFIG_DIR  # noqa: E402
+from pipeline.config_tree import TRAIN_VC_CONFIG_DIR  # noqa: E402
 from pipeline.usage import group_options  # noqa: E402
 from tests.helpers import FIXTURES  # noqa: E402
 
@@ -23,18 +25,21 @@ GROUPS = ("paths", "data", "anonymizer", "attacker", "backend", "attacks", "asr"
 
 
 def cases() -> dict[str, tuple[str, list[str]]]:
-    """label -> (config name, overrides): every option of every group, experiment and vc config."""
+    """label -> (config name, overrides): every option of every group, experiment and training
+    config (`vpeval train-vc`'s, conf_train_vc/<name>.yaml, labelled vc/<name>)."""
     target = {"attacker/scheduler": "attacker/scheduler@attacker.training.scheduler"}
     found = {f"{group}={option}": ("config", [f"{target.get(group, group)}={option}"])
              for group in GROUPS for option in group_options()[group]}
     found.update({f"+experiment={name}": ("config", [f"+experiment={name}"]) for name in group_options()["experiment"]})
-    found.update({f"vc/{p.stem}": (f"vc/{p.stem}", []) for p in sorted((CONFIG_DIR / "vc").glob("*.yaml"))})
+    found.update({f"vc/{p.stem}": (p.stem, [SEARCHPATH_OVERRIDE]) for p in sorted(TRAIN_VC_CONFIG_DIR.glob("*.yaml"))})
     return found
 
 
 def composed(config_name: str, overrides: list[str]) -> dict:
-    """The unresolved config, with the multirun sweep of a recipe (hydra.sweeper.params)."""
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    """The unresolved config, with the multirun sweep of a recipe (hydra.sweeper.params); a
+    config other than the experiment's is a training config, of its own root."""
+    config_dir = CONFIG_DIR if config_name == "config" else TRAIN_VC_CONFIG_DIR
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         cfg = hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
     params = OmegaConf.select(cfg, "hydra.sweeper.params")
     sweep = OmegaConf.to_container(params) if params is not None else {}

@@ -1,4 +1,4 @@
-"""Every training-recipe config (conf/vc/*.yaml) composes, resolves and builds its model, and
+"""Every training-recipe config (conf_train_vc/*.yaml) composes, resolves and builds its model, and
 reads the corpus it names (no synthetic-corpus settings leaking into a real corpus)."""
 import pytest
 from omegaconf import OmegaConf
@@ -6,15 +6,16 @@ from omegaconf import OmegaConf
 from anonymizers.vc.checkpoints import build
 from anonymizers.vc.householder import HouseholderMap
 from anonymizers.vc.model import VoiceConverter
-from pipeline.config import CONFIG_DIR, compose
+from pipeline.config_tree import TRAIN_VC_CONFIG_DIR
+from tests.helpers import training_config
 
-RECIPES = sorted(p.stem for p in (CONFIG_DIR / "vc").glob("*.yaml"))
+RECIPES = sorted(p.stem for p in TRAIN_VC_CONFIG_DIR.glob("*.yaml"))
 REAL_CORPUS = ["data.root=/corpora/LibriSpeech"]
 
 
 def recipe(name: str):
     extra = ["vc_model=/models/vc"] if name.startswith("ohnn") else []
-    cfg = compose(["out=/runs/x", *extra, *(REAL_CORPUS if "gpu" in name else [])], config_name=f"vc/{name}")
+    cfg = training_config(name, ["out=/runs/x", *extra, *(REAL_CORPUS if "gpu" in name else [])])
     return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
 
 
@@ -27,9 +28,9 @@ def test_recipe_composes_and_builds_its_model(name):
     resolved = recipe(name)
     spec = dict(resolved["model"])
     if name.startswith("ohnn"):
-        assert isinstance(build({**spec, "dim": 32}, CONFIG_DIR / "vc" / f"{name}.yaml"), HouseholderMap)
+        assert isinstance(build({**spec, "dim": 32}, TRAIN_VC_CONFIG_DIR / f"{name}.yaml"), HouseholderMap)
     else:
-        model = build({**spec, "speaker_dim": 32}, CONFIG_DIR / "vc" / f"{name}.yaml")
+        model = build({**spec, "speaker_dim": 32}, TRAIN_VC_CONFIG_DIR / f"{name}.yaml")
         assert isinstance(model, VoiceConverter) and model.hop_length == resolved["model"]["hop_length"]
     synthetic = resolved["data"]["generate"] is not None
     assert synthetic == (resolved["data"]["name"].startswith("synthetic")), resolved["data"]["name"]

@@ -21,10 +21,10 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_holds_configs_recipes_and_licence(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {p.relative_to(REPO_ROOT).as_posix() for folder in ("conf", "recipes")
+    shipped = {p.relative_to(REPO_ROOT).as_posix() for folder in ("conf", "conf_train_vc", "recipes")
                for p in (REPO_ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert {f"pipeline/{name}" for name in shipped} <= names
-    assert {"pipeline/conf/__init__.py", "pipeline/recipes/__init__.py"} <= names
+    assert {"pipeline/conf/__init__.py", "pipeline/conf_train_vc/__init__.py", "pipeline/recipes/__init__.py"} <= names
     assert any(name.endswith(".dist-info/LICENSE") or "licenses/LICENSE" in name for name in names)
 
 
@@ -48,6 +48,18 @@ def test_installed_package_composes_from_its_own_configs(wheel, tmp_path):
     assert (source, name) == ("pkg://pipeline.conf", "smoke")
     assert data == "synthetic_tiny"
     assert Path(data_dir) == tmp_path / "xdg" / "vpeval"
+
+
+def test_installed_train_vc_composes_from_the_packaged_configs(wheel, tmp_path):
+    """`vpeval train-vc` outside any clone: its configs from pkg://pipeline.conf_train_vc, their
+    corpus and attacker groups from pkg://pipeline.conf."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    result = subprocess.run([sys.executable, "-m", "pipeline", "train-vc", "vc", "--cfg", "job", "--config-name", "tiny",
+                             "out=x"], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PYTHONPATH": str(site), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "out: x" in result.stdout and "name: synthetic_tiny" in result.stdout
 
 
 def test_torch_bounds_are_speechbrains():

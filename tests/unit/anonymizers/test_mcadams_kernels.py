@@ -9,21 +9,25 @@ import torch
 
 from anonymizers import mcadams_kernel
 from anonymizers.mcadams import (
+    ROOT_MAX_ITERATIONS,
+    ROOT_TOLERANCE,
     McAdams,
+    batched_overlap_added_frames,
+    mcadams_waves,
+    warp_pole_angles,
+)
+from pipeline.signal.lpc import (
     aberth_roots,
     all_pole_filter,
-    batched_overlap_added_frames,
     burg_lpc,
     fir_filter,
     levinson_durbin,
-    mcadams_waves,
     polynomial_from_roots,
     polynomial_roots,
-    warp_pole_angles,
 )
-from anonymizers.mcadams_reference import mcadams_reference
-from anonymizers.signals import speech_like
 from tests.helpers import waves
+from tests.oracles.mcadams_reference import mcadams_reference
+from tests.oracles.signals import speech_like
 
 RATE = 16000
 
@@ -106,7 +110,7 @@ def test_aberth_roots_match_lapack(finder):
     coefficient)."""
     lpc = lpc_of_speech_frames(300)
     alpha = torch.full((len(lpc),), 0.7, dtype=torch.float64)
-    roots = aberth_roots(lpc)[0] if finder == "torch" else compiled_roots(lpc)[0]
+    roots = aberth_roots(lpc, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS)[0] if finder == "torch" else compiled_roots(lpc)[0]
     from_aberth = polynomial_from_roots(warp_pole_angles(roots, alpha))
     from_lapack = polynomial_from_roots(warp_pole_angles(lapack_roots(lpc), alpha))
     scale = from_lapack.abs().amax(1, keepdim=True)
@@ -116,7 +120,7 @@ def test_aberth_roots_match_lapack(finder):
 def test_monomial_has_zero_roots():
     coefficients = torch.zeros(2, 21, dtype=torch.float64)
     coefficients[:, 0] = 1.0
-    roots, converged = aberth_roots(coefficients)
+    roots, converged = aberth_roots(coefficients, ROOT_TOLERANCE, ROOT_MAX_ITERATIONS)
     assert torch.equal(roots, torch.zeros(2, 20, dtype=torch.complex128)) and converged.all()
     roots, converged = compiled_roots(coefficients)
     assert torch.equal(roots, torch.zeros(2, 20, dtype=torch.complex128)) and all(converged)
@@ -174,16 +178,15 @@ def test_compiled_kernel_falls_back_to_lapack_for_unconverged_roots():
     assert compiled_roots(lpc, max_iterations=1)[1] == silent
 
 
-def test_batched_roots_fall_back_to_eigenvalues_for_unconverged_rows_only(monkeypatch):
+def test_batched_roots_fall_back_to_eigenvalues_for_unconverged_rows_only():
     """Regression (the torch path, used on CUDA, kept unconverged Aberth roots): with 10
     sweeps 214 of 300 rows converge; those keep their Aberth roots and only the others take
     the companion matrix's eigenvalues. Every row then agrees with LAPACK as in
     `test_aberth_roots_match_lapack` (1e-9 of the largest coefficient)."""
-    monkeypatch.setattr("anonymizers.mcadams.ROOT_MAX_ITERATIONS", 10)
     lpc = lpc_of_speech_frames(300)
-    aberth, converged = aberth_roots(lpc)
+    aberth, converged = aberth_roots(lpc, ROOT_TOLERANCE, 10)
     assert 0 < int(converged.sum()) < len(lpc)
-    roots = polynomial_roots(lpc)
+    roots = polynomial_roots(lpc, ROOT_TOLERANCE, 10)
     assert torch.equal(roots[converged], aberth[converged])
     assert not torch.equal(roots[~converged], aberth[~converged])
     alpha = torch.full((len(lpc),), 0.7, dtype=torch.float64)

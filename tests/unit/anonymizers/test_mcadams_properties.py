@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from anonymizers.mcadams import McAdams, compute_device
-from anonymizers.signals import speech_like
 from pipeline.errors import VpevalError
 from tests.helpers import waves
+from tests.oracles.signals import speech_like
 
 RATE = 16000
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from anonymizers.training.ohnn import EmbeddingSet, OHNNTrainer, pseudo_targets
+from pipeline.app.train_vc.ohnn import EmbeddingSet, OHNNTrainer, pseudo_targets
 from pipeline.errors import VpevalError
 
 TRAINING = {"epochs": 12, "batch_size": 32, "lr": 0.02, "margin": 0.2, "scale": 30.0, "similarity_weight": 1.0,

@@ -11,9 +11,9 @@ from omegaconf import OmegaConf
 from anonymizers.ohnn import OHNN
 from anonymizers.vc.checkpoints import build
 from anonymizers.vc.model import load_voice_converter, save_voice_converter
-from anonymizers.training.vc import train_vc
-from anonymizers.training.ohnn import train_ohnn
 from anonymizers.xvector import XVector
+from pipeline.app.train_vc.ohnn import train_ohnn
+from pipeline.app.train_vc.vc import train_vc
 from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.cache import Cache
@@ -23,7 +23,7 @@ from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.errors import VpevalError
 from pipeline.runtime.curves import installed
 from pipeline.stages import anonymize
-from tests.helpers import encoder_folder, recipe_script
+from tests.helpers import encoder_folder, recipe_script, training_config
 
 ENCODER = {"channels": [16, 16, 48], "kernel_sizes": [5, 3, 1], "dilations": [1, 2, 1], "attention_channels": 8,
            "res2net_scale": 4, "se_channels": 8, "embedding_dim": 12}
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def recipe(name: str, data_root: Path, *overrides: str):
-    return compose([f"paths.data={data_root}", "out=unused", *overrides], config_name=f"vc/{name}")
+    return training_config(name, [f"paths.data={data_root}", "out=unused", *overrides])
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +98,9 @@ def test_recipe_resumes_to_the_same_weights(trained):
 
 def test_missing_weights_stop_with_the_key_and_the_recipe(trained):
     cfg = compose(["anonymizer=xvector"])
-    with pytest.raises(VpevalError, match=r"anonymizer\.vc_model is not set: .*python -m anonymizers\.training\.vc"):
+    with pytest.raises(VpevalError, match=r"anonymizer\.vc_model is not set: .*vpeval train-vc vc"):
         instantiate(without(cfg.anonymizer, "name"), seed=0, device="cpu")
-    with pytest.raises(VpevalError, match=r"anonymizer\.ohnn_model is not set: .*python -m anonymizers\.training\.ohnn"):
+    with pytest.raises(VpevalError, match=r"anonymizer\.ohnn_model is not set: .*vpeval train-vc ohnn"):
         system("ohnn", trained)
     with pytest.raises(VpevalError, match=r"anonymizer\.vc_model=/nonexistent: no model\.json and model\.pt there"):
         system("xvector", {"vc_model": "/nonexistent"})

@@ -1,5 +1,5 @@
 """The trainer skeleton (pipeline.asv.trainer) on a toy regression, and where training code
-lives: inference modules never import `anonymizers.training`, the old commands still run."""
+lives: inference modules never import the training (`pipeline.app.train_vc`), `vpeval train-vc` runs it."""
 import subprocess
 import sys
 
@@ -92,16 +92,15 @@ def test_no_checkpoint_path_trains_without_writing(tmp_path):
 
 def test_inference_modules_do_not_import_training():
     code = ("import sys, anonymizers.xvector, anonymizers.ohnn, anonymizers.vc.system;"
-            "print([m for m in sys.modules if m.startswith('anonymizers.training')])")
+            "print([m for m in sys.modules if m.startswith('pipeline.app')])")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert found.strip() == "[]"
 
 
-@pytest.mark.parametrize(("module", "arguments"), [("anonymizers.training.vc", ["--config-name", "vc/tiny"]),
-                                                   ("anonymizers.training.ohnn", ["--config-name", "vc/ohnn_small",
-                                                                                  "vc_model=y"])])
-def test_training_commands_run_their_recipe(module, arguments):
-    done = subprocess.run([sys.executable, "-m", module, "--cfg", "job", *arguments, "out=x"],
+@pytest.mark.parametrize(("system", "arguments"), [("vc", ["--config-name", "tiny"]),
+                                                   ("ohnn", ["--config-name", "ohnn_small", "vc_model=y"])])
+def test_training_commands_run_their_recipe(system, arguments):
+    done = subprocess.run([sys.executable, "-m", "pipeline", "train-vc", system, "--cfg", "job", *arguments, "out=x"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "out: x" in done.stdout and "training:" in done.stdout

@@ -21,7 +21,7 @@ def test_version_is_vpevals(capsys):
 def test_help_lists_commands_groups_recipes_keys_and_docs(capsys):
     code, out, _ = run_cli(capsys, "--help")
     assert code == 0
-    for command in ("vpeval validate", "vpeval metrics", "vpeval aggregate", "vpeval --version"):
+    for command in ("vpeval validate", "vpeval metrics", "vpeval aggregate", "vpeval train-vc", "vpeval --version"):
         assert command in out
     for group, options in group_options().items():
         if group != "experiment":
@@ -57,7 +57,15 @@ def test_misspelt_subcommand_suggests_the_closest(capsys):
     code, out, err = run_cli(capsys, "valdate", "data=synthetic_tiny")
     assert (code, out) == (2, "")
     assert err == ("vpeval: error: unknown command 'valdate' (did you mean 'validate'?); commands: validate, "
-                   "metrics, aggregate, export; an experiment takes GROUP=OPTION and KEY=VALUE overrides (vpeval --help)\n")
+                   "metrics, aggregate, export, train-vc; an experiment takes GROUP=OPTION and KEY=VALUE overrides (vpeval --help)\n")
+
+
+def test_train_vc_help_and_unknown_system(capsys):
+    code, out, err = run_cli(capsys, "train-vc", "--help")
+    assert (code, err) == (0, "")
+    assert out.startswith("usage: vpeval train-vc vc|ohnn") and "gpu, ohnn_gpu, ohnn_small, ohnn_tiny, small, tiny" in out
+    assert run_cli(capsys, "train-vc", "xvector") == (2, "", "vpeval: error: train-vc takes vc or ohnn first, got "
+                                                     "'xvector' (vpeval train-vc --help)\n")
 
 
 def test_unrelated_word_gets_no_suggestion(capsys):

@@ -50,6 +50,19 @@ def _fresh_digest(stage: str, root: Path) -> str:
                           env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.strip()
 
 
+@pytest.mark.parametrize(("module", "library"), [
+    ("anonymizers.mcadams", "pipeline/signal/lpc.py"),  # the anonymize stage's plugin class
+    ("pipeline.stages.prepare", "pipeline/signal/synthesis.py"),  # the synthetic corpus
+    ("pipeline.stages.prepare", "pipeline/data/phones.py"),
+])
+def test_moved_signal_code_counts_where_it_runs(packages, module, library):
+    """The code that left anonymizers/mcadams.py and pipeline/data/synthetic.py still keys the
+    outputs it computes."""
+    before = _fresh_digest(module, packages)
+    edit(packages, Path(library), "\ndef ", "\nLIMIT = 1\n\n\ndef ")
+    assert _fresh_digest(module, packages) != before
+
+
 def test_plugin_classes_named_in_settings_count():
     found = plugin_modules({"_target_": "anonymizers.mcadams.McAdams", "model": {"frontend": "pipeline.asv.features.KaldiFbank"},
                             "name": "mcadams", "other": ["numpy.mean", "pipeline.no_such.Thing"]})

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline.data import synthetic
+from pipeline.data import phones, synthetic
 from pipeline.data.synthetic import generate_corpus
 from pipeline.errors import VpevalError
+from pipeline.signal import synthesis
 
 TINY = {
     "train-x": {"female": 2, "male": 2, "utterances": 4},
@@ -101,8 +102,8 @@ def test_chapters_transcripts_and_audio(corpus):
 
 
 def test_alignment_covers_each_utterance(corpus):
-    labels = {p.label for p in synthetic.PHONES} | {"SIL"}
-    vowels = {p.label for p in synthetic.VOWELS}
+    labels = {p.label for p in phones.PHONES} | {"SIL"}
+    vowels = {p.label for p in phones.VOWELS}
     for align in corpus.rglob("*.align.txt"):
         segments: dict[str, list] = {}
         for line in align.read_text().splitlines():
@@ -245,7 +246,7 @@ def _glottal(seconds: float, jitter: float, f0_hz: float, seed: int):
     voice = replace(synthetic.draw_voice(np.random.default_rng(0), "f"), jitter=jitter)
     t = np.arange(max(1, int(seconds * RATE_16K))) / RATE_16K
     f0 = f0_hz * (1.0 + 0.3 * np.sin(2 * np.pi * 0.7 * t))
-    return synthetic.glottal_source(np.random.default_rng(seed), voice, f0, RATE_16K), len(t)
+    return synthesis.glottal_source(np.random.default_rng(seed), voice, f0, RATE_16K), len(t)
 
 
 RATE_16K = 16000

@@ -1,7 +1,7 @@
 """Training recipe of the voice converter (content encoder + HiFi-GAN-NSF vocoder).
 
-    python -m anonymizers.training.vc --config-name vc/small out=runs/vc_small
-    python -m anonymizers.training.vc --config-name vc/gpu out=/scratch/vc data=librispeech data.root=...
+    vpeval train-vc vc --config-name small out=runs/vc_small
+    vpeval train-vc vc --config-name gpu out=/scratch/vc data=librispeech data.root=...
 
 Steps: the corpus (`data`, a conf/data config) through the pipeline's prepare stage; the
 speaker encoder (`speaker_encoder.model_dir`, or an ECAPA-TDNN trained here on the corpus's
@@ -57,7 +57,7 @@ from anonymizers.vc.pool import (
     save_pool,
     utterances_key,
 )
-from anonymizers.training.recipe import (
+from pipeline.app.train_vc.recipe import (
     prepared_corpus,
     speaker_encoder_dir,
     training_utterances,
@@ -68,7 +68,7 @@ from pipeline.asv.trainer import Trainer, write_log
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import autocast_dtype
 from pipeline.cache import Cache
-from pipeline.config_tree import CONFIG_SOURCE
+from pipeline.config_tree import TRAIN_VC_CONFIG_SOURCE
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.devices import resolve_device
@@ -305,7 +305,7 @@ def train_vc(cfg: DictConfig, out_dir: str | Path, device: str | torch.device = 
         return VCTrainer(cfg, Path(out_dir), device, curves).fit()
 
 
-@hydra.main(config_path=CONFIG_SOURCE, config_name="vc/small", version_base="1.3")
+@hydra.main(config_path=TRAIN_VC_CONFIG_SOURCE, config_name="small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         model_dir = train_vc(cfg, Path(cfg.out), cfg.device)
@@ -315,6 +315,3 @@ def main(cfg: DictConfig) -> None:
     log.info("validation: %s", summary["validation"])
     print(model_dir, flush=True)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Steps shared by the training recipes (`anonymizers.training.vc`, `anonymizers.training.ohnn`):
+"""Steps shared by the training recipes (`vc`, `ohnn`):
 the corpus through the pipeline's own prepare stage, the speaker encoder (given, or trained
 with the pipeline's own attacker training on the original speech), utterance embeddings
 cached by content, and resumable-run bookkeeping."""

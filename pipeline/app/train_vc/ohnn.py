@@ -1,6 +1,6 @@
 """Training recipe of the OHNN speaker-embedding map (Miao et al. 2023; C1 of panariello2025).
 
-    python -m anonymizers.training.ohnn --config-name vc/ohnn_small out=runs/ohnn vc_model=runs/vc_small/vc_model
+    vpeval train-vc ohnn --config-name ohnn_small out=runs/ohnn vc_model=runs/vc_small/vc_model
 
 The map is trained on the L2-normalised utterance embeddings of a corpus's training speakers,
 extracted with the voice converter's own speaker encoder. Objective (ours, after Miao et al.,
@@ -41,14 +41,14 @@ from anonymizers.vc.checkpoints import save_module
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
 from anonymizers.vc.model import SPEAKER_ENCODER, load_voice_converter
 from anonymizers.vc.pool import speaker_genders, utterances_key
-from anonymizers.training.recipe import (
+from pipeline.app.train_vc.recipe import (
     prepared_corpus,
     training_utterances,
     utterance_embeddings,
 )
 from pipeline.asv.trainer import Trainer, write_log
 from pipeline.cache import Cache
-from pipeline.config_tree import CONFIG_SOURCE
+from pipeline.config_tree import TRAIN_VC_CONFIG_SOURCE
 from pipeline.devices import resolve_device
 from pipeline.errors import VpevalError
 from pipeline.runtime.curves import CurveLogger, open_curves
@@ -220,7 +220,7 @@ def train_ohnn(cfg: DictConfig, out_dir: str | Path, device: str | torch.device 
     return model_dir
 
 
-@hydra.main(config_path=CONFIG_SOURCE, config_name="vc/ohnn_small", version_base="1.3")
+@hydra.main(config_path=TRAIN_VC_CONFIG_SOURCE, config_name="ohnn_small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         model_dir = train_ohnn(cfg, Path(cfg.out), cfg.device)
@@ -229,6 +229,3 @@ def main(cfg: DictConfig) -> None:
     log.info("final epoch: %s", json.loads((model_dir / "model.json").read_text())["final"])
     print(model_dir, flush=True)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,47 @@
+"""`vpeval train-vc vc|ohnn [--config-name NAME] [OVERRIDE...]`: the training recipe of the voice
+converter (`vc`) or of the OHNN map (`ohnn`), a Hydra app of the config root conf_train_vc/.
+
+    vpeval train-vc vc --config-name small out=runs/vc_small
+    vpeval train-vc ohnn --config-name ohnn_small out=runs/ohnn vc_model=runs/vc_small/vc_model
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+from pipeline.config_tree import CONFIG_SEARCHPATH, TRAIN_VC_CONFIG_DIR
+
+SYSTEMS = {"vc": "pipeline.app.train_vc.vc", "ohnn": "pipeline.app.train_vc.ohnn"}
+# The training configs' corpus, attacker and paths come from the experiment's config groups (conf/).
+SEARCHPATH_OVERRIDE = f"hydra.searchpath=['{CONFIG_SEARCHPATH}']"
+
+
+def usage() -> str:
+    configs = ", ".join(sorted(p.stem for p in TRAIN_VC_CONFIG_DIR.glob("*.yaml")))
+    return "\n".join([
+        "usage: vpeval train-vc vc|ohnn [--config-name NAME] [OVERRIDE...]",
+        "",
+        "Train the voice converter (vc; default config small) or the OHNN map (ohnn; default config",
+        "ohnn_small) of the xvector and ohnn anonymisers; prints the model folder (recipes/train_vc/README.md).",
+        "",
+        "arguments:",
+        f"  NAME        a config of conf_train_vc/: {configs}",
+        "  OVERRIDE    KEY=VALUE (Hydra syntax), e.g. out=runs/vc_small data=librispeech data.root=...;",
+        "              --cfg job prints the composed config and stops",
+        "  -h, --help  this text",
+    ])
+
+
+def main(argv: list[str]) -> int:
+    """Run the recipe named by argv[0] as a Hydra app on the rest of argv; 2 on a bad system."""
+    if argv[:1] in (["--help"], ["-h"]):
+        print(usage())
+        return 0
+    system = argv[0] if argv else None
+    if system not in SYSTEMS:
+        print(f"vpeval: error: train-vc takes vc or ohnn first, got {system!r} (vpeval train-vc --help)",
+              file=sys.stderr)
+        return 2
+    sys.argv = [sys.argv[0], *argv[1:], SEARCHPATH_OVERRIDE]
+    importlib.import_module(SYSTEMS[system]).main()
+    return 0
