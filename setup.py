@@ -1,6 +1,6 @@
 """Ships conf/, conf_train_vc/ and recipes/ inside the wheel as pipeline/conf, pipeline/conf_train_vc
 and pipeline/recipes (package data: the configs read through Hydra's pkg:// search path, recipes/
-by pipeline.recipe_source), so the clone keeps its top-level layout."""
+by pipeline.core.recipe_source), so the clone keeps its top-level layout."""
 import shutil
 from pathlib import Path
 

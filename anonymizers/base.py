@@ -24,7 +24,6 @@ Example (a system that only scales the signal)::
 """
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,9 +31,10 @@ from dataclasses import dataclass, field
 import torch
 
 from pipeline.core.checks import SECONDS, Checked
+from pipeline.core.devices import resolve_device
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Utterance
-from pipeline.devices import resolve_device
-from pipeline.errors import VpevalError
+from pipeline.runtime.seeds import stable_seed
 
 LEVELS = ("utterance", "speaker")
 
@@ -53,16 +53,6 @@ def check_not_constant(system: str, utt_ids: list[str], inputs: list[torch.Tenso
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise VpevalError(f"{system}: output is silent or constant (every sample equal) for {len(bad)} utterance(s) "
                           f"whose input is not: {shown}; the system failed, its output would read as perfect privacy")
-
-
-def stable_seed(seed: int, key: str) -> int:
-    """A 63-bit seed from the experiment seed and a string key, equal on every machine.
-
-    >>> stable_seed(0, "spk1") == stable_seed(0, "spk1") != stable_seed(1, "spk1")
-    True
-    """
-    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
 
 
 @dataclass

@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 from anonymizers.base import Batch
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import NonFiniteAudio, audio_info, read_audio
-from pipeline.errors import VpevalError
 
 # Output length may differ from the input's by `length_tolerance` (a fraction) plus this.
 LENGTH_SLACK_SECONDS = 0.05

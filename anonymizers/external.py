@@ -40,8 +40,8 @@ from anonymizers.checked_audio import (
     find_output,
     load_checked,
 )
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import write_audio
-from pipeline.errors import VpevalError
 
 PLACEHOLDERS = ("input_dir", "list_file", "output_dir", "sample_rate", "seed", "level", "list_name")
 PLACEHOLDER_PATTERN = re.compile(r"\{([A-Za-z_]+)\}")

@@ -34,7 +34,7 @@ import torch
 
 from anonymizers.base import Anonymizer, Batch
 from pipeline.core.checks import BOOLEAN, Check, one_of
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from pipeline.signal.lpc import (
     all_pole_filter,
     burg_lpc,

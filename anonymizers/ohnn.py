@@ -19,9 +19,9 @@ from anonymizers.targets import Source
 from anonymizers.vc.checkpoints import OHNN_RECIPE, WEIGHTS, load_module, require_folder
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
 from anonymizers.vc.system import SpeakerEmbeddingAnonymizer
+from pipeline.core.devices import module_device
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import file_digest
-from pipeline.devices import module_device
-from pipeline.errors import VpevalError
 
 
 class OHNN(SpeakerEmbeddingAnonymizer):

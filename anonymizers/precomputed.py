@@ -35,10 +35,10 @@ from anonymizers.checked_audio import (
     load_checked,
     shown,
 )
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import read_text
 from pipeline.data.kaldi import table_lines, wav_scp_path
 from pipeline.data.manifest import Utterance
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import read_text
 
 
 class Precomputed(Anonymizer):

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from anonymizers.base import stable_seed
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.seeds import stable_seed
 
 GENDERS = ("f", "m")
 

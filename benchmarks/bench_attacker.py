@@ -47,10 +47,10 @@ from pipeline.asv.audio_cache import build_audio_cache, cache_key, write_audio_c
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import AAMSoftmaxHead
 from pipeline.asv.train import attacker_settings, train_attacker
-from pipeline.config import compose
+from pipeline.core.config import compose
+from pipeline.core.devices import resolve_device
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
-from pipeline.devices import resolve_device
 
 RATE = 16000
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
 from pipeline.data.audio import write_audio
 from pipeline.stages import prepare, validate
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from pipeline.cache import Cache
-from pipeline.config import compose
-from pipeline.experiment import run_experiment
+from pipeline.app.experiment import run_experiment
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose
 from pipeline.stages import prepare, validate
 
 # Corpus sizes as overrides of conf/data/synthetic.yaml. train-clean-360: 921 speakers (439 f,

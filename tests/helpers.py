@@ -15,15 +15,15 @@ from scipy.signal import lfilter
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
 from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE
-from pipeline.asv.checkpoint import save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.scoring import length_normalise
 from pipeline.asv.train import attacker_settings
-from pipeline.config import CONFIG_DIR, REPO_ROOT, compose
-from pipeline.config_tree import TRAIN_VC_CONFIG_DIR
+from pipeline.core.config import CONFIG_DIR, REPO_ROOT, compose
+from pipeline.core.config_tree import TRAIN_VC_CONFIG_DIR
+from pipeline.core.fileio import write_json
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
-from pipeline.fileio import write_json
+from pipeline.runtime.checkpoint import save_checkpoint
 from pipeline.stages.prepare import manifest_path
 from tests.oracles.signals import speech_like
 

@@ -17,14 +17,9 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch import nn
 
-from pipeline.asv.checkpoint import (
-    check_builders,
-    load_checkpoint,
-    load_state_checked,
-    save_checkpoint,
-)
-from pipeline.errors import VpevalError
-from pipeline.fileio import read_text, write_json
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import read_text, write_json
+from pipeline.runtime.checkpoint import check_builders, load_checkpoint, load_state_checked, save_checkpoint
 
 ALLOWED_BUILDERS = ("anonymizers.vc.", "torchaudio.models.")
 VC_RECIPE = "vpeval train-vc vc (see recipes/train_vc/README.md)"

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 import torchaudio
 from torch import nn
 
-from anonymizers.vc.f0 import frame_mask, num_frames
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
+from pipeline.runtime.checkpoint import load_checkpoint, load_state_checked
+from pipeline.signal.f0 import frame_mask, num_frames
 
 
 @dataclass

@@ -26,13 +26,13 @@ from torch import nn
 
 from anonymizers.vc.checkpoints import WEIGHTS, load_module, save_module
 from anonymizers.vc.content import Content
-from anonymizers.vc.f0 import YinPitch, num_frames
 from anonymizers.vc.generator import FrameDecoder, HiFiGANNSF, SineExcitation
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.model import SpeakerEncoder
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import atomic_path
 from pipeline.data.manifest import file_digest
-from pipeline.errors import VpevalError
-from pipeline.fileio import atomic_path
+from pipeline.signal.f0 import YinPitch, num_frames
 
 MODEL_FORMAT = "vpeval-vc-model-1"
 SPEAKER_ENCODER = "speaker_encoder"

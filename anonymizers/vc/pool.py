@@ -24,15 +24,15 @@ import torch
 import torch.nn.functional as F
 
 from anonymizers.targets import TargetPool
-from anonymizers.vc.f0 import MIN_VOICED_FRAMES, STD_FLOOR, YinPitch
-from pipeline.asv.audio_cache import ordered_map
-from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.embed import length_buckets, padded_batch
 from pipeline.asv.model import SpeakerEncoder
+from pipeline.core.devices import module_device
+from pipeline.core.errors import VpevalError
 from pipeline.data.librispeech import LibriSpeech
 from pipeline.data.manifest import Utterance, read_manifest
-from pipeline.devices import module_device
-from pipeline.errors import VpevalError
+from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
+from pipeline.runtime.ordered import ordered_map
+from pipeline.signal.f0 import MIN_VOICED_FRAMES, STD_FLOOR, YinPitch
 
 POOL_FORMAT = "vpeval-vc-pool-1"
 

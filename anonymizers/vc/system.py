@@ -26,11 +26,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from anonymizers.base import Anonymizer, Batch, stable_seed
+from anonymizers.base import Anonymizer, Batch
 from anonymizers.targets import Source
 from anonymizers.vc.checkpoints import VC_RECIPE, WEIGHTS, require_folder
-from anonymizers.vc.f0 import LogF0Stats, log_f0_stats, map_f0
 from anonymizers.vc.model import load_voice_converter
+from pipeline.runtime.seeds import stable_seed
+from pipeline.signal.f0 import LogF0Stats, log_f0_stats, map_f0
 from anonymizers.vc.pool import (
     SpeakerPool,
     SpeakerStatistics,
@@ -40,10 +41,10 @@ from anonymizers.vc.pool import (
     speaker_genders,
     speaker_statistics,
 )
-from pipeline.asv.model import autocast_dtype
+from pipeline.core.devices import module_device
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Utterance, file_digest
-from pipeline.devices import module_device
-from pipeline.errors import VpevalError
+from pipeline.runtime.precision import autocast_dtype
 
 RECIPE_POOL = "pool.pt"
 

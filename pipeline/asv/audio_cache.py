@@ -20,38 +20,21 @@ import hashlib
 import io
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Iterable, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
+from pipeline.core.fileio import atomic_path, write_json, write_npy
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
-from pipeline.fileio import atomic_path, write_json, write_npy
+from pipeline.runtime.ordered import ordered_map
 
 INT16_SCALE = 32768.0
 CACHE_VERSION = 1
 
-Item = TypeVar("Item")
-Result = TypeVar("Result")
-
-
-def ordered_map(function: Callable[[Item], Result], items: Iterable[Item], *, workers: int,
-                lookahead: int | None = None) -> Iterator[Result]:
-    """`map(function, items)` on a thread pool, in order, with at most `lookahead` items in flight."""
-    items = iter(items)
-    lookahead = lookahead or 4 * max(workers, 1)
-    with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-        pending = []
-        for item in items:
-            pending.append(pool.submit(function, item))
-            if len(pending) >= lookahead:
-                yield pending.pop(0).result()
-        for future in pending:
-            yield future.result()
 
 
 def to_int16(wav: np.ndarray) -> np.ndarray:

@@ -23,8 +23,8 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
-from pipeline.config import instantiate
-from pipeline.errors import VpevalError
+from pipeline.core.config import instantiate
+from pipeline.core.errors import VpevalError
 
 AUGMENT_STREAM = 2  # the third number of a batch's random key: the crop plan uses (seed, epoch, step)
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 EXAMPLE_MODES = ("chunks", "utterances")
 

@@ -39,12 +39,12 @@ from speechbrain.lobes.models.ECAPA_TDNN import (
 )
 from torch import nn
 
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
 from pipeline.asv.encoder import ENCODER_SETTINGS, build_frontend, frontend_spec
 from pipeline.asv.model import SPEECHBRAIN_FRONTEND, ReflectFill, normalise_mean, se_res2net
 from pipeline.asv.wavlm import layer_outputs, load_wavlm
 from pipeline.core.checks import Checked
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.checkpoint import load_checkpoint, load_state_checked
 
 VPC_EMBEDDING_WEIGHTS = "embedding_model.ckpt"
 VPC_WAVLM = "WavLM-Large.pt"

@@ -23,16 +23,17 @@ from hydra.utils import instantiate
 from torch import nn
 from tqdm import tqdm
 
-from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache, cache_key, ordered_map
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
-from pipeline.asv.distributed import World
+from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache, cache_key
 from pipeline.asv.encoder import check_encoder, check_module_targets, class_path
-from pipeline.asv.model import autocast_dtype
+from pipeline.core.devices import autocast, module_device
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import read_text, write_json
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance
-from pipeline.devices import autocast, module_device
-from pipeline.errors import VpevalError
-from pipeline.fileio import read_text, write_json
+from pipeline.runtime.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
+from pipeline.runtime.distributed import World
+from pipeline.runtime.ordered import ordered_map
+from pipeline.runtime.precision import autocast_dtype
 
 
 def load_encoder(model_dir: str | Path, device: str | torch.device) -> nn.Module:

@@ -22,7 +22,7 @@ from hydra.utils import get_class, get_method
 from torch import nn
 
 from pipeline.core.checks import COUNT
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 # The ranges of the keys the shipped encoders share, their classes' `settings_checks`
 # (pipeline.core.checks.Checked): checked before any stage runs.

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torchaudio.compliance.kaldi import get_mel_banks
 
-from pipeline.devices import autocast
+from pipeline.core.devices import autocast
 
 INT16_SCALE = 32768.0
 

@@ -1,13 +1,13 @@
 """Whether an attacker's training starts from pretrained weights: `attacker.init` (the folder)
 and `attacker.finetune` (null: fine-tune iff `init` is set; true: `init` is required, as VPC
 2026's `finetuning: True`; false: from scratch, `init` must be unset). Kept free of torch so
-that the settings check (pipeline.settings, before any stage) uses the same rule as training.
+that the settings check (pipeline.app.settings, before any stage) uses the same rule as training.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 
 def finetune_problem(attacker: Mapping[str, Any]) -> str | None:

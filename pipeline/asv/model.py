@@ -33,20 +33,10 @@ from torch import nn
 
 from pipeline.asv.encoder import ENCODER_SETTINGS, build_frontend, frontend_spec
 from pipeline.core.checks import Checked
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 KALDI_FRONTEND = "pipeline.asv.features.KaldiFbank"
 SPEECHBRAIN_FRONTEND = "pipeline.asv.speechbrain_fbank.SpeechBrainFbank"
-
-AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def autocast_dtype(precision: str, device: torch.device, *, config_key: str) -> torch.dtype | None:
-    """The autocast dtype for `precision` ("fp32", "bf16", "fp16") on `device`; CPU always runs float32."""
-    if precision not in AUTOCAST_DTYPES:
-        raise VpevalError(f"{config_key} must be one of {sorted(AUTOCAST_DTYPES)}, got {precision!r}")
-    return AUTOCAST_DTYPES[precision] if device.type == "cuda" else None
-
 
 class SpeakerEncoder(nn.Module, Checked):
     """Waveforms -> speaker embeddings: fbank front end, mean normalisation, ECAPA-TDNN.

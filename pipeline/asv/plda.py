@@ -35,7 +35,7 @@ import numpy as np
 from scipy.linalg import eigh
 
 from pipeline.asv.scoring import ScoringBackend, as_matrix, length_normalise
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 log = logging.getLogger(__name__)
 ENROLMENTS = ("multi", "mean")

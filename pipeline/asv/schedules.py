@@ -12,7 +12,7 @@ import math
 import torch
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 
 def one_cycle(optimizer: torch.optim.Optimizer, total_steps: int, *, warmup_fraction: float = 0.05,

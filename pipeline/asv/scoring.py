@@ -24,9 +24,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_lines
 from pipeline.data.manifest import Trial, Utterance
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_lines
 
 TRIAL_CHUNK = 65536
 

@@ -24,13 +24,13 @@ import torch
 import yaml
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
 from pipeline.asv.ecapa_ssl import VPC_WAVLM, load_vpc_ssl_folder
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.features import KaldiFbank
 from pipeline.asv.model import KALDI_FRONTEND, SPEECHBRAIN_FRONTEND, SpeakerEncoder
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_text
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_text
+from pipeline.runtime.checkpoint import load_checkpoint, load_state_checked, save_checkpoint
 
 HYPERPARAMS = "hyperparams.yaml"
 EMBEDDING_WEIGHTS = "embedding_model.ckpt"

@@ -19,7 +19,7 @@ interrupted run ends with bitwise the same model as an uninterrupted one. A chec
 with other result-affecting settings is refused with the differing keys named.
 
 The attacker's settings are one typed object, `attacker_settings(cfg.attacker)` (the config
-section as its schema, `pipeline.schemas.Attacker`), built once by the train stage and handed
+section as its schema, `pipeline.core.schemas.Attacker`), built once by the train stage and handed
 as it is to every rank. The encoder starts from `attacker.init` when set
 (`pipeline.asv.finetune`; the AAM head is always new); every batch of crops goes through
 `attacker.training.augment` (`pipeline.asv.augment`).
@@ -51,23 +51,24 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from pipeline import faults
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.augment import Augmentation
-from pipeline.asv.checkpoint import differences
 from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.asv.embed import save_encoder
-from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.encoder import check_encoder
 from pipeline.asv.finetune import init_folder
-from pipeline.asv.model import AAMSoftmaxHead, autocast_dtype
+from pipeline.asv.model import AAMSoftmaxHead
 from pipeline.asv.speechbrain_folder import load_attacker_folder
-from pipeline.asv.trainer import Trainer, write_log
+from pipeline.core import faults
+from pipeline.core.devices import compile_mode
+from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Attacker
 from pipeline.data.manifest import Utterance
-from pipeline.devices import compile_mode
-from pipeline.errors import VpevalError
-from pipeline.schemas import Attacker
+from pipeline.runtime.checkpoint import differences
 from pipeline.runtime.curves import CurveLogger
+from pipeline.runtime.distributed import World, use_global_batchnorm
+from pipeline.runtime.precision import autocast_dtype
+from pipeline.runtime.trainer import Trainer, write_log
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
 # Settings that change how fast a run goes, never what it computes: free to change on resume.

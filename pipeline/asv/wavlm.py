@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from pipeline.asv.checkpoint import load_checkpoint, load_state_checked
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.checkpoint import load_checkpoint, load_state_checked
 
 if TYPE_CHECKING:
     from transformers import WavLMConfig, WavLMModel

@@ -1,2 +1,3 @@
-"""The core layer: errors, file formats, the cache, config composition, schemas and checks,
-devices. It imports nothing else of vpeval."""
+"""The core layer: errors and fault injection, atomic file writes, output layout, the content-
+addressed cache and code digests, the config tree, schemas and composition, devices. It imports
+nothing else of the project."""

@@ -1,7 +1,7 @@
 """What a setting may be, declared once beside the setting, and the one function that reads it.
 
 A `Check` is the allowed values of one key, in words and as a test. Settings typed by a
-schema declare theirs in their field's metadata (pipeline.schemas); the keys of a `_target_`
+schema declare theirs in their field's metadata (pipeline.core.schemas); the keys of a `_target_`
 plugin (an anonymiser, the attacker's speaker encoder, an ASR model) in its class, as
 `settings_checks` (class `Checked`), so a new plugin in another package brings its own.
 `range_problems` turns every value that fails into one line, `key=value: must be <allowed>`.
@@ -73,7 +73,7 @@ SEED = Check(f"an integer >= 0 and <= 2**63-1 ({SEED_MAX})", between(0, SEED_MAX
 
 
 class Checked:
-    """A `_target_` plugin class whose settings are checked before anything is built (pipeline.settings
+    """A `_target_` plugin class whose settings are checked before anything is built (pipeline.app.settings
     finds it through the config's `_target_`): `settings_checks` maps each of its keys to its `Check`;
     override `check_settings` to add relations between its keys."""
 

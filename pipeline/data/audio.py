@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from pipeline.errors import VpevalError
-from pipeline.fileio import atomic_path
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import atomic_path
 
 
 @lru_cache(maxsize=16)

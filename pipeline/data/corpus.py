@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Iterable
 from typing import Protocol as Interface
 
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import write_lines
 from pipeline.data.manifest import Utterance
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import write_lines
 
 MAIN = ""
 
@@ -59,7 +59,7 @@ def listed_once(path: str | Path, rows: Iterable[tuple[int, str, str]], what: st
     {'174': ('F', 12)}
     >>> listed_once("SPEAKERS.TXT", [(12, "174", "F"), (57, "174", "M")], "speaker", "as {}")
     Traceback (most recent call last):
-    pipeline.errors.VpevalError: SPEAKERS.TXT:57: speaker 174 is listed as M here and as F at line 12
+    pipeline.core.errors.VpevalError: SPEAKERS.TXT:57: speaker 174 is listed as M here and as F at line 12
     """
     found: dict[str, tuple[str, int]] = {}
     for number, key, value in rows:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from pipeline import fileio
+from pipeline.core import fileio
+from pipeline.core.fileio import write_lines
 from pipeline.data.manifest import Trial, Utterance, by_speaker, write_trials
-from pipeline.fileio import write_lines
 
 WAV_SCP_FORMS = "PATH, 'flac -c -d -s PATH |' or 'sox PATH -t wav - |'"
 SOX_OUTPUT_OPTIONS = {"-t": "wav", "-R": None, "-b": int, "-r": int, "-c": "1", "-e": "signed-integer"}

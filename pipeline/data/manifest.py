@@ -20,8 +20,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterable
 
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import read_text, write_lines
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import read_text, write_lines
 
 GENDERS = ("f", "m")
 

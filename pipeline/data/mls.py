@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import read_text
 from pipeline.data.corpus import Entry, listed_once
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import read_text
 
 
 def read_metainfo(path: Path) -> dict[str, str]:

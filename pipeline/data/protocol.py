@@ -28,9 +28,9 @@ from typing import Protocol as Interface
 
 import numpy as np
 
+from pipeline.core.errors import VpevalError
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader
 from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
-from pipeline.errors import VpevalError
 
 MIXED = "mixed"
 EVAL_TRIALS = {"same_gender": GENDERS, MIXED: (MIXED,), "both": (*GENDERS, MIXED)}

@@ -24,10 +24,10 @@ from typing import Callable, Sequence, TypeVar
 
 from tqdm import tqdm
 
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import audio_info, convert_audio, decode_problem
 from pipeline.data.corpus import Entry, Problems
 from pipeline.data.manifest import Utterance
-from pipeline.errors import VpevalError
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -47,10 +47,10 @@ from typing import Mapping
 import numpy as np
 from tqdm import tqdm
 
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_json, write_lines, write_text
 from pipeline.data.audio import write_audio
 from pipeline.data.phones import VOWELS, frame_tracks, plan_utterance
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_json, write_lines, write_text
 from pipeline.signal.synthesis import Session, Voice, frame_count, synthesise
 
 FORMAT_VERSION = 1

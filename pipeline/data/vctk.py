@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import read_text
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader, listed_once
 from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
 from pipeline.data.protocol import Protocol, cross_trials, mixed_trials
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import read_text
 
 log = logging.getLogger(__name__)
 MICS = ("mic1", "mic2")

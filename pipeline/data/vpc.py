@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.core.errors import VpevalError, input_error
 from pipeline.data.corpus import MAIN, Entry, Problems, listed_once
 from pipeline.data.kaldi import WAV_SCP_FORMS, table_lines, wav_scp_path
 from pipeline.data.manifest import GENDERS, Trial, Utterance
 from pipeline.data.protocol import Protocol, mixed_trials
-from pipeline.errors import VpevalError, input_error
 
 REQUIRED_FILES = ("wav.scp", "utt2spk", "spk2gender")
 

@@ -44,11 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import VpevalError, input_error
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.layout import ORIGINAL
 from pipeline.metrics.detectors import MODELS, Model, Point, as_fit, fit_model
 
 log = logging.getLogger(__name__)
-ORIGINAL = "original"
 TRUSTWORTHY, NOT_FLAGGED, OVERESTIMATED, UNDETERMINED = "trustworthy", "not flagged", "overestimated", "undetermined"
 VERDICTS = (TRUSTWORTHY, NOT_FLAGGED, OVERESTIMATED, UNDETERMINED)
 REFERENCE_COLUMNS = ("eer_test", "eer_val", "protocol")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 
 class ScoreError(VpevalError, ValueError):

@@ -33,7 +33,7 @@ from scipy.special import comb
 from scipy.stats import hypergeom
 from scipy.stats import t as student_t
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:

@@ -27,11 +27,11 @@ CONSTANT_SPAN_HZ = 1.0
 
 
 def f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
-    """F0 in Hz every 10 ms (0 where unvoiced) by the YIN tracker of `anonymizers.vc.f0`,
+    """F0 in Hz every 10 ms (0 where unvoiced) by the YIN tracker of `pipeline.signal.f0`,
     searched in 75-500 Hz."""
     import torch
 
-    from anonymizers.vc.f0 import YinPitch
+    from pipeline.signal.f0 import YinPitch
 
     tracker = YinPitch(sample_rate=sample_rate, hop_length=round(FRAME_SECONDS * sample_rate),
                        f0_min=F0_MIN, f0_max=F0_MAX)

@@ -14,7 +14,7 @@ join it when `reidentification.enabled` (`registry.metric_list`).
 The candidates of a condition are its enrolled speakers that its trial list tries (VPC
 lists are per gender, so the speakers of the set's gender). A condition whose speakers
 cannot serve the grid (a validation set, say) gives None with the reason; the evaluation
-sets are checked before any work (`pipeline.experiment.check_reidentification`).
+sets are checked before any work (`pipeline.app.experiment.check_reidentification`).
 """
 from __future__ import annotations
 

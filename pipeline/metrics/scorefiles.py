@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.core.errors import input_error
+from pipeline.core.fileio import read_text
 from pipeline.data.corpus import listed_once
-from pipeline.errors import input_error
-from pipeline.fileio import read_text
 from pipeline.metrics.inputs import first_repeat
 from pipeline.metrics.similarity import TrialTable
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit
 
-from pipeline.errors import input_error
+from pipeline.core.errors import input_error
 from pipeline.metrics.cllr import min_cllr, pav_llrs
 from pipeline.metrics.inputs import first_repeat
 from pipeline.metrics.zebra import zebra

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 _NOT_WORD = re.compile(r"[^\w']+|_")
 

@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy.stats import norm
 
-from pipeline.fileio import atomic_path
+from pipeline.core.fileio import atomic_path
 from pipeline.metrics.dcf import DetCurve
 from pipeline.metrics.detection import NOT_FLAGGED, OVERESTIMATED, TRUSTWORTHY, UNDETERMINED
 from pipeline.metrics.detectors import from_fit

@@ -1,6 +1,6 @@
 """Utility beside privacy in reports: the utility table, its CSV rows and the privacy-utility figure.
 
-`pipeline.utility.measure` gives, per evaluation set and pooled per split, ρF0 and the WER
+`pipeline.app.utility.measure` gives, per evaluation set and pooled per split, ρF0 and the WER
 of the original and anonymised trial utterances, the emotion UAR and the metrics it skipped
 with their reasons. The privacy-utility figure puts every evaluated system at its
 semi-informed EER_test (the matched AA pair, with its speaker-bootstrap interval) against

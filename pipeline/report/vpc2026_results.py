@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pipeline.fileio import write_lines
+from pipeline.core.fileio import write_lines
 
 ANON, ORIGINAL = "anon", "original"
 ASV_EVAL = ("anonymized", "anonymized", "original")  # enroll, trials, attacker: the pretrained attacker

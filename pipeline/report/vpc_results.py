@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pipeline.fileio import write_lines
+from pipeline.core.fileio import write_lines
 
 HEADER = ",dataset,split,gender,enrollment,trial,EER"
 ORIGINAL = "original"

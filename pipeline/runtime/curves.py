@@ -31,8 +31,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_json
 
 log = logging.getLogger(__name__)
 

@@ -23,12 +23,12 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from anonymizers.base import Anonymizer
-from pipeline.asv.audio_cache import ordered_map
-from pipeline.cache import Cache
-from pipeline.config import instantiate, without
+from pipeline.core.cache import Cache
+from pipeline.core.config import instantiate, without
+from pipeline.core.fileio import write_lines
 from pipeline.data.audio import audio_info, read_audio, write_audio
-from pipeline.fileio import write_lines
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
+from pipeline.runtime.ordered import ordered_map
 
 log = logging.getLogger(__name__)
 LABEL_KEYS = ("name", "batch_seconds")  # change nothing in the output

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
+from pipeline.core.fileio import write_json
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.fileio import write_json
 from pipeline.metrics import bootstrap_ci, read_scores
 
 

@@ -1,9 +1,9 @@
 """Stage 6f — emotion: emotion recognition of an evaluation set with labels (VPC 2024 UAR).
 
-`prepare` turns the user's labelled data dir (`pipeline.emotion.read_emotion_data`) into a
+`prepare` turns the user's labelled data dir (`pipeline.recognition.emotion.read_emotion_data`) into a
 manifest (`manifest.jsonl`) and labels (`utt2emo`), keyed by the dir's files, so the
 evaluated system anonymises it like any other list. `run` labels every utterance of a
-manifest with the configured classifier (conf/emotion, `pipeline.emotion.EmotionClassifier`):
+manifest with the configured classifier (conf/emotion, `pipeline.recognition.emotion.EmotionClassifier`):
 `predictions`, `<utt> <label>` lines, keyed by the classifier's config, its folder and the
 manifest's content.
 """
@@ -14,14 +14,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from pipeline.cache import Cache
-from pipeline.config import instantiate, without
+from pipeline.core.cache import Cache
+from pipeline.core.config import instantiate, without
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_lines
 from pipeline.data.audio import read_audio
 from pipeline.data.kaldi import read_text
 from pipeline.data.manifest import file_digest, read_manifest, write_manifest
-from pipeline.emotion import LABELS, read_emotion_data
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_lines
+from pipeline.recognition.emotion import LABELS, read_emotion_data
 
 SAMPLE_RATE = 16000
 PREDICTIONS = "predictions"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
+from pipeline.core.fileio import write_json
+from pipeline.core.layout import read_embeddings
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.fileio import write_json
-from pipeline.layout import read_embeddings
 from pipeline.metrics.contract import Embeddings
 from pipeline.metrics.registry import METRICS, metric_settings, metric_versions
 from pipeline.metrics.scorefiles import read_scores

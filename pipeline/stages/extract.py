@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.asv.distributed import World
 from pipeline.asv.embed import extract_embeddings
-from pipeline.asv.team import Team, run_on_ranks
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
+from pipeline.core.fileio import write_lines, write_npy
+from pipeline.core.layout import EMBEDDING_IDS, EMBEDDINGS
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.fileio import write_lines, write_npy
-from pipeline.layout import EMBEDDING_IDS, EMBEDDINGS
+from pipeline.runtime.distributed import World
+from pipeline.runtime.team import Team, run_on_ranks
 
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
+from pipeline.core.errors import input_error
+from pipeline.core.fileio import write_json
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.errors import input_error
-from pipeline.fileio import write_json
 from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, FRAME_SECONDS, f0_track, pitch_correlation
 
 SAMPLE_RATE = 16000

@@ -26,16 +26,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.cache import Cache, content_hash, plain
-from pipeline.config import instantiate
+from pipeline.core.cache import Cache, content_hash, plain
+from pipeline.core.config import instantiate
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_lines
+from pipeline.core.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
 from pipeline.data.manifest import Utterance, write_manifest, write_trials
 from pipeline.data.protocol import MIXED, Protocol, ProtocolSource, trial_lists
 from pipeline.data.screening import conform, screen
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_lines
-from pipeline.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 
 log = logging.getLogger(__name__)
 SPLITS = ("dev", "test")

@@ -6,7 +6,7 @@
 - `results.csv`: every metric of every condition, one row per record; `similarity.csv`: the
   voice similarity metrics, one row per evaluation set (when measured);
 - `utility.csv`: ρF0 and WER per evaluation set and pooled per split, `results.json`
-  "utility": everything `pipeline.utility.measure` found, skipped metrics with their reasons;
+  "utility": everything `pipeline.app.utility.measure` found, skipped metrics with their reasons;
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
   matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`), the
@@ -21,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.fileio import write_json, write_text
+from pipeline.core.fileio import write_json, write_text
+from pipeline.core.layout import ORIGINAL
 from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
-from pipeline.metrics.detection import ORIGINAL, calibration_set, eer_interval
+from pipeline.metrics.detection import calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
 from pipeline.metrics.registry import sections
 from pipeline.report.document import Section, render_html, render_markdown, results_csv

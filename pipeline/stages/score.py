@@ -14,10 +14,10 @@ import numpy as np
 from omegaconf import DictConfig
 
 from pipeline.asv.scoring import score_trials, write_scores
-from pipeline.cache import Cache
-from pipeline.config import instantiate, without
+from pipeline.core.cache import Cache
+from pipeline.core.config import instantiate, without
+from pipeline.core.layout import read_embeddings
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
-from pipeline.layout import read_embeddings
 
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.asv.scoring import length_normalise
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
+from pipeline.core.fileio import atomic_path, write_json
+from pipeline.core.layout import read_embeddings
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.fileio import atomic_path, write_json
-from pipeline.layout import read_embeddings
 from pipeline.metrics import read_scores, similarity_metrics
 from pipeline.metrics.similarity import SETS
 

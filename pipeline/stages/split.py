@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from anonymizers.base import stable_seed
-from pipeline.cache import Cache, plain
+from pipeline.core.cache import Cache, plain
+from pipeline.runtime.seeds import stable_seed
 from pipeline.data.manifest import (
     GENDERS,
     Trial,
@@ -58,10 +58,10 @@ from pipeline.data.manifest import (
     write_manifest,
     write_trials,
 )
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import read_text
+from pipeline.core.layout import manifest_path, trials_path
 from pipeline.data.protocol import cross_trials
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import read_text
-from pipeline.layout import manifest_path, trials_path
 
 HOLDOUTS = ("unseen", "speaker", "list")
 MIN_UNSEEN = 6  # unseen validation speakers per gender: 3 select the epoch, 3 give EER_val (6 in all:

@@ -5,7 +5,7 @@ those of the reported EER_val, see `pipeline.stages.split`): after every epoch t
 embeds its enrolment and trial utterances, cosine scores the trials and the epoch with the
 lowest ROCCH-EER is kept. Checkpoints make an interrupted training resume where it stopped.
 With a team (`distributed.gpus_per_node` / `nodes` > 1) every rank trains (DDP) and
-validates its share of the validation utterances; see `pipeline.asv.team`.
+validates its share of the validation utterances; see `pipeline.runtime.team`.
 
 Output folder: `model.pt` (weights only), `model.json` (architecture), `training_log.jsonl`.
 `imported` instead copies a pretrained encoder (`attacker.pretrained`: a SpeechBrain ECAPA
@@ -20,19 +20,19 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.asv.distributed import World
 from pipeline.asv.embed import embed_utterances, save_encoder
-from pipeline.asv.speechbrain_folder import folder_files, load_attacker_folder
 from pipeline.asv.scoring import CosineBackend, score_trials
-from pipeline.asv.team import Team, run_on_ranks
+from pipeline.asv.speechbrain_folder import folder_files, load_attacker_folder
 from pipeline.asv.train import OPERATIONAL_KEYS, attacker_settings, train_attacker
-from pipeline.cache import Cache
-from pipeline.config import without
+from pipeline.core.cache import Cache
+from pipeline.core.config import without
+from pipeline.core.layout import manifest_path, trials_path
+from pipeline.core.schemas import Attacker
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
-from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import eer
-from pipeline.schemas import Attacker
 from pipeline.runtime.curves import CurveLogger, open_curves
+from pipeline.runtime.distributed import World
+from pipeline.runtime.team import Team, run_on_ranks
 
 VALIDATION_AUDIO = "validation_audio"  # decoded validation audio, used while training only
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from pipeline.cache import Cache
-from pipeline.config import instantiate, without
+from pipeline.core.cache import Cache
+from pipeline.core.config import instantiate, without
+from pipeline.core.errors import input_error
+from pipeline.core.fileio import write_lines
 from pipeline.data.audio import read_audio
 from pipeline.data.kaldi import read_text
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.errors import input_error
-from pipeline.fileio import write_lines
 
 SAMPLE_RATE = 16000
 TEXT = "text"

@@ -20,12 +20,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.cache import PARAMS, Cache, summary_of
+from pipeline.core.cache import PARAMS, Cache, summary_of
+from pipeline.core.errors import VpevalError
+from pipeline.core.layout import SKIP_LIST, manifest_path, trials_path
 from pipeline.data.manifest import GENDERS, Utterance, read_manifest, read_trials
 from pipeline.data.protocol import MIXED
 from pipeline.data.screening import decode_check, process_map
-from pipeline.errors import VpevalError
-from pipeline.layout import SKIP_LIST, manifest_path, trials_path
 from pipeline.report.tables import markdown_table
 
 SPLITS = ("dev", "test")

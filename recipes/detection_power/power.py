@@ -29,10 +29,11 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from pipeline.aggregate import OUT, trusted_spec
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import write_json, write_text
-from pipeline.metrics.detection import ORIGINAL, Settings, assess, is_matched, read_trusted, wilson_interval
+from pipeline.app.aggregate import OUT, trusted_spec
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import write_json, write_text
+from pipeline.core.layout import ORIGINAL
+from pipeline.metrics.detection import Settings, assess, is_matched, read_trusted, wilson_interval
 from pipeline.report.figures import save_figure
 from pipeline.report.tables import markdown_table
 

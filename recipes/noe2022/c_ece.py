@@ -18,9 +18,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.aggregate import OUT, find_jobs
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
+from pipeline.app.aggregate import OUT, find_jobs
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_json
 from pipeline.metrics import calibration_extension, read_scores
 
 PAIR_KEYS = ("anonymizer", "attacker_anonymizer", "data", "attacker", "backend", "seed", "attacks")

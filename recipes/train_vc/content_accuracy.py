@@ -32,15 +32,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from anonymizers.vc.content import LogMel, masked_normalise
-from anonymizers.vc.f0 import frame_mask, num_frames
-from pipeline.cache import Cache
-from pipeline.config import compose
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose
+from pipeline.core.devices import resolve_device
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_json
+from pipeline.core.layout import manifest_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance, read_manifest
-from pipeline.devices import resolve_device
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
-from pipeline.layout import manifest_path
+from pipeline.signal.f0 import frame_mask, num_frames
 from pipeline.stages import anonymize, prepare
 
 HOP = 160

@@ -25,18 +25,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.aggregate import job_overrides
-from pipeline.asv.checkpoint import load_checkpoint
+from pipeline.app.aggregate import job_overrides
+from pipeline.app.experiment import Experiment
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.scoring import CosineBackend, score_trials
-from pipeline.config import compose
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
+from pipeline.core.layout import manifest_path, trials_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import by_speaker, read_manifest, read_trials
-from pipeline.errors import VpevalError
-from pipeline.experiment import Experiment
-from pipeline.layout import manifest_path, trials_path
 from pipeline.metrics import bootstrap_ci
 from pipeline.metrics.scorefiles import speakers_of_utterances
+from pipeline.runtime.checkpoint import load_checkpoint
 from pipeline.stages import split
 
 SETS = ("dev_f", "dev_m", "test_f", "test_m", "val")

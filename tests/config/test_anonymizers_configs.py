@@ -13,7 +13,7 @@ from anonymizers.base import Anonymizer
 from anonymizers.external import External
 from anonymizers.mcadams import McAdams
 from anonymizers.precomputed import Precomputed
-from pipeline.config import REPO_ROOT, compose
+from pipeline.core.config import REPO_ROOT, compose
 
 CONFIG_DIR = REPO_ROOT / "conf" / "anonymizer"
 

@@ -5,9 +5,9 @@ import pytest
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from pipeline.config import CONFIG_DIR, compose, instantiate, without
-from pipeline.errors import VpevalError
-from pipeline.recipe_source import recipe_options
+from pipeline.core.config import CONFIG_DIR, compose, instantiate, without
+from pipeline.core.errors import VpevalError
+from pipeline.core.recipe_source import recipe_options
 
 # Mandatory values (???) each option needs to compose.
 REQUIRED = {
@@ -188,7 +188,7 @@ def test_detect_defaults():
 
 
 def test_sweep_variants_use_every_value_once_with_the_others_at_their_first():
-    from pipeline.sweep import sweep_variants
+    from pipeline.app.sweep import sweep_variants
 
     assert sweep_variants(["seed=1,2,3", "anonymizer=mcadams,mcadams_fixed", "~attacks.OO"]) == [
         ["seed=1", "anonymizer=mcadams", "~attacks.OO"],

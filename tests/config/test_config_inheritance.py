@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, when run as a script
 from pipeline.app.train_vc.command import SEARCHPATH_OVERRIDE  # noqa: E402
-from pipeline.config import CONFIG_DIR  # noqa: E402
-from pipeline.config_tree import TRAIN_VC_CONFIG_DIR  # noqa: E402
-from pipeline.usage import group_options  # noqa: E402
+from pipeline.app.usage import group_options
+from pipeline.core.config import CONFIG_DIR
+from pipeline.core.config_tree import TRAIN_VC_CONFIG_DIR
 from tests.helpers import FIXTURES  # noqa: E402
 
 EXPECTED = FIXTURES / "configs" / "composed.json"

@@ -1,11 +1,11 @@
-"""pipeline.recipe_source: a recipe folder is read as config groups (`experiment.yaml` is the
+"""pipeline.core.recipe_source: a recipe folder is read as config groups (`experiment.yaml` is the
 experiment named after the folder; `<group>/<option>.yaml` adds an option to a group)."""
 from pathlib import Path
 
 from hydra.core.object_type import ObjectType
 
-from pipeline.config import compose
-from pipeline.recipe_source import RecipeConfigSource, recipe_options
+from pipeline.core.config import compose
+from pipeline.core.recipe_source import RecipeConfigSource, recipe_options
 
 
 def make_recipes(root: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Config schemas (pipeline/schemas.py): every shipped config fits them, each kind of field refuses
+"""Config schemas (pipeline/core/schemas.py): every shipped config fits them, each kind of field refuses
 a wrong type in one line naming the key, the value and what is allowed, and the config the
 pipeline runs is left as composed."""
 import dataclasses
@@ -8,10 +8,10 @@ import pytest
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from pipeline.config import _compose, compose
-from pipeline.errors import VpevalError
-from pipeline.schemas import GROUP, SCHEMAS, sections, type_problems
-from pipeline.settings import problems
+from pipeline.app.settings import problems
+from pipeline.core.config import _compose, compose
+from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import GROUP, SCHEMAS, sections, type_problems
 from tests.config.test_config_inheritance import cases
 
 EXPERIMENT_CASES = sorted(label for label, (name, _) in cases().items() if name == "config")

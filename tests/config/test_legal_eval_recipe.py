@@ -1,6 +1,6 @@
 """recipes/legal_eval: the paper's M and runs, a grid per corpus, and the rates built from it."""
-from pipeline.cache import plain
-from pipeline.config import compose
+from pipeline.core.cache import plain
+from pipeline.core.config import compose
 from pipeline.metrics.registry import metric_list
 
 

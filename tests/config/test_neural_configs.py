@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 from anonymizers.vc.checkpoints import build
 from anonymizers.vc.householder import HouseholderMap
 from anonymizers.vc.model import VoiceConverter
-from pipeline.config_tree import TRAIN_VC_CONFIG_DIR
+from pipeline.core.config_tree import TRAIN_VC_CONFIG_DIR
 from tests.helpers import training_config
 
 RECIPES = sorted(p.stem for p in TRAIN_VC_CONFIG_DIR.glob("*.yaml"))

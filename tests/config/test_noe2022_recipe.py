@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.config import compose
+from pipeline.core.config import compose
 from pipeline.metrics import calibration_extension
 from tests.helpers import recipe_script
 

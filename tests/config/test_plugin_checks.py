@@ -7,9 +7,9 @@ import sys
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-import pipeline.settings
-from pipeline.config import compose
-from pipeline.settings import problems
+import pipeline.app.settings
+from pipeline.app.settings import problems
+from pipeline.core.config import compose
 
 TOY = '''
 from anonymizers.base import Anonymizer
@@ -83,5 +83,5 @@ def test_mcadams_keys_are_checked_by_mcadams_alone(toy_package):
 
 def test_the_settings_check_names_no_plugin_class():
     """No registry of class paths: what a plugin needs checked comes from its class."""
-    source = inspect.getsource(pipeline.settings)
+    source = inspect.getsource(pipeline.app.settings)
     assert "anonymizers." not in source and "XVector" not in source and "OHNN" not in source

@@ -1,14 +1,14 @@
-"""pipeline.settings: every setting checked before any stage, every problem listed at once."""
+"""pipeline.app.settings: every setting checked before any stage, every problem listed at once."""
 import pytest
 
 from omegaconf import OmegaConf
 
-from pipeline.config import compose
+from pipeline.app.settings import ABOVE_SCHEMAS, check_settings, plugin_class, problems
+from pipeline.app.usage import group_options
 from pipeline.core.checks import Checked, matching
-from pipeline.errors import VpevalError
-from pipeline.schemas import checks
-from pipeline.settings import ABOVE_SCHEMAS, check_settings, plugin_class, problems
-from pipeline.usage import group_options
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import checks
 
 SHIPPED = ([f"{group}={option}" for group in ("data", "attacker", "backend", "attacks", "anonymizer", "asr")
             for option in group_options()[group] if option not in ("external", "precomputed")]

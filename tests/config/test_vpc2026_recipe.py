@@ -2,7 +2,7 @@
 configs/track2 of its toolkit), as the experiments compose them."""
 import pytest
 
-from pipeline.config import compose
+from pipeline.core.config import compose
 
 VPC = ["data.root=/vpc/data", "attacker.pretrained=/vpc/exp/asv_ssl", "attacker.model.wavlm=/vpc/exp/asv_ssl/WavLM-Large.pt"]
 

@@ -9,7 +9,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from pipeline.config import REPO_ROOT
+from pipeline.core.config import REPO_ROOT
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 

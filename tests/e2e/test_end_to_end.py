@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.aggregate import aggregate
-from pipeline.cache import DONE
-from pipeline.config import compose
+from pipeline.app.aggregate import aggregate
+from pipeline.app.experiment import run_experiment
+from pipeline.app.utility import NO_WORDS
+from pipeline.core.cache import DONE
+from pipeline.core.config import compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
-from pipeline.experiment import run_experiment
 from pipeline.metrics.detection import VERDICTS
-from pipeline.utility import NO_WORDS
 from tests.helpers import kaldi_dir, tone
 
 STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",

@@ -5,9 +5,9 @@ import json
 
 import torch
 
+from pipeline.app.experiment import run_experiment
 from pipeline.asv.embed import load_encoder
-from pipeline.config import compose
-from pipeline.experiment import run_experiment
+from pipeline.core.config import compose
 from tests.helpers import wavlm_hf_folder
 
 

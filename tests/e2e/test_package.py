@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import REPO_ROOT
-from pipeline.recipe_source import recipe_options
+from pipeline.core.config import REPO_ROOT
+from pipeline.core.recipe_source import recipe_options
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_installed_package_composes_from_its_own_configs(wheel, tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     recipes = sorted(recipe_options(REPO_ROOT / "recipes")["experiment"])
-    probe = ("import json, pipeline, pipeline.config as c, pipeline.config_tree as t;"
+    probe = ("import json, pipeline, pipeline.core.config as c, pipeline.core.config_tree as t;"
              f"names = [c.compose(['+experiment=' + r]).name for r in {recipes!r}];"
              "cfg = c.compose(['+experiment=smoke']);"
              "print(json.dumps([pipeline.__file__, t.CONFIG_SOURCE, cfg.name, cfg.data.name, cfg.paths.data, names]))")

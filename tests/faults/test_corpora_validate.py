@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline.cache import Cache
-from pipeline.config import compose
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import write_audio
-from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import edit_manifest, librispeech_tree, tone

@@ -2,7 +2,7 @@
 bitwise equal to an uninterrupted run, with no stage folder marked complete (`_DONE`) over
 partial contents and no finished work redone.
 
-Kill points come from `pipeline.faults` (`VPEVAL_FAULT=<stage>.<event>:<n>`): a stage folder
+Kill points come from `pipeline.core.faults` (`VPEVAL_FAULT=<stage>.<event>:<n>`): a stage folder
 just created, a file written but not yet renamed, a training step, a checkpoint (checkpoint.pt or model.pt) half-written,
 a builder finished but `_DONE` not yet written. A chain of runs is killed one point after the
 other (each rerun resumes what the killed one left, and is killed at the next point), then a
@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.cache import DONE, PARAMS
-from pipeline.config import REPO_ROOT
+from pipeline.core.cache import DONE, PARAMS
+from pipeline.core.config import REPO_ROOT
+from pipeline.core.fileio import is_temporary
 from pipeline.data.manifest import read_manifest
-from pipeline.fileio import is_temporary
 
 # The tiny experiment made tinier: 4 training speakers x 10 utterances (too few to select the
 # model on other validation speakers than those of EER_val), 2 epochs of 4 steps

@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from pipeline import cli
+from pipeline.app import cli
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import read_manifest, read_trials
-from pipeline.errors import VpevalError
 
 
 def test_manifest_reader_lists_every_bad_line(tmp_path):

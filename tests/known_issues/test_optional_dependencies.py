@@ -10,9 +10,9 @@ def test_the_pipeline_imports_and_a_wavlm_names_its_extra_without_transformers(t
     code = textwrap.dedent(f"""
         import sys
         sys.modules["transformers"] = None  # import transformers raises ImportError
-        import pipeline.cli, pipeline.experiment  # noqa: F401 (every stage, ecapa_ssl included)
+        import pipeline.app.cli, pipeline.app.experiment  # noqa: F401 (every stage, ecapa_ssl included)
         from pipeline.asv.wavlm import load_wavlm
-        from pipeline.errors import VpevalError
+        from pipeline.core.errors import VpevalError
         try:
             load_wavlm({str(tmp_path)!r})
         except VpevalError as error:

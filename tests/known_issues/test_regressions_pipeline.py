@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from pipeline.asv.embed import load_encoder
-from pipeline.cache import Cache
-from pipeline.errors import VpevalError
+from pipeline.core.cache import Cache
+from pipeline.core.errors import VpevalError
 
 
 def test_cfg_job_prints_a_recipe_config():

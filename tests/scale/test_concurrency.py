@@ -9,8 +9,8 @@ import signal
 import time
 from pathlib import Path
 
-from pipeline.cache import DONE, Cache
-from pipeline.fileio import write_text
+from pipeline.core.cache import DONE, Cache
+from pipeline.core.fileio import write_text
 
 PARAMS = {"alpha": 0.8}
 INPUTS = {"manifest": "0123abcd"}
@@ -92,7 +92,7 @@ def test_builder_killed_while_holding_the_lock_hands_over(tmp_path):
 
 
 def anonymize_in_process(root: str, manifest: str, start, results) -> None:
-    from pipeline.config import compose
+    from pipeline.core.config import compose
     from pipeline.stages import anonymize
 
     start.wait()

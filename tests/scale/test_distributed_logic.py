@@ -6,9 +6,9 @@ import torch
 from torch import nn
 
 from pipeline.asv.crops import CropBatches, CropPlan
-from pipeline.asv.distributed import GlobalBatchNorm1d, World, use_global_batchnorm
-from pipeline.asv.team import _job_port, team_spec
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.distributed import GlobalBatchNorm1d, World, use_global_batchnorm
+from pipeline.runtime.team import _job_port, team_spec
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

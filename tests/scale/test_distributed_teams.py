@@ -31,14 +31,14 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from pipeline.asv.crops import CropBatches
-from pipeline.asv.distributed import World, use_global_batchnorm
 from pipeline.asv.embed import embed_utterances, extract_embeddings
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.asv.team import Team, TeamSpec, _free_port_pair
 from pipeline.asv.train import train_attacker
-from pipeline.config import REPO_ROOT
+from pipeline.core.config import REPO_ROOT
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import read_manifest, write_manifest
-from pipeline.errors import VpevalError
+from pipeline.runtime.distributed import World, use_global_batchnorm
+from pipeline.runtime.team import Team, TeamSpec, _free_port_pair
 from pipeline.stages.extract import extract_on_rank
 from tests.helpers import attacker_config, encoder_folder, read_log, typed_attacker, validation_eer
 
@@ -240,7 +240,7 @@ def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_m
                                                            tmp_path):
     leader = local_spec(ranks=1, nodes=2)
     follower = subprocess.Popen([sys.executable, "-c", (
-        "from pipeline.asv.team import TeamSpec, serve_node; "
+        "from pipeline.runtime.team import TeamSpec, serve_node; "
         f"serve_node(TeamSpec(1, 2, 1, '127.0.0.1', {leader.port}, 'cpu', 120.0))")],
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ["PYTHONPATH"]])})
     utts = corpus[1]
@@ -260,7 +260,7 @@ def test_two_nodes_on_one_machine_extract_like_one_process(workers_import_this_m
 def test_on_a_team_rank_0_alone_logs_the_training_curves(team, corpus, tmp_path):
     """Both ranks train; one TensorBoard run holds the epochs of the training log."""
     pytest.importorskip("tensorboard")
-    from pipeline.cache import Cache
+    from pipeline.core.cache import Cache
     from pipeline.stages import split, train
     from tests.unit.runtime.test_curves import tensorboard_scalars
 
@@ -279,9 +279,9 @@ def test_on_a_team_rank_0_alone_logs_the_training_curves(team, corpus, tmp_path)
 
 
 def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, corpus, tmp_path):
-    from pipeline.cache import Cache, is_complete
+    from pipeline.core.cache import Cache, is_complete
+    from pipeline.core.layout import manifest_path, read_embeddings
     from pipeline.stages import extract, split, train
-    from pipeline.layout import manifest_path, read_embeddings
 
     everything = write_manifest(tmp_path / "all.jsonl", corpus[0] + corpus[1])
     cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1, "select_fraction": None},

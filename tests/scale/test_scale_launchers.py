@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.utils import JobReturn, JobStatus
 
-from pipeline.config import CONFIG_DIR
+from pipeline.core.config import CONFIG_DIR
 
 submitit = pytest.importorskip("submitit")
 
@@ -62,7 +62,7 @@ class _FinishedJob:
 def test_a_slurm_sweep_asks_submitit_for_one_job_per_point(monkeypatch, tmp_path):
     from submitit.slurm.slurm import SlurmExecutor
 
-    from pipeline.cli import main
+    from pipeline.app.cli import main
 
     real_executor = submitit.AutoExecutor
     which = shutil.which  # the partition check (sinfo) has its own tests: here as on a machine without Slurm
@@ -93,7 +93,7 @@ FAKE_TASK = '''
 import json, os
 from pathlib import Path
 import hydra
-from pipeline.config import CONFIG_DIR
+from pipeline.core.config import CONFIG_DIR
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def app(cfg):

@@ -1,12 +1,12 @@
-"""pipeline.slurm: a Slurm sweep refused before submission when it cannot launch or never start."""
+"""pipeline.app.slurm: a Slurm sweep refused before submission when it cannot launch or never start."""
 import os
 import stat
 
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline import cli, slurm
-from pipeline.errors import VpevalError
+from pipeline.app import cli, slurm
+from pipeline.core.errors import VpevalError
 
 SINFO = """cpu*|4|7900|(null)
 cpu*|8|15800|(null)
@@ -94,9 +94,9 @@ def test_a_sweep_whose_job_was_cancelled_without_sacct_returns(caplog):
 
     from submitit.core.utils import FailedJobError
 
-    from pipeline.slurm import SweepWatch, WatchedJob
+    from pipeline.app.slurm import SweepWatch, WatchedJob
 
-    caplog.set_level(logging.INFO, logger="pipeline.slurm")
+    caplog.set_level(logging.INFO, logger="pipeline.app.slurm")
     cancelled = FakeJob("42_1", done_after=None)  # no result, ever; squeue stops listing it
     finished = FakeJob("42_0", done_after=2)
     crashed = FakeJob("42_2", done_after=0, fails=FailedJobError("Traceback ...\n  File x\nMemoryError: out of memory"))
@@ -113,10 +113,10 @@ def test_a_sweep_whose_job_was_cancelled_without_sacct_returns(caplog):
 
 
 def test_slurm_refusals_are_one_line(monkeypatch):
-    from pipeline.errors import VpevalError
-    from pipeline.slurm import WatchedExecutor, check_slurm_sweep
+    from pipeline.app.slurm import WatchedExecutor, check_slurm_sweep
+    from pipeline.core.errors import VpevalError
 
-    monkeypatch.setattr("pipeline.slurm.check_launcher_installed", lambda: None)
+    monkeypatch.setattr("pipeline.app.slurm.check_launcher_installed", lambda: None)
     with pytest.raises(VpevalError, match=r"^hydra.launcher.additional_parameters.mem=30G: sbatch already gets --mem"):
         check_slurm_sweep(["-m", "hydra/launcher=slurm", "+hydra.launcher.additional_parameters.mem=30G"])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from pipeline.config_tree import CONFIG_SEARCHPATH, TRAIN_VC_CONFIG_DIR
+from pipeline.core.config_tree import CONFIG_SEARCHPATH, TRAIN_VC_CONFIG_DIR
 
 SYSTEMS = {"vc": "pipeline.app.train_vc.vc", "ohnn": "pipeline.app.train_vc.ohnn"}
 # The training configs' corpus, attacker and paths come from the experiment's config groups (conf/).

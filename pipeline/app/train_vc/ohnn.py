@@ -36,22 +36,22 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
-from anonymizers.base import stable_seed
 from anonymizers.vc.checkpoints import save_module
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
 from anonymizers.vc.model import SPEAKER_ENCODER, load_voice_converter
 from anonymizers.vc.pool import speaker_genders, utterances_key
+from pipeline.runtime.seeds import stable_seed
 from pipeline.app.train_vc.recipe import (
     prepared_corpus,
     training_utterances,
     utterance_embeddings,
 )
-from pipeline.asv.trainer import Trainer, write_log
-from pipeline.cache import Cache
-from pipeline.config_tree import TRAIN_VC_CONFIG_SOURCE
-from pipeline.devices import resolve_device
-from pipeline.errors import VpevalError
+from pipeline.core.cache import Cache
+from pipeline.core.config_tree import TRAIN_VC_CONFIG_SOURCE
+from pipeline.core.devices import resolve_device
+from pipeline.core.errors import VpevalError
 from pipeline.runtime.curves import CurveLogger, open_curves
+from pipeline.runtime.trainer import Trainer, write_log
 
 log = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = "vpeval-ohnn-checkpoint-1"

@@ -14,14 +14,14 @@ from omegaconf import DictConfig
 
 from anonymizers.vc.checkpoints import WEIGHTS
 from anonymizers.vc.pool import utterances_key
-from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.cache import Cache, plain
+from pipeline.core.cache import Cache, plain
+from pipeline.core.errors import VpevalError
+from pipeline.core.layout import manifest_path
 from pipeline.data.manifest import Utterance, file_digest, read_manifest
-from pipeline.errors import VpevalError
+from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.stages import prepare, split, train
-from pipeline.layout import manifest_path
 
 EMBEDDINGS_FORMAT = "vpeval-utterance-embeddings-1"
 

@@ -39,9 +39,9 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from anonymizers.base import stable_seed
 from anonymizers.vc.checkpoints import WEIGHTS, build
 from anonymizers.vc.content import LogMel
+from pipeline.runtime.seeds import stable_seed
 from anonymizers.vc.losses import (
     Discriminators,
     MelLoss,
@@ -64,17 +64,17 @@ from pipeline.app.train_vc.recipe import (
     utterance_embeddings,
 )
 from pipeline.asv.audio_cache import INT16_SCALE, build_audio_cache
-from pipeline.asv.trainer import Trainer, write_log
 from pipeline.asv.embed import load_encoder
-from pipeline.asv.model import autocast_dtype
-from pipeline.cache import Cache
-from pipeline.config_tree import TRAIN_VC_CONFIG_SOURCE
+from pipeline.core.cache import Cache
+from pipeline.core.config_tree import TRAIN_VC_CONFIG_SOURCE
+from pipeline.core.devices import resolve_device
+from pipeline.core.errors import VpevalError
+from pipeline.core.layout import manifest_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.devices import resolve_device
-from pipeline.errors import VpevalError
-from pipeline.layout import manifest_path
 from pipeline.runtime.curves import CurveLogger, open_curves
+from pipeline.runtime.precision import autocast_dtype
+from pipeline.runtime.trainer import Trainer, write_log
 
 log = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = "vpeval-vc-checkpoint-1"

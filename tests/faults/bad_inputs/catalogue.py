@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cache import Cache
-from pipeline.config import REPO_ROOT
-from pipeline.errors import VpevalError
+from pipeline.core.cache import Cache
+from pipeline.core.config import REPO_ROOT
+from pipeline.core.errors import VpevalError
 from pipeline.stages import validate
 from tests.helpers import edit_manifest
 

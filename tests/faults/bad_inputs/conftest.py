@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cache import DONE, PARAMS
+from pipeline.core.cache import DONE, PARAMS
+from pipeline.core.fileio import write_json
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Trial, Utterance, write_manifest, write_trials
-from pipeline.fileio import write_json
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.faults.bad_inputs.catalogue import RATE, SECONDS
 from tests.helpers import tone

@@ -2,7 +2,7 @@
 import numpy as np
 import soundfile as sf
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
 from pipeline.stages import validate
 from tests.faults.bad_inputs.catalogue import RATE, SECONDS, point_audio, raised, record, validation_error
 from tests.helpers import tone

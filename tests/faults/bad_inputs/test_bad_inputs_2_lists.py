@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
 from pipeline.data.librispeech import LibriSpeech
 from pipeline.data.vctk import VCTK
 from pipeline.stages import prepare

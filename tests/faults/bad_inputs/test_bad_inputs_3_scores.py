@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pipeline.fileio import write_lines
+from pipeline.core.fileio import write_lines
 from pipeline.metrics import eer, read_scores
 from tests.faults.bad_inputs.catalogue import GOOD_SCORES, cli_message, raised, record, vpeval
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import compose
+from pipeline.core.config import compose
 from tests.faults.bad_inputs.catalogue import cli_message, raised, record, vpeval
 from tests.helpers import librispeech_tree
 
@@ -25,7 +25,7 @@ def test_config_rows(tmp_path, row, what, where, override, needles):
     record(row, what, where, raised(compose, [override]), tmp_path, *needles)
 
 
-SETTINGS_ROWS = [  # row, input, override, needles (pipeline.settings, before any stage)
+SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, before any stage)
     ("out-of-range", "a fraction outside its open interval (`split.val_fraction=1.5`)", "split.val_fraction=1.5",
      ("split.val_fraction=1.5", "(0, 1)")),
     ("no-such-device", "a device name torch does not know (`device=gpu`)", "device=gpu", ("device=gpu", "cuda:N")),
@@ -60,9 +60,9 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.settings, before an
 
 @pytest.mark.parametrize("row, what, override, needles", SETTINGS_ROWS, ids=[row[0] for row in SETTINGS_ROWS])
 def test_settings_rows(tmp_path, row, what, override, needles):
-    from pipeline.settings import check_settings
+    from pipeline.app.settings import check_settings
 
-    record(row, what, "settings (pipeline.settings, before any stage)",
+    record(row, what, "settings (pipeline.app.settings, before any stage)",
            raised(check_settings, compose(override.split())), tmp_path, *needles)
 
 
@@ -80,7 +80,7 @@ def test_cli_misspelt_command(tmp_path):
 
 
 def test_slurm_without_the_extra(tmp_path, monkeypatch):
-    from pipeline import slurm
+    from pipeline.app import slurm
 
     real = slurm.importlib.util.find_spec
     monkeypatch.setattr(slurm.importlib.util, "find_spec",
@@ -131,7 +131,7 @@ def test_cli_evaluation_speaker_in_training_data(tmp_path):
 def test_split_names_unseen_speakers_absent_from_the_training_list(tmp_path):
     from omegaconf import OmegaConf
 
-    from pipeline.cache import Cache
+    from pipeline.core.cache import Cache
     from pipeline.data.manifest import write_manifest
     from pipeline.stages import split
     from tests.helpers import utterances
@@ -217,7 +217,7 @@ def test_cli_path_with_non_ascii_letters_needs_no_inner_quotes(tmp_path):
 def test_too_few_speakers_to_hold_out_unseen_stops_before_anonymising(tmp_path):
     """A real corpus (no generator settings to check) with 3 female training speakers: the
     split's error comes when the experiment starts, before the training list is anonymised."""
-    from pipeline.experiment import Experiment
+    from pipeline.app.experiment import Experiment
 
     root = librispeech_tree(tmp_path / "LibriSpeech", {
         "train-clean-360": {**{str(s): "F" for s in range(11, 14)}, **{str(s): "M" for s in range(14, 24)}},
@@ -239,15 +239,15 @@ def test_cli_finetune_without_init(tmp_path):
 
 
 def test_finetune_false_with_init(tmp_path):
-    from pipeline.settings import check_settings
+    from pipeline.app.settings import check_settings
 
     message = raised(check_settings, compose(["attacker.finetune=false", f"attacker.init={tmp_path / 'asv_ssl'}"]))
     record("finetune-false-with-init", "`attacker.finetune=false` (from scratch) with `attacker.init` set",
-           "settings (pipeline.settings, before any stage)", message, tmp_path, "attacker.finetune=false",
+           "settings (pipeline.app.settings, before any stage)", message, tmp_path, "attacker.finetune=false",
            "attacker.init=", "unset one of them")
 
 
-AUGMENT_ROWS = [  # row, input, override, needles (pipeline.settings builds the augmentations, before any stage)
+AUGMENT_ROWS = [  # row, input, override, needles (pipeline.app.settings builds the augmentations, before any stage)
     ("augment-unknown-argument", "a training augmentation with an argument its class does not take "
      "(`+attacker.training.augment.0.drop_freq_lowx=0` on `vpc2026`)", "+attacker.training.augment.0.drop_freq_lowx=0",
      ("attacker.training.augment[0]", "DropFreq", "drop_freq_lowx")),
@@ -260,17 +260,17 @@ AUGMENT_ROWS = [  # row, input, override, needles (pipeline.settings builds the 
 
 @pytest.mark.parametrize("row, what, override, needles", AUGMENT_ROWS, ids=[row[0] for row in AUGMENT_ROWS])
 def test_augment_rows(tmp_path, row, what, override, needles):
-    from pipeline.settings import check_settings
+    from pipeline.app.settings import check_settings
 
     cfg = compose(["attacker/augment@attacker.training.augment=vpc2026", override])
-    record(row, what, "settings (pipeline.settings, building the augmentations, before any stage)",
+    record(row, what, "settings (pipeline.app.settings, building the augmentations, before any stage)",
            raised(check_settings, cfg, build=True), tmp_path, *needles)
 
 
 def tried_ten_times(prepared: Path) -> Path:
     """The `prepared` folder with every female test speaker tried with 10 utterances."""
+    from pipeline.core.layout import manifest_path
     from pipeline.data.manifest import read_manifest, write_manifest
-    from pipeline.layout import manifest_path
 
     path = manifest_path(prepared, "test_trials_f")
     utts = read_manifest(path)
@@ -298,7 +298,7 @@ REIDENTIFICATION_ROWS = [  # row, input, overrides, ten trial utterances per spe
 @pytest.mark.parametrize("row, what, overrides, ten, needles", REIDENTIFICATION_ROWS,
                          ids=[row[0] for row in REIDENTIFICATION_ROWS])
 def test_reidentification_grid_rows(prepared, tmp_path, row, what, overrides, ten, needles):
-    from pipeline.experiment import check_reidentification
+    from pipeline.app.experiment import check_reidentification
 
     cfg = compose(["eval_splits=[test]", "reidentification.enabled=true", "reidentification.candidates=[2]",
                    *overrides])

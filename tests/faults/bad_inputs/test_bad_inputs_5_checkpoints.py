@@ -5,9 +5,9 @@ from pathlib import Path
 
 import torch
 
-from pipeline.asv.checkpoint import load_checkpoint
 from pipeline.asv.embed import load_encoder
-from pipeline.config import compose
+from pipeline.core.config import compose
+from pipeline.runtime.checkpoint import load_checkpoint
 from tests.faults.bad_inputs.catalogue import raised, record
 from tests.helpers import encoder_folder
 
@@ -53,7 +53,7 @@ def test_checkpoint_not_a_torch_file(tmp_path):
 
 
 def test_checkpoint_of_another_run(tmp_path):
-    from pipeline.asv.checkpoint import check_same_run
+    from pipeline.runtime.checkpoint import check_same_run
 
     saved = {"architecture": {"embedding_dim": 32}, "seed": 1, "training": {"epochs": 4}}
     current = {"architecture": {"embedding_dim": 32}, "seed": 2, "training": {"epochs": 4}}

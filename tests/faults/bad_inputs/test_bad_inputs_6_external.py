@@ -73,8 +73,8 @@ def test_external_command_as_shell_string(tmp_path):
 def test_external_command_that_cannot_start_fails_before_any_training(tmp_path):
     """Regression (issue 27): an external anonymiser that cannot start (`python` without
     soundfile) was found only after the original-data attacker had trained (115 s)."""
-    from pipeline.config import compose
-    from pipeline.experiment import Experiment
+    from pipeline.app.experiment import Experiment
+    from pipeline.core.config import compose
 
     command = f"[{sys.executable},-c,'import no_such_package_for_vpeval']"
     cfg = compose([f"paths.data={tmp_path / 'data'}", "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu",

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
-from pipeline.cache import Cache
-from pipeline.fileio import write_json, write_lines, write_text
+from pipeline.core.cache import Cache
+from pipeline.core.fileio import write_json, write_lines, write_text
+from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
 from tests.faults.bad_inputs.catalogue import GOOD_SCORES, cli_message, raised, record, vpeval
 
 
@@ -76,7 +76,7 @@ def test_full_disk_during_audio_write(tmp_path, monkeypatch):
 
 def test_cli_read_only_data_folder(tmp_path, monkeypatch, capsys):
     """Regression: Hydra's creation of the run folder ended in three chained OSErrors."""
-    from pipeline import cli
+    from pipeline.app import cli
 
     data = tmp_path / "data"
     data.mkdir()

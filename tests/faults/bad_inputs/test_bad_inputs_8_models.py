@@ -1,5 +1,5 @@
 """Bad inputs: VoicePrivacy model folders and score files."""
-from pipeline.fileio import write_lines
+from pipeline.core.fileio import write_lines
 from tests.faults.bad_inputs.catalogue import cli_message, raised, record, vpeval
 from tests.helpers import VPC_HYPERPARAMS, speechbrain_asv_folder
 

@@ -3,7 +3,7 @@
 import os
 import re
 
-from pipeline.config import REPO_ROOT
+from pipeline.core.config import REPO_ROOT
 from tests.faults.bad_inputs.catalogue import OBSERVED
 
 CATALOGUE = REPO_ROOT / "docs" / "robustness.md"

@@ -10,7 +10,7 @@ import torch
 
 from anonymizers.external import External
 from anonymizers.precomputed import Precomputed
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 RATE = 16000
 IDS = ["spk1-a", "spk1-b", "spk2-a"]

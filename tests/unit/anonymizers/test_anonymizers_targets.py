@@ -12,7 +12,7 @@ from anonymizers.targets import (
     TargetPool,
     cosine_distance,
 )
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 
 def make_pool(per_gender=12, dim=8, seed=0):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from anonymizers.mcadams import McAdams, compute_device
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from tests.helpers import waves
 from tests.oracles.signals import speech_like
 

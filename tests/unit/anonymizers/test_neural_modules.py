@@ -9,9 +9,9 @@ import torchaudio
 
 from anonymizers.vc.checkpoints import build, load_module, require_folder, save_module
 from anonymizers.vc.content import SSLContentEncoder, VectorQuantizer, VQContentEncoder
-from anonymizers.vc.f0 import LogF0Stats, YinPitch, log_f0_stats, map_f0
 from anonymizers.vc.generator import HiFiGANNSF, SineExcitation
 from anonymizers.vc.householder import OHNN_FORMAT, HouseholderMap
+from pipeline.signal.f0 import LogF0Stats, YinPitch, log_f0_stats, map_f0
 from anonymizers.vc.losses import (
     Discriminators,
     MelLoss,
@@ -20,8 +20,8 @@ from anonymizers.vc.losses import (
     generator_losses,
 )
 from anonymizers.vc.model import VoiceConverter
-from pipeline.asv.checkpoint import save_checkpoint
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.checkpoint import save_checkpoint
 
 RATE = 16000
 

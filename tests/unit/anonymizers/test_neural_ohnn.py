@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.app.train_vc.ohnn import EmbeddingSet, OHNNTrainer, pseudo_targets
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 TRAINING = {"epochs": 12, "batch_size": 32, "lr": 0.02, "margin": 0.2, "scale": 30.0, "similarity_weight": 1.0,
             "similarity_margin": 0.0, "same_gender_targets": True, "val_fraction": 0.2}

@@ -14,13 +14,13 @@ from anonymizers.vc.model import load_voice_converter, save_voice_converter
 from anonymizers.xvector import XVector
 from pipeline.app.train_vc.ohnn import train_ohnn
 from pipeline.app.train_vc.vc import train_vc
-from pipeline.asv.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.cache import Cache
-from pipeline.config import compose, instantiate, without
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose, instantiate, without
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest, write_manifest
-from pipeline.errors import VpevalError
+from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.runtime.curves import installed
 from pipeline.stages import anonymize
 from tests.helpers import encoder_folder, recipe_script, training_config

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.config import compose
+from pipeline.app.experiment import Experiment
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import read_manifest
-from pipeline.errors import VpevalError
-from pipeline.experiment import Experiment
 from tests.helpers import vpc_recipe
 
 GAINS = {"b1": 0.5, "b2": 0.25}

@@ -5,8 +5,8 @@ import numpy as np
 import torch
 
 from anonymizers.mcadams import McAdams
-from pipeline.cache import Cache
-from pipeline.config import compose
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance, read_manifest, write_manifest
 from pipeline.stages import anonymize

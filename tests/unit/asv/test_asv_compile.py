@@ -9,9 +9,9 @@ import torch._inductor.config as inductor_config
 from pipeline.asv import train as train_module
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder
 from pipeline.asv.train import _TrainingStep, train_attacker
-from pipeline.config import compose
-from pipeline.devices import compile_mode
-from pipeline.errors import VpevalError
+from pipeline.core.config import compose
+from pipeline.core.devices import compile_mode
+from pipeline.core.errors import VpevalError
 from tests.helpers import typed_attacker
 
 TINY = dict(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1], attention_channels=8,

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from pipeline.app.experiment import config_hash
 from pipeline.asv.train import train_attacker
-from pipeline.cache import Cache
-from pipeline.config import compose
-from pipeline.experiment import config_hash
-from pipeline.layout import manifest_path, trials_path
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose
+from pipeline.core.layout import manifest_path, trials_path
 from pipeline.runtime.curves import open_curves, written
 from pipeline.stages import train
 from tests.helpers import read_log, typed_attacker, validation_eer

@@ -9,7 +9,7 @@ from transformers import WavLMModel
 from pipeline.asv.ecapa_ssl import FusedECAPA, SSLSpeakerEncoder, resampling_matrix
 from pipeline.asv.encoder import check_encoder
 from pipeline.asv.wavlm import layer_outputs, load_wavlm
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from tests.helpers import wavlm_hf_folder, wavlm_microsoft_file
 
 VPC = dict(channels=[1024, 1024, 1024, 1024, 3072], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],

@@ -8,7 +8,7 @@ from torch import nn
 from pipeline.asv.embed import load_encoder, save_encoder
 from pipeline.asv.encoder import check_encoder, check_module_targets, frontend_spec
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 SMALL = dict(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1], attention_channels=8, se_channels=8,
              embedding_dim=12)

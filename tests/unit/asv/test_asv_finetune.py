@@ -12,13 +12,13 @@ from speechbrain.augment.augmenter import Augmenter
 from speechbrain.augment.time_domain import DropChunk, DropFreq
 from speechbrain.nnet.schedulers import CyclicLRScheduler
 
+from pipeline.app.settings import problems
 from pipeline.asv.augment import Augmentation, seeded
 from pipeline.asv.embed import load_encoder
 from pipeline.asv.schedules import cyclic
 from pipeline.asv.train import train_attacker
-from pipeline.config import compose
-from pipeline.errors import VpevalError
-from pipeline.settings import problems
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
 from tests.helpers import attacker_config, encoder_folder, read_log, typed_attacker, validation_eer
 
 pytestmark = pytest.mark.usefixtures("single_thread")

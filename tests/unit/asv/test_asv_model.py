@@ -4,13 +4,9 @@ import torch
 import torchaudio.compliance.kaldi as kaldi
 
 from pipeline.asv.features import KaldiFbank
-from pipeline.asv.model import (
-    AAMSoftmaxHead,
-    SpeakerEncoder,
-    autocast_dtype,
-    normalise_mean,
-)
-from pipeline.errors import VpevalError
+from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, normalise_mean
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.precision import autocast_dtype
 
 TINY = dict(channels=[32, 32, 32, 32, 96], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],
             attention_channels=16, res2net_scale=4, se_channels=16, embedding_dim=24)

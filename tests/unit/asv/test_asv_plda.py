@@ -5,9 +5,9 @@ from scipy.stats import multivariate_normal
 
 from pipeline.asv.plda import PLDABackend, TwoCovariancePLDA
 from pipeline.asv.scoring import CosineBackend, length_normalise, score_trials
-from pipeline.config import compose, instantiate
+from pipeline.core.config import compose, instantiate
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Trial, Utterance
-from pipeline.errors import VpevalError
 from pipeline.metrics import cllr, eer, min_cllr
 
 DIM = 8

@@ -12,9 +12,9 @@ from pipeline.asv.scoring import (
     score_trials,
     write_scores,
 )
+from pipeline.core.config import REPO_ROOT
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Trial, Utterance
-from pipeline.errors import VpevalError
-from pipeline.config import REPO_ROOT
 from pipeline.metrics import read_scores
 
 CONF = REPO_ROOT / "conf"

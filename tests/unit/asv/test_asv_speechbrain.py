@@ -23,7 +23,7 @@ from pipeline.asv.speechbrain_folder import (
     export_speechbrain_folder,
     load_speechbrain_encoder,
 )
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from tests.helpers import VPC_HYPERPARAMS, encoder_folder, speechbrain_asv_folder, tone
 
 TOLERANCE = 1e-4
@@ -151,8 +151,8 @@ def test_start_from_copies_weights_of_the_same_architecture_only(tmp_path):
 def test_pretrained_attacker_serves_oo_and_lazy_informed_without_training(tmp_path):
     import json
 
-    from pipeline.config import compose
-    from pipeline.experiment import run_experiment
+    from pipeline.app.experiment import run_experiment
+    from pipeline.core.config import compose
 
     folder = tiny_speechbrain_folder(tmp_path / "vpc_asv_orig", seed=7)
     data = tmp_path / "data"

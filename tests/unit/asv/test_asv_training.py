@@ -22,14 +22,14 @@ from pipeline.asv.embed import extract_embeddings, length_buckets, load_encoder
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.scoring import length_normalise
 from pipeline.asv.train import train_attacker
-from pipeline.cache import content_hash
-from pipeline.config import compose
+from pipeline.core.cache import content_hash
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_text
+from pipeline.core.layout import manifest_path, trials_path
+from pipeline.core.schemas import Attacker, Training
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_text
-from pipeline.layout import manifest_path, trials_path
-from pipeline.schemas import Attacker, Training
 from pipeline.stages import train as train_stage
 from tests.helpers import TOY_RATE, attacker_config, read_log, typed_attacker, validation_eer
 

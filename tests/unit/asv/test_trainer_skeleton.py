@@ -1,4 +1,4 @@
-"""The trainer skeleton (pipeline.asv.trainer) on a toy regression, and where training code
+"""The trainer skeleton (pipeline.runtime.trainer) on a toy regression, and where training code
 lives: inference modules never import the training (`pipeline.app.train_vc`), `vpeval train-vc` runs it."""
 import subprocess
 import sys
@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from pipeline.asv.trainer import Trainer
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.trainer import Trainer
 
 
 class Interrupted(Exception):

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from pipeline.cache import DONE, Cache, content_hash, is_complete, summary_of
-from pipeline.config import REPO_ROOT
-from pipeline.errors import VpevalError
-from pipeline.fileio import is_temporary
+from pipeline.core.cache import DONE, Cache, content_hash, is_complete, summary_of
+from pipeline.core.config import REPO_ROOT
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import is_temporary
 
 
 def test_hash_ignores_key_order_and_changes_with_values():
@@ -69,8 +69,8 @@ def test_fault_hook_kills_at_the_named_point(tmp_path):
     import subprocess
     import sys
 
-    script = ("from pathlib import Path\nfrom pipeline.cache import Cache\n"
-              "from pipeline.fileio import write_text\n"
+    script = ("from pathlib import Path\nfrom pipeline.core.cache import Cache\n"
+              "from pipeline.core.fileio import write_text\n"
               "def build(out):\n    for i in range(3):\n        write_text(out / f'f{i}.txt', 'x')\n"
               f"Cache(Path({str(tmp_path)!r})).build('stage', {{}}, {{}}, build, code=())\n")
     env = {**os.environ, "VPEVAL_FAULT": "stage.write:3", "VPEVAL_FAULT_TRACE": str(tmp_path / "trace")}
@@ -93,9 +93,9 @@ def test_a_wait_and_a_resume_are_logged(tmp_path, caplog):
     import threading
     import time
 
-    from pipeline.cache import file_lock
+    from pipeline.core.cache import file_lock
 
-    caplog.set_level(logging.INFO, logger="pipeline.cache")
+    caplog.set_level(logging.INFO, logger="pipeline.core.cache")
     cache = Cache(tmp_path)
     out = cache.path("stage", {}, {}, code=())
     held, release = threading.Event(), threading.Event()

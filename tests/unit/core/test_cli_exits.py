@@ -4,9 +4,9 @@ import signal
 import subprocess
 import sys
 
-from pipeline.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, INTERRUPTED
-from pipeline.config import REPO_ROOT
-from pipeline.fileio import write_lines
+from pipeline.app.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, INTERRUPTED
+from pipeline.core.config import REPO_ROOT
+from pipeline.core.fileio import write_lines
 
 
 def start(*args: str, tmp_path, **popen) -> subprocess.Popen:

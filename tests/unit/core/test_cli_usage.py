@@ -1,10 +1,11 @@
 """`vpeval --help`, `--version`, "did you mean" for subcommands, group options and keys."""
 import pytest
 
-from pipeline import __version__, cli
-from pipeline.config import compose
-from pipeline.errors import VpevalError
-from pipeline.usage import group_options
+from pipeline import __version__
+from pipeline.app import cli
+from pipeline.app.usage import group_options
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.code_version import ROOT, code_digest, plugin_modules
+from pipeline.core.code_version import ROOT, code_digest, plugin_modules
 
 ZEBRA = Path("pipeline/metrics/zebra.py")
 
@@ -44,7 +44,7 @@ def test_a_metric_change_reaches_the_stages_that_use_it_and_only_those(packages)
 
 def _fresh_digest(stage: str, root: Path) -> str:
     """The digest computed by a new process (the module caches per process)."""
-    code = f"from pathlib import Path; from pipeline.code_version import code_digest; " \
+    code = f"from pathlib import Path; from pipeline.core.code_version import code_digest; " \
            f"print(code_digest([{stage!r}], root=Path({str(root)!r})))"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.strip()
@@ -72,7 +72,7 @@ def test_plugin_classes_named_in_settings_count():
 EVALUATE = """
 import sys
 from pathlib import Path
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
 from pipeline.stages import evaluate
 evaluate.run(Path(sys.argv[1]), Cache(Path(sys.argv[2])))
 print(sorted(p.name for p in (Path(sys.argv[2]) / "evaluate").iterdir() if p.is_dir())[-1])

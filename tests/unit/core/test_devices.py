@@ -6,14 +6,14 @@ failed that way in `embed_utterances`)."""
 import pytest
 import torch
 
-from anonymizers.vc.f0 import YinPitch
 from anonymizers.vc.pool import speaker_statistics
+from pipeline.app.experiment import run_experiment
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.config import compose
-from pipeline.devices import module_device, resolve_device
-from pipeline.experiment import run_experiment
-from pipeline.errors import VpevalError
+from pipeline.core.config import compose
+from pipeline.core.devices import module_device, resolve_device
+from pipeline.core.errors import VpevalError
+from pipeline.signal.f0 import YinPitch
 from tests.helpers import utterances
 
 TINY = dict(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1], attention_channels=8,

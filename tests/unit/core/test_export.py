@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline.app.cli import main as vpeval
+from pipeline.app.experiment import Experiment
+from pipeline.app.export import main
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.speechbrain_folder import EMBEDDING_WEIGHTS, HYPERPARAMS, load_speechbrain_encoder
-from pipeline.cli import main as vpeval
-from pipeline.config import compose
+from pipeline.core.config import compose
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest
-from pipeline.experiment import Experiment
-from pipeline.export import main
 from tests.helpers import encoder_folder
 
 LISTS = ["libri_dev_enrolls", "libri_dev_trials_f", "libri_dev_trials_m", "libri_test_enrolls",

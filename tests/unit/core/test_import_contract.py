@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import REPO_ROOT
+from pipeline.core.config import REPO_ROOT
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
@@ -51,10 +51,10 @@ def test_the_copied_tree_keeps_the_contract(tree):
      "pipeline.stages.score -> pipeline.stages.extract"),
     ("pipeline.metrics.detection", "from pipeline.stages import detect", "One-way layers",
      "pipeline.metrics.detection -> pipeline.stages.detect"),
-    ("pipeline.layout", "from pipeline.stages.prepare import SPLITS", "One-way layers",
-     "pipeline.layout -> pipeline.stages.prepare"),
-    ("pipeline.aggregate", "from pipeline.sweep import sweep_points", "One-way layers",
-     "pipeline.aggregate -> pipeline.sweep"),
+    ("pipeline.core.layout", "from pipeline.stages.prepare import SPLITS", "One-way layers",
+     "pipeline.core.layout -> pipeline.stages.prepare"),
+    ("pipeline.app.aggregate", "from pipeline.app.sweep import sweep_points", "One-way layers",
+     "pipeline.app.aggregate -> pipeline.app.sweep"),
     ("pipeline.data.corpus", "from pipeline.data.protocol import Protocol",
      "No import cycles between the modules of a package", "No cycles are allowed in pipeline.data"),
 ])

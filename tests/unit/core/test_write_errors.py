@@ -1,4 +1,4 @@
-"""Failed writes end in one line naming the file and the system's reason (pipeline.fileio)."""
+"""Failed writes end in one line naming the file and the system's reason (pipeline.core.fileio)."""
 import errno
 import os
 from pathlib import Path
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from pipeline.core.errors import WriteError
+from pipeline.core.fileio import atomic_path, library_write_cause
 from pipeline.data.audio import write_audio
-from pipeline.errors import WriteError
-from pipeline.fileio import atomic_path, library_write_cause
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

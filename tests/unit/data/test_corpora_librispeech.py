@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline.cache import Cache, summary_of
-from pipeline.config import compose
+from pipeline.core.cache import Cache, summary_of
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
+from pipeline.core.layout import manifest_path
 from pipeline.data.audio import write_audio
 from pipeline.data.librispeech import LibriSpeech
 from pipeline.data.manifest import read_manifest
-from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
-from pipeline.layout import manifest_path
 from tests.helpers import librispeech_tree, tone
 
 SPEAKERS = {

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cache import Cache, summary_of
+from pipeline.core.cache import Cache, summary_of
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.data.mls import MultilingualLibriSpeech, read_metainfo
-from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import MLS_SPEAKERS, mls_tree, vpc_cfg

@@ -4,11 +4,11 @@ import os
 import pytest
 import soundfile as sf
 
-from pipeline.cache import DONE, Cache, summary_of
-from pipeline.config import compose
+from pipeline.core.cache import DONE, Cache, summary_of
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.data.vctk import VCTK, VctkProtocol, sentence_number
-from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import vctk_tree

@@ -5,11 +5,11 @@ import stat
 
 import pytest
 
-from pipeline.cache import Cache, summary_of
+from pipeline.core.cache import Cache, summary_of
+from pipeline.core.errors import VpevalError
 from pipeline.data.kaldi import wav_scp_path
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.data.vpc import GivenProtocol, VoicePrivacyDirs
-from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import damaged, vpc_cfg, vpc_recipe, wav_value

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core.errors import VpevalError
 from pipeline.data.kaldi import read_text
 from pipeline.data.librispeech import LibriSpeech, read_speakers
 from pipeline.data.manifest import read_manifest, read_trials, write_manifest
 from pipeline.data.vctk import VCTK, read_speaker_info
 from pipeline.data.vpc import GivenProtocol, VoicePrivacyDirs
-from pipeline.errors import VpevalError
 from tests.helpers import damaged, librispeech_tree, utterances, vctk_tree
 
 BOM = "\ufeff"

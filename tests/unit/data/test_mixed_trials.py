@@ -3,12 +3,12 @@ import shutil
 
 import pytest
 
-from pipeline.cache import Cache, summary_of
+from pipeline.core.cache import Cache, summary_of
+from pipeline.core.errors import VpevalError
+from pipeline.data.corpus import PreparationProblems
 from pipeline.data.manifest import Utterance, read_manifest, read_trials
 from pipeline.data.protocol import Protocol, cross_trials, mixed_trials, trial_lists
-from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
-from pipeline.data.corpus import PreparationProblems
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import damaged, kaldi_dir, librispeech_tree, vpc_cfg
 from tests.unit.data.test_prepare import SPEAKERS, data_cfg

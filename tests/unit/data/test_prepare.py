@@ -2,10 +2,10 @@
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.cache import Cache, is_complete
+from pipeline.core.cache import Cache, is_complete
+from pipeline.core.errors import VpevalError
 from pipeline.data.librispeech import LibriSpeech, read_speakers
 from pipeline.data.manifest import read_manifest, read_trials
-from pipeline.errors import VpevalError
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import librispeech_tree

@@ -1,7 +1,7 @@
 import pytest
 
+from pipeline.core.errors import VpevalError
 from pipeline.data.protocol import make_protocol
-from pipeline.errors import VpevalError
 from tests.helpers import utterances
 
 SPEAKERS = {"1": "f", "2": "f", "3": "f", "4": "f", "5": "m", "6": "m", "7": "m", "8": "m"}

@@ -1,10 +1,10 @@
 import pytest
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
+from pipeline.core.errors import VpevalError
+from pipeline.core.layout import manifest_path, trials_path
 from pipeline.data.manifest import read_manifest, read_trials, write_manifest
-from pipeline.errors import VpevalError
 from pipeline.stages import split
-from pipeline.layout import manifest_path, trials_path
 from tests.helpers import utterances
 
 SPEAKERS = {"1": "f", "2": "f", "3": "m", "4": "m"}

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from pipeline.core.errors import VpevalError
 from pipeline.data import phones, synthetic
 from pipeline.data.synthetic import generate_corpus
-from pipeline.errors import VpevalError
 from pipeline.signal import synthesis
 
 TINY = {

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from pipeline.metrics.detection import (
     NOT_FLAGGED,
     OVERESTIMATED,
@@ -274,8 +274,8 @@ def test_single_experiment_says_a_sweep_or_csv_is_needed():
 
 
 def test_same_name_with_another_config_is_not_a_matched_pair():
-    from pipeline.config import compose
-    from pipeline.experiment import system_labels
+    from pipeline.app.experiment import system_labels
+    from pipeline.core.config import compose
 
     assert system_labels(compose([])) == ("mcadams", "mcadams")
     assert system_labels(compose(["anonymizer@attacker_anonymizer=mcadams"])) == ("mcadams", "mcadams")
@@ -317,8 +317,8 @@ def test_imported_attackers_are_judged_only_on_speakers_named_unseen():
     """Item 6 of issue 25: an imported or fine-tuned attacker's EER_val is on vpeval's split of
     data it may have been trained on; an attacker imported from anonymised speech is validated
     on anonymised speech."""
-    from pipeline.config import compose
-    from pipeline.experiment import attacker_origin, trained_on
+    from pipeline.app.experiment import attacker_origin, trained_on
+    from pipeline.core.config import compose
 
     assert attacker_origin(compose([]), "anonymized") == ("trained", None)
     origin, reason = attacker_origin(compose(["attacker.pretrained=/vpc/exp/asv_orig"]), "original")
@@ -336,8 +336,8 @@ def test_imported_attackers_are_judged_only_on_speakers_named_unseen():
 def test_detection_group_covers_the_validation_protocol():
     """Regression (issue 25): jobs differing in split settings or detect.test_split shared
     one detection group, so one model calibrated pairs measured with different protocols."""
-    from pipeline.config import compose
-    from pipeline.experiment import detection_group, validation_protocol
+    from pipeline.app.experiment import detection_group, validation_protocol
+    from pipeline.core.config import compose
 
     base = compose([])
     for override in ("split.val_fraction=0.2", "split.holdout=speaker", "detect.test_split=dev",

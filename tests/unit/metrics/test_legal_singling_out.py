@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from pipeline.metrics.legal import (
     Grid,
     calibrated_null_singling_out,

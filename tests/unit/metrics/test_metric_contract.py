@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from pipeline.cache import Cache
-from pipeline.code_version import ROOT, code_digest
+from pipeline.core.cache import Cache
+from pipeline.core.code_version import ROOT, code_digest
 from pipeline.metrics import cllr, eer, eer_threshold_sweep, linkability, min_cllr, min_dcf, zebra
 from pipeline.metrics.contract import (
     EMBEDDINGS,
@@ -129,7 +129,7 @@ def test_every_listed_metric_module_is_in_the_evaluate_stage_code_digest(tmp_pat
 
 
 def _digest_without_cache(root):
-    from pipeline import code_version
+    from pipeline.core import code_version
 
     for cached in (code_version._digest, code_version._module_digest, code_version._tree, code_version._imports):
         cached.cache_clear()
@@ -139,8 +139,8 @@ def _digest_without_cache(root):
 def _write_condition(folder, n_speakers=4, per_speaker=3, seed=0):
     """Extract-stage folders and manifests of a condition whose embeddings cluster by speaker,
     and its cosine score file (`enroll test score target|nontarget`)."""
+    from pipeline.core.fileio import write_lines, write_npy
     from pipeline.data.manifest import Utterance, write_manifest
-    from pipeline.fileio import write_lines, write_npy
 
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(n_speakers, 8)) * 3

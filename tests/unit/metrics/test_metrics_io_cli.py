@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from pipeline.metrics import (
     SUMMARY_KEYS,
     ScoreError,
@@ -22,7 +22,7 @@ from pipeline.metrics import (
     speaker_breakdown,
     summary,
 )
-from pipeline.metrics_cli import main
+from pipeline.app.metrics_cli import main
 from pipeline.metrics.detection import Trusted, assess
 from pipeline.report.figures import (
     LABEL_LIMIT,

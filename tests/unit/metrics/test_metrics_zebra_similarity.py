@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from pipeline.metrics import (
     ScoreError,
     TrialTable,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
 from pipeline.metrics.contract import Condition, Embeddings, run_metrics
 from pipeline.metrics.legal import Grid, legal_metrics
 from pipeline.metrics.registry import METRICS, metric_list

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.errors import VpevalError
+from pipeline.app.metrics_cli import main
+from pipeline.core.errors import VpevalError
 from pipeline.metrics import read_scores
 from pipeline.metrics.scorefiles import read_utt2spk
-from pipeline.metrics_cli import main
 
 BOM = "\ufeff"
 SPEAKERS = ["1272", "174", "251", "422", "652", "777", "1462", "1673", "1919", "1988"]

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.cache import Cache
+from pipeline.core.cache import Cache
+from pipeline.core.fileio import write_lines
 from pipeline.data.manifest import Utterance, write_manifest
-from pipeline.fileio import write_lines
 from pipeline.metrics import read_scores, similarity_metrics
 from pipeline.metrics.similarity import SimilarityResult
 from pipeline.stages import similarity

@@ -131,7 +131,7 @@ def test_the_report_lists_the_least_protected_speakers_and_draws_them(tmp_path):
 
 
 def test_vpeval_metrics_gives_the_speaker_metrics_of_a_file_that_names_speakers(tmp_path, capsys):
-    from pipeline.metrics_cli import main
+    from pipeline.app.metrics_cli import main
 
     tar, non, tar_spk, non_spk = _population()
     trials = tmp_path / "trials.txt"

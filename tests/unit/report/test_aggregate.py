@@ -7,9 +7,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
-from pipeline.aggregate import aggregate, main
-from pipeline.errors import VpevalError
-from pipeline.sweep import AggregateCallback, error_line, record_failure
+from pipeline.app.aggregate import aggregate, main
+from pipeline.app.sweep import AggregateCallback, error_line, record_failure
+from pipeline.core.errors import VpevalError
 
 SYSTEMS = {"s1": (0.20, 0.185), "s2": (0.27, 0.262), "s3": (0.33, 0.318), "s4": (0.40, 0.391)}  # (EER_test, EER_val)
 

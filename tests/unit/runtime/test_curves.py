@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 from pipeline.runtime import curves as curves_module
 from pipeline.runtime.curves import CurveLogger, chosen_backend, open_curves, written
 

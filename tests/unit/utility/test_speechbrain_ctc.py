@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.errors import VpevalError
-from pipeline.cache import Cache
-from pipeline.config import compose, instantiate, without
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose, instantiate, without
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance, write_manifest
 from pipeline.stages import transcribe

@@ -9,13 +9,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from pipeline.cache import Cache
-from pipeline.config import compose
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance, write_manifest
-from pipeline.emotion import EmotionClassifier, read_emotion_data, unweighted_average_recall
-from pipeline.errors import VpevalError
 from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stretched
+from pipeline.recognition.emotion import EmotionClassifier, read_emotion_data, unweighted_average_recall
 from pipeline.report.utility import semi_informed_points
 from pipeline.stages import emotion, pitch, report
 from tests.helpers import kaldi_dir
@@ -211,8 +211,8 @@ def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
 
 def test_an_empty_utility_panel_says_why():
     """Regression (issue 27): the privacy-utility figure showed an empty WER panel with no note."""
+    from pipeline.app.utility import NO_WORDS
     from pipeline.report.utility import privacy_utility_plot
-    from pipeline.utility import NO_WORDS
 
     points = semi_informed_points(DETECTION, {"mcadams": utility_result(wer=False)})
     figure = privacy_utility_plot(points, {"wer": NO_WORDS})
@@ -226,7 +226,7 @@ def test_a_recogniser_failing_on_original_speech_is_flagged(tmp_path, caplog):
     report printed the anonymised WER beside it as if it meant something."""
     import logging
 
-    from pipeline.utility import MEANINGFUL_WER, flag_weak_recogniser, skip
+    from pipeline.app.utility import MEANINGFUL_WER, flag_weak_recogniser, skip
 
     result = utility_result()
     result["sets"]["test_f"]["wer_original"] = 0.61
@@ -237,8 +237,8 @@ def test_a_recogniser_failing_on_original_speech_is_flagged(tmp_path, caplog):
                      detection=DETECTION, fit=[{"group": "", "reason": "too few points"}], stages=[], utility=result)
     assert "WER not meaningful for mcadams test_f: the recogniser's WER on original speech is 61.0 %" in \
         (out / "report.md").read_text()
-    caplog.set_level(logging.INFO, logger="pipeline.utility")
-    from pipeline.utility import NO_WORDS
+    caplog.set_level(logging.INFO, logger="pipeline.app.utility")
+    from pipeline.app.utility import NO_WORDS
 
     skip({"skipped": {}}, "wer", NO_WORDS)
     skip({"skipped": {}}, "wer", "asr.folder=x: not found")
@@ -246,7 +246,7 @@ def test_a_recogniser_failing_on_original_speech_is_flagged(tmp_path, caplog):
 
 
 def test_class_recalls_by_hand_are_vpcs_per_emotion_accuracies():
-    from pipeline.emotion import class_recalls
+    from pipeline.recognition.emotion import class_recalls
 
     assert class_recalls(["sad", "sad", "ang", "neu"], ["sad", "ang", "ang", "sad"]) == {"ang": 1.0, "neu": 0.0,
                                                                                         "sad": 0.5}

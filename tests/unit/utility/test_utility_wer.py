@@ -11,13 +11,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from pipeline.asr import PocketSphinx, SpeechBrainASR, Whisper
-from pipeline.cache import Cache
-from pipeline.config import compose, without
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose, without
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
-from pipeline.errors import VpevalError
 from pipeline.metrics.wer import normalise, ratio_interval, word_errors
+from pipeline.recognition.asr import PocketSphinx, SpeechBrainASR, Whisper
 from pipeline.stages import transcribe
 from tests.helpers import FIXTURES
 
@@ -258,7 +258,7 @@ def test_whisper_language_the_model_lacks_and_no_transformers(tmp_path, monkeypa
 
 def test_wer_step_pools_a_split_with_intervals_and_names_untranscribed_utterances(tmp_path):
     from anonymizers.mcadams import McAdams
-    from pipeline.utility import word_error_rates
+    from pipeline.app.utility import word_error_rates
 
     original = speech_manifest(tmp_path / "o")
     texts = [line.split(" ", 1)[0] for line in (SPEECH / "text").read_text().splitlines()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.config import compose, instantiate, without
+from pipeline.core.config import compose, instantiate, without
 
 transformers = pytest.importorskip("transformers")
 from tests.unit.utility.test_utility_wer import whisper_folder  # noqa: E402
@@ -87,8 +87,8 @@ def test_wer_step_counts_words_and_errors_by_the_configured_rule(tmp_path, monke
     """Errors and reference words counted by utility.wer_text (VPC 2026 Track 2 keeps the ¿ of ¿qué)."""
     from types import SimpleNamespace
 
-    from pipeline import utility
-    from pipeline.cache import Cache
+    from pipeline.app import utility
+    from pipeline.core.cache import Cache
     from pipeline.data.manifest import Utterance, write_manifest
 
     hypotheses = {"u1": "¿Qué hora es?", "u2": "buenos días"}

@@ -1,7 +1,7 @@
 """Content-addressed, resumable stage outputs.
 
 A stage's output folder is `<root>/<stage>/<hash>` where the hash covers the stage name,
-the code that computes it (`pipeline.code_version.code_digest` of the stage module named by
+the code that computes it (`pipeline.core.code_version.code_digest` of the stage module named by
 `code` and of the plugin classes its parameters name: a changed computation, never a
 comment, gives a new folder), its resolved parameters and the identities of its inputs
 (other stage folders or manifest digests). The folder is complete when it holds `_DONE`, written last and
@@ -35,10 +35,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from pipeline import faults
-from pipeline.code_version import code_digest, plugin_modules
-from pipeline.errors import VpevalError, write_error
-from pipeline.fileio import is_temporary, write_json
+from pipeline.core import faults
+from pipeline.core.code_version import code_digest, plugin_modules
+from pipeline.core.errors import VpevalError, write_error
+from pipeline.core.fileio import is_temporary, write_json
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
-"""A team worker: one rank, launched by torchrun (see `pipeline.asv.team`).
+"""A team worker: one rank, launched by torchrun (see `pipeline.runtime.team`).
 
-    python -m torch.distributed.run --nproc-per-node 2 ... -m pipeline.asv.worker \\
+    python -m torch.distributed.run --nproc-per-node 2 ... -m pipeline.runtime.worker \\
         --control HOST:PORT --device-type cuda --timeout 1800
 
 Joins the process group from torchrun's environment, says so in the leader's task store,
@@ -19,8 +19,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import DistStoreError, TCPStore
 
-from pipeline.asv.distributed import World
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.distributed import World
 
 TASK_POLL_S = 5.0
 

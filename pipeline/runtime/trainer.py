@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 import torch
 from torch import nn
 
-from pipeline.asv.checkpoint import (
+from pipeline.runtime.checkpoint import (
     check_same_run,
     load_resumable,
     load_state_checked,
@@ -28,7 +28,7 @@ from pipeline.asv.checkpoint import (
     rng_state,
     save_checkpoint,
 )
-from pipeline.fileio import write_lines
+from pipeline.core.fileio import write_lines
 
 log = logging.getLogger(__name__)
 

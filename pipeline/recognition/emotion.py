@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.asr import folder_fingerprint, speechbrain_folder
+from pipeline.core.errors import VpevalError, input_error
 from pipeline.data.audio import audio_info
 from pipeline.data.kaldi import table_lines
 from pipeline.data.manifest import Utterance
 from pipeline.data.vpc import VoicePrivacyDirs
-from pipeline.errors import VpevalError, input_error
+from pipeline.recognition.asr import folder_fingerprint, speechbrain_folder
 
 LABELS = "utt2emo"
 

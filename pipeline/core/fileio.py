@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from pipeline import faults
-from pipeline.errors import WriteError, write_error
+from pipeline.core import faults
+from pipeline.core.errors import WriteError, write_error
 
 
 @contextmanager

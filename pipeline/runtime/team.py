@@ -6,7 +6,7 @@ hands the team a task, `function(world, **kwargs)` run on every rank:
     with Team(spec) as team:                         # the workers start at the first task
         team.run(train_on_rank, attacker=..., ...)   # returns when every rank has finished
 
-torchrun starts `gpus_per_node` workers per node (`python -m pipeline.asv.worker`); each
+torchrun starts `gpus_per_node` workers per node (`python -m pipeline.runtime.worker`); each
 joins the process group (NCCL on CUDA, gloo on CPU) once, then runs the leader's tasks one
 after another until the team closes. A task is the function itself and its keyword
 arguments, pickled (the function by reference: a module-level function; the arguments as
@@ -37,8 +37,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch.distributed import DistError, TCPStore
 
-from pipeline.asv.distributed import World
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
+from pipeline.runtime.distributed import World
 
 HEARTBEAT_S = 1.0        # node agents' heartbeat period
 MAX_POLL_S = 0.5         # the leader's longest wait between checks
@@ -69,7 +69,7 @@ class TeamSpec:
                 f"--nproc-per-node={self.gpus_per_node}", f"--node-rank={self.node_rank}",
                 f"--master-addr={self.master_addr}", f"--master-port={self.port}", "--max-restarts=0",
                 "--monitor-interval=0.5", f"--rdzv-conf=timeout={max(1, round(self.timeout_s))}",
-                "-m", "pipeline.asv.worker", f"--control={self.master_addr}:{self.port + 1}",
+                "-m", "pipeline.runtime.worker", f"--control={self.master_addr}:{self.port + 1}",
                 f"--device-type={self.device_type}", f"--timeout={self.timeout_s}"]
 
 

@@ -14,9 +14,9 @@ from typing import Any
 from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from pipeline.config_tree import CONFIG_DIR, INSTALLED, RECIPES_SOURCE, REPO_ROOT, did_you_mean, group_options
-from pipeline.recipe_source import RecipeConfigSource
-from pipeline.schemas import register_schemas, type_problems, typed_key
+from pipeline.core.config_tree import CONFIG_DIR, INSTALLED, RECIPES_SOURCE, REPO_ROOT, did_you_mean, group_options
+from pipeline.core.recipe_source import RecipeConfigSource
+from pipeline.core.schemas import register_schemas, type_problems, typed_key
 
 
 def default_data_dir() -> Path:
@@ -29,7 +29,7 @@ def default_data_dir() -> Path:
 
 def register_resolvers() -> None:
     """The `vpeval_*` resolvers and the recipe config source that conf/config.yaml uses, and the
-    config schemas (pipeline.schemas); every entry point that composes it (the CLI's Hydra apps,
+    config schemas (pipeline.core.schemas); every entry point that composes it (the CLI's Hydra apps,
     `compose`) needs them first."""
     register_schemas()
     if not OmegaConf.has_resolver("vpeval_data"):
@@ -49,7 +49,7 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
 
     A bad override (unknown key, unknown group option, bad syntax) raises a one-line VpevalError
     naming it; so does a value of the wrong type: `config` is checked against its schemas
-    (pipeline.schemas, e.g. `seed=abc: must be an integer`), the keys no schema types against
+    (pipeline.core.schemas, e.g. `seed=abc: must be an integer`), the keys no schema types against
     their option's defaults (`check_value_types`).
     """
     overrides = list(overrides or [])
@@ -66,7 +66,7 @@ def config_error(message: str):
     Hydra's own compose expect)."""
     from hydra.errors import ConfigCompositionException
 
-    from pipeline.errors import VpevalError
+    from pipeline.core.errors import VpevalError
 
     class ConfigError(VpevalError, ConfigCompositionException):
         pass
@@ -188,7 +188,7 @@ def instantiate(cfg, **kwargs):
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate as hydra_instantiate
 
-    from pipeline.errors import VpevalError
+    from pipeline.core.errors import VpevalError
 
     try:
         return hydra_instantiate(cfg, **kwargs)

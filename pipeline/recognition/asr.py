@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.core.checks import Check, Checked, number, optional, positive
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 SAMPLE_RATE = 16000
 
@@ -170,7 +170,7 @@ class Whisper(Recognizer, Checked):
             raise missing_library("transformers", "whisper", "asr=whisper") from None
         import torch
 
-        from pipeline.devices import resolve_device
+        from pipeline.core.devices import resolve_device
 
         self.folder = model_folder(folder, "asr.folder", "config.json", "Whisper model")
         self.device = resolve_device(device)

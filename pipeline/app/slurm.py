@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from pipeline.errors import VpevalError
-from pipeline.sweep import sweep_variants
+from pipeline.app.sweep import sweep_variants
+from pipeline.core.errors import VpevalError
 
 log = logging.getLogger(__name__)
 EXTRA = "pip install 'vpeval[slurm]' (hydra-submitit-launcher)"
@@ -110,7 +110,7 @@ def check_slurm_sweep(overrides: list[str]) -> None:
         return
     from hydra import compose, initialize_config_dir
 
-    from pipeline.config_tree import CONFIG_DIR
+    from pipeline.core.config_tree import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         variant = (sweep_variants([o for o in overrides if not o.startswith("-")]) or [[]])[0]

@@ -23,10 +23,10 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from pipeline.aggregate import aggregate
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
-from pipeline.layout import FAILED, LAUNCHED
+from pipeline.app.aggregate import aggregate
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_json
+from pipeline.core.layout import FAILED, LAUNCHED
 
 log = logging.getLogger(__name__)
 

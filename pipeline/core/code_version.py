@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 PACKAGES = ("pipeline", "anonymizers")
-ROOT = Path(__file__).resolve().parent.parent  # the folder holding the packages (a clone or site-packages)
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding the packages (a clone or site-packages)
 
 
 def code_digest(modules: Iterable[str], root: Path = ROOT) -> str:

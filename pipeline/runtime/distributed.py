@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Every setting checked before any stage runs (`vpeval`, `vpeval validate`, each sweep point).
 
 Each check has one home, and `problems` reads them all: a key's type and range are its field in
-the config schemas (pipeline.schemas: the type, and in the field's metadata its range); the keys
+the config schemas (pipeline.core.schemas: the type, and in the field's metadata its range); the keys
 of a `_target_` plugin (an anonymiser, the attacker's speaker encoder, an ASR model) are checked
 by the plugin's class (`check_settings`, pipeline.core.checks.Checked), found through the
 config's `_target_`; ABOVE_SCHEMAS holds the two ranges whose allowed values are defined above
@@ -24,10 +24,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline.asv.finetune import finetune_problem
 from pipeline.core.checks import SEED, Check, Checked, integer, one_of, open_range, range_problems, shown
-from pipeline.devices import COMPILE_MODES
-from pipeline.errors import VpevalError
+from pipeline.core.devices import COMPILE_MODES
+from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import checks, type_problems
 from pipeline.metrics.wer import TEXT_RULES
-from pipeline.schemas import checks, type_problems
 
 UNSEEN_PER_GENDER = 6  # pipeline.stages.split.MIN_UNSEEN (settings may not import a stage)
 # Ranges of schema keys whose allowed values live above the schemas' layer (which cannot import them).
@@ -173,8 +173,8 @@ def _built(cfg: DictConfig) -> list[str]:
 
     from pipeline.asv.augment import Augmentation
     from pipeline.asv.encoder import check_encoder
-    from pipeline.config import instantiate, without
-    from pipeline.devices import resolve_device
+    from pipeline.core.config import instantiate, without
+    from pipeline.core.devices import resolve_device
 
     found = []
     try:

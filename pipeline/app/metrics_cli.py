@@ -16,8 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_json
 from pipeline.metrics.bootstrap import UNITS, bootstrap_ci, few_speakers_note
 from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from pipeline import faults
-from pipeline.errors import VpevalError
-from pipeline.fileio import atomic_path
+from pipeline.core import faults
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import atomic_path
 
 SHOWN_DIFFERENCES = 3
 

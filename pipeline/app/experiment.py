@@ -20,22 +20,24 @@ from pathlib import Path
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import faults, utility
-from pipeline.asv.team import Team, serve_node, team_spec
-from pipeline.cache import Cache, content_hash, plain
-from pipeline.config import instantiate, without
+from pipeline.app import utility
+from pipeline.core import faults
+from pipeline.core.cache import Cache, content_hash, plain
+from pipeline.core.config import instantiate, without
+from pipeline.core.devices import compile_mode, resolve_device
+from pipeline.core.layout import manifest_path, trials_path
+from pipeline.core.layout import ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.data.protocol import trial_lists
-from pipeline.devices import compile_mode, resolve_device
-from pipeline.layout import manifest_path, trials_path
-from pipeline.metrics.detection import ORIGINAL, Settings
-from pipeline.report.vpc2026_results import RunResults, write_vpc2026_results
+from pipeline.metrics.detection import Settings
 from pipeline.metrics.legal import check_grid
 from pipeline.metrics.registry import metric_list
 from pipeline.metrics.reidentification import grid_of
+from pipeline.report.vpc2026_results import RunResults, write_vpc2026_results
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.runtime.curves import chosen_backend, written
+from pipeline.runtime.team import Team, serve_node, team_spec
 from pipeline.stages import (
     anonymize,
     confidence,
@@ -323,7 +325,7 @@ def detection_group(cfg: DictConfig) -> str:
 def validation_protocol(cfg: DictConfig) -> str:
     """The validation protocol in one line: what a trusted CSV must have been measured with.
 
-    >>> from pipeline.config import compose
+    >>> from pipeline.core.config import compose
     >>> validation_protocol(compose([]))
     'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn test_split=test'
     """

@@ -18,7 +18,7 @@ aggregate (`<sweep>/aggregate/` by default) holds:
   `report.md`, `report.html`, `figures/`: the EER matrix (attacker system x evaluated
   system), the EER_val vs EER_test scatter and privacy against utility (`privacy_utility.png`).
 
-`vpeval aggregate DIR` runs it; a multirun runs it after every job (`pipeline.sweep`).
+`vpeval aggregate DIR` runs it; a multirun runs it after every job (`pipeline.app.sweep`).
 Jobs that share corpus, attacker configuration and backend form a group (their
 `detection_group`); each group has its own line. A pair computed identically by several jobs
 (same group, seed, attack and systems, e.g. OO, shared by every job of a group) is judged
@@ -38,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import VpevalError, input_error
-from pipeline.fileio import write_json, write_text
-from pipeline.layout import FAILED, LAUNCHED, RESULTS
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import write_json, write_text
+from pipeline.core.layout import FAILED, LAUNCHED, RESULTS
 from pipeline.metrics.detection import Settings, assess, read_trusted, seed_summary
 from pipeline.metrics.detectors import MODELS
 from pipeline.report.document import Section, render_html, render_markdown, results_csv

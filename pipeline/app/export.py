@@ -21,9 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cache import content_hash, plain
-from pipeline.errors import VpevalError
-from pipeline.fileio import write_json
+from pipeline.core.cache import content_hash, plain
+from pipeline.core.errors import VpevalError
+from pipeline.core.fileio import write_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,11 +67,11 @@ def export_attacker(model_dir: Path, out: Path) -> Path:
 
 def export_data(out: Path, suffix: str | None, overrides: list[str]) -> list[Path]:
     """Write every list of the configured run, anonymised by its anonymizer, as `<VPC name>_<suffix>` dirs."""
-    from pipeline.config import compose
+    from pipeline.app.experiment import Experiment
+    from pipeline.core.config import compose
+    from pipeline.core.layout import trials_path
     from pipeline.data.kaldi import write_data_dir
     from pipeline.data.manifest import read_manifest, read_trials
-    from pipeline.experiment import Experiment
-    from pipeline.layout import trials_path
 
     cfg = compose(overrides)
     suffix = str(suffix or cfg.anonymizer.name).lstrip("_")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from pipeline.config import compose
-from pipeline.config_tree import CONFIG_DIR, TRAIN_VC_CONFIG_DIR, did_you_mean, group_options
+from pipeline.core.config import compose
+from pipeline.core.config_tree import CONFIG_DIR, TRAIN_VC_CONFIG_DIR, did_you_mean, group_options
 
 # The keys a user sets most, shown with their defaults.
 MAIN_KEYS = ("name", "seed", "device", "eval_splits", "paths.data", "data.root", "split.val_fraction",

@@ -6,7 +6,7 @@
     vpeval export data|attacker ...   anonymised data as VPC data dirs, attackers as SpeechBrain folders
     vpeval validate [overrides]       prepare and check the configured corpus, nothing else (validate --help)
     vpeval train-vc vc|ohnn [overrides]  train a voice converter or an OHNN map (train-vc --help)
-    vpeval --help | --version         what vpeval takes (pipeline.usage) | its version
+    vpeval --help | --version         what vpeval takes (pipeline.app.usage) | its version
 
 An experiment prints the path of its report folder as its last line. Errors the user can
 fix print one line and exit with status 2; Ctrl-C prints one line and exits with 130. When the
@@ -14,7 +14,7 @@ reader of the output closes it early (`vpeval metrics ... | head -1`), the rest 
 quietly: a tool (metrics, aggregate, export, --help) exits with 141, the status of a program
 stopped by SIGPIPE; an experiment or validate finishes with its own status. A job that raises
 writes `failed.json` (the error line) in its run folder; in a multirun the error goes back to
-Hydra, which runs the other points, and the aggregate report (pipeline.sweep) lists the failed ones.
+Hydra, which runs the other points, and the aggregate report (pipeline.app.sweep) lists the failed ones.
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline.config import register_resolvers
-from pipeline.config_tree import CONFIG_SOURCE
-from pipeline.errors import VpevalError, write_error
+from pipeline.core.config import register_resolvers
+from pipeline.core.config_tree import CONFIG_SOURCE
+from pipeline.core.errors import VpevalError, write_error
 
 log = logging.getLogger("vpeval")
 
@@ -76,9 +76,9 @@ def say(text: str) -> None:
 def experiment_app(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
-    from pipeline.experiment import run_experiment
-    from pipeline.settings import check_settings
-    from pipeline.sweep import clear_failure, record_failure
+    from pipeline.app.experiment import run_experiment
+    from pipeline.app.settings import check_settings
+    from pipeline.app.sweep import clear_failure, record_failure
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -101,9 +101,9 @@ def experiment_app(cfg: DictConfig) -> None:
 def validate_app(cfg: DictConfig) -> None:
     """Every problem in one run: the settings, then preparation (when the data settings are
     sound), then every list of the prepared corpus; one `vpeval: error:` line each, exit 2."""
-    from pipeline.cache import Cache
+    from pipeline.app.settings import problems
+    from pipeline.core.cache import Cache
     from pipeline.data.corpus import PreparationProblems
-    from pipeline.settings import problems
     from pipeline.stages import prepare, validate
 
     found = problems(cfg)
@@ -125,9 +125,9 @@ def validate_app(cfg: DictConfig) -> None:
 
 # Subcommands: tools (name -> module with `main(argv) -> int`) and Hydra apps other than the experiment.
 TOOLS = {
-    "metrics": "pipeline.metrics_cli",
-    "aggregate": "pipeline.aggregate",
-    "export": "pipeline.export",
+    "metrics": "pipeline.app.metrics_cli",
+    "aggregate": "pipeline.app.aggregate",
+    "export": "pipeline.app.export",
     "train-vc": "pipeline.app.train_vc.command",
 }
 HYDRA_APPS = {"validate": validate_app}
@@ -158,7 +158,7 @@ def dispatch(argv: list[str]) -> None:
         print(f"vpeval {__version__}")
         sys.exit(0)
     if argv[:1] in (["--help"], ["-h"], ["help"]):
-        from pipeline.usage import usage
+        from pipeline.app.usage import usage
 
         print(usage())
         sys.exit(0)
@@ -168,13 +168,13 @@ def dispatch(argv: list[str]) -> None:
 
         sys.exit(importlib.import_module(TOOLS[command]).main(argv[1:]))
     if command is not None and command not in HYDRA_APPS:
-        from pipeline.usage import unknown_command
+        from pipeline.app.usage import unknown_command
 
         fail(VpevalError(unknown_command(command, [*HYDRA_APPS, *TOOLS])))
     app = HYDRA_APPS.get(command, experiment_app)
     overrides = argv[1:] if command else argv
     if command == "validate" and any(arg in ("--help", "-h") for arg in overrides):
-        from pipeline.usage import validate_usage
+        from pipeline.app.usage import validate_usage
 
         print(validate_usage())
         sys.exit(0)
@@ -224,18 +224,18 @@ def check_syntax(overrides: list[str]) -> None:
 
 
 def check_overrides(overrides: list[str], settings: bool = True) -> None:
-    """Unknown keys, wrongly typed values, settings out of range (pipeline.settings, unless
-    `settings` is false) and Slurm sweeps that cannot start (pipeline.slurm) stop here in one
+    """Unknown keys, wrongly typed values, settings out of range (pipeline.app.settings, unless
+    `settings` is false) and Slurm sweeps that cannot start (pipeline.app.slurm) stop here in one
     line, before Hydra starts (whose own errors span several lines). A sweep (-m) is checked
     value by value: every value of every swept key once, the other keys at their first value.
     Runs with other Hydra flags (--cfg, --config-name, ...) are left to Hydra."""
     flags = [arg for arg in overrides if arg.startswith("-")]
     if any(flag not in ("-m", "--multirun") for flag in flags):
         return
-    from pipeline.config import compose
-    from pipeline.settings import check_settings
-    from pipeline.slurm import check_slurm_sweep
-    from pipeline.sweep import sweep_variants
+    from pipeline.app.settings import check_settings
+    from pipeline.app.slurm import check_slurm_sweep
+    from pipeline.app.sweep import sweep_variants
+    from pipeline.core.config import compose
 
     try:
         check_syntax([arg for arg in overrides if not arg.startswith("-")])

@@ -5,7 +5,7 @@ import contextlib
 
 import torch
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 
 def resolve_device(name: str = "auto") -> torch.device:

@@ -17,11 +17,11 @@ import logging
 
 import numpy as np
 
+from pipeline.core.errors import VpevalError
+from pipeline.core.layout import ORIGINAL
 from pipeline.data.manifest import GENDERS, read_manifest
-from pipeline.emotion import class_recalls, unweighted_average_recall
-from pipeline.errors import VpevalError
-from pipeline.metrics.detection import ORIGINAL
 from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
+from pipeline.recognition.emotion import class_recalls, unweighted_average_recall
 from pipeline.stages import anonymize, emotion, pitch, transcribe
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ WEAK_RECOGNISER = ("the recogniser's WER on original speech is {wer:.1f} %, abov
 
 def measure(experiment) -> dict:
     """{"sets": {set: metrics}, "splits": {split: pooled metrics}, "emotion": {...},
-    "skipped": {metric: reason}, "asr": name} of an `pipeline.experiment.Experiment`."""
+    "skipped": {metric: reason}, "asr": name} of an `pipeline.app.experiment.Experiment`."""
     cfg = experiment.cfg
     settings = cfg.get("utility") or {}
     result = {"sets": {}, "splits": {}, "emotion": {}, "skipped": {}, "asr": cfg.asr.name if "asr" in cfg else None}

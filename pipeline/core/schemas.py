@@ -5,13 +5,13 @@ config against them.
 Every field is MISSING (the values live in conf/). A field gives its key's type and, in its
 metadata, its range (`limited`: a pipeline.core.checks.Check); an untyped `_target_` field the
 ranges of the keys below it that its options share (`plugin`); `checks` collects them for
-pipeline.settings, whose COMBINATIONS check relations between keys. `type_problems` merges a
+pipeline.app.settings, whose COMBINATIONS check relations between keys. `type_problems` merges a
 plain copy of each section into its schema, so the config the pipeline runs and hashes never
 becomes typed (no int -> float coercion, no new keys). A key a schema does not have is refused
 with the closest name; an `Any` field (a `_target_` plugin: data.reader, data.protocol,
 attacker.model, the optimiser and scheduler) is not typed here, nor are the plugin groups
 whose keys differ per option (anonymizer, attacker_anonymizer, asr, emotion): their overrides
-are checked against the option's own defaults (pipeline.config.check_value_types).
+are checked against the option's own defaults (pipeline.core.config.check_value_types).
 
 >>> from omegaconf import OmegaConf
 >>> type_problems(OmegaConf.create({"seed": "abc", "split": {"val_fraction": 0.1, "val_fraktion": 0.2}}))
@@ -29,7 +29,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from pipeline.config_tree import did_you_mean
+from pipeline.core.config_tree import did_you_mean
 from pipeline.core.checks import (
     COUNT,
     COUNT0,
