@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.errors import VpevalError
+from pipeline.core.errors import VpevalError
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
