@@ -268,8 +268,10 @@ def test_adversarial_training_runs_and_resumes_its_discriminators(trained):
     assert all(r["discriminator"] > 0 and r["feature_matching"] > 0 for r in checkpoint["history"])
 
 
-@pytest.mark.slow
 def test_tiny_recipe_trains_its_own_speaker_encoder(tmp_path):
+    """Regression: `vpeval train-vc vc --config-name tiny` (the documented smoke run) stopped at
+    the speaker encoder's split once split.select_fraction defaulted to 0.5 (2 validation
+    speakers); this test was marked slow (it takes seconds), so no default run saw it."""
     model = train_vc(recipe("tiny", tmp_path / "data"), tmp_path / "vc", device="cpu")
     trained_encoder = next((tmp_path / "vc" / "stages" / "train").glob("*/model.pt"))
     assert (model / "speaker_encoder" / "model.pt").read_bytes() == trained_encoder.read_bytes()
