@@ -222,7 +222,7 @@ class Training:
     precision: str = limited(PRECISION)
     compile: Any = MISSING  # null, a boolean or a torch.compile mode
     sync_batchnorm: bool = MISSING
-    checkpoint_every: int | None = limited(COUNT)
+    checkpoint_every: int | None = limited(Check("null (epochs only) or an integer >= 1", optional(integer(1))))
     log_every: int = limited(COUNT)
     num_workers: int = limited(COUNT0)
     cache_workers: int = limited(COUNT0)

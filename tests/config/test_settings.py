@@ -95,6 +95,15 @@ def test_rules_accept_the_edges_of_their_ranges():
     assert problems(compose(largest)) == []
 
 
+def test_checkpoint_every_null_means_epochs_only():
+    """Regression: the range check refused `attacker.training.checkpoint_every=null`, which the
+    schema types `int | None`, conf/attacker/ecapa.yaml documents ("null: epochs only") and the
+    training handles."""
+    assert problems(compose(["attacker.training.checkpoint_every=null"])) == []
+    assert problems(compose(["attacker.training.checkpoint_every=0"])) == [
+        "attacker.training.checkpoint_every=0: must be null (epochs only) or an integer >= 1"]
+
+
 def test_list_holdout_is_not_held_to_two_per_speaker():
     """Under split.holdout=list the split leaves speakers with fewer than 2 out of validation."""
     assert problems(compose(["split.val_fraction=0.04", "split.holdout=list"])) == []
