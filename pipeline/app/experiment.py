@@ -25,8 +25,7 @@ from pipeline.core import faults
 from pipeline.core.cache import Cache, content_hash, plain
 from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
-from pipeline.core.layout import manifest_path, trials_path
-from pipeline.core.layout import ORIGINAL
+from pipeline.core.layout import ORIGINAL, manifest_path, trials_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.data.protocol import trial_lists

@@ -28,8 +28,8 @@ from pipeline.core.devices import COMPILE_MODES
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import checks, type_problems
 from pipeline.metrics.wer import TEXT_RULES
+from pipeline.stages.split import MIN_UNSEEN
 
-UNSEEN_PER_GENDER = 6  # pipeline.stages.split.MIN_UNSEEN (settings may not import a stage)
 # Ranges of schema keys whose allowed values live above the schemas' layer (which cannot import them).
 ABOVE_SCHEMAS = {
     "attacker.training.compile": Check(f"null, false, true or one of {', '.join(COMPILE_MODES)}",
@@ -76,10 +76,10 @@ def _held_out(cfg: DictConfig) -> Iterator[str]:
         for name in cfg.data.subsets.get("train") or []:
             counts = {gender: OmegaConf.select(generate, f"subsets.{name}.{gender}") for gender in ("female", "male")}
             short = [f"{n} {gender}" for gender, n in counts.items()
-                     if integer(1)(n) and max(UNSEEN_PER_GENDER, round(fraction * n)) >= n]
+                     if integer(1)(n) and max(MIN_UNSEEN, round(fraction * n)) >= n]
             if short:
                 yield (f"split.holdout=unseen: {name} has {' and '.join(short)} speaker(s); "
-                       f"split.val_fraction={fraction} holds out at least {UNSEEN_PER_GENDER} per gender unseen and "
+                       f"split.val_fraction={fraction} holds out at least {MIN_UNSEEN} per gender unseen and "
                        "one must remain to train on: add speakers (data.generate.subsets) or set split.holdout=speaker")
     if holdout != "speaker":
         return
@@ -145,7 +145,7 @@ def plugin_class(node: DictConfig) -> type | None:
     """The class a plugin's `_target_` names, None where it names none (a bad `_target_` is
     reported when the plugin is built)."""
     module, _, name = str(node.get("_target_")).rpartition(".")
-    try:
+    try:  # not hydra's get_class, which logs an error line for a bad path before raising
         found = getattr(importlib.import_module(module), name)
     except Exception:  # noqa: BLE001  (whatever importing a wrong path raises)
         return None

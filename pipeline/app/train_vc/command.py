@@ -6,12 +6,11 @@ converter (`vc`) or of the OHNN map (`ohnn`), a Hydra app of the config root con
 """
 from __future__ import annotations
 
-import importlib
 import sys
 
 from pipeline.core.config_tree import CONFIG_SEARCHPATH, TRAIN_VC_CONFIG_DIR
 
-SYSTEMS = {"vc": "pipeline.app.train_vc.vc", "ohnn": "pipeline.app.train_vc.ohnn"}
+SYSTEMS = ("vc", "ohnn")
 # The training configs' corpus, attacker and paths come from the experiment's config groups (conf/).
 SEARCHPATH_OVERRIDE = f"hydra.searchpath=['{CONFIG_SEARCHPATH}']"
 
@@ -42,6 +41,8 @@ def main(argv: list[str]) -> int:
         print(f"vpeval: error: train-vc takes vc or ohnn first, got {system!r} (vpeval train-vc --help)",
               file=sys.stderr)
         return 2
+    from pipeline.app.train_vc import ohnn, vc  # here, not at the top: --help and a bad system load no torch
+
     sys.argv = [sys.argv[0], *argv[1:], SEARCHPATH_OVERRIDE]
-    importlib.import_module(SYSTEMS[system]).main()
+    {"vc": vc, "ohnn": ohnn}[system].main()
     return 0
