@@ -88,8 +88,10 @@ def autocast(device_type: str, dtype: torch.dtype | None) -> contextlib.Abstract
     """`torch.autocast` to `dtype` (None: autocast off inside), or nothing on a device type
     without autocast (`meta`, which tests use to catch host syncs). While torch.compile traces,
     the device is one with autocast and the availability check is skipped: on the H200 (torch
-    2.11) Dynamo broke the compiled training step's graph at that call in the fbank, recompiled
-    the rest at every step up to its limit of 8, then ran it eagerly (docs/performance.md)."""
+    2.11) Dynamo broke the compiled training step's graph at the fbank's `with autocast(...)`
+    line, recompiled the rest at every step up to its limit of 8, then ran it eagerly; this
+    call is the likely cause (torch 2.13 traces it, so it was not reproduced here;
+    docs/performance.md)."""
     if not torch.compiler.is_compiling() and not torch.amp.is_autocast_available(device_type):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type, dtype=dtype, enabled=dtype is not None)
