@@ -11,6 +11,10 @@ without replaying the ones before it.
   crop length, so every crop is full of speech and training needs no padding masks.
 - Batches have exactly `batch_size` crops; the last incomplete batch of an epoch is dropped
   (an epoch with fewer examples than `batch_size` is one smaller batch).
+- An encoder with `context_samples` (`ecapa_ssl`'s WavLM) also gets, for every crop, a
+  context: a random segment of that many samples of the whole utterance, normalised over the
+  whole utterance first, zero-padded when the utterance is shorter (VPC 2026's fine-tuning
+  `WavLMFeatureExtractor`); its start is a pure function of (seed, epoch, step) too.
 """
 from __future__ import annotations
 
@@ -20,7 +24,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from pipeline.asv.audio_cache import INT16_SCALE
 from pipeline.core.errors import VpevalError
+
+LAYER_NORM_EPS = 1e-5  # torch.nn.functional.layer_norm's, which VPC applies to the waveform
 
 EXAMPLE_MODES = ("chunks", "utterances")
 
@@ -62,6 +69,12 @@ class CropPlan:
         starts = np.random.default_rng([self.seed, epoch, step]).integers(0, span)
         return utterances, starts
 
+    def context_starts(self, epoch: int, step: int, utterances: np.ndarray, context_samples: int) -> np.ndarray:
+        """Start samples of the contexts of batch `step` of `epoch` (0 where the utterance is
+        not longer than the context), uniform as VPC's `_crop_or_pad`."""
+        span = np.maximum(self.lengths[utterances] - context_samples + 1, 1)
+        return np.random.default_rng([self.seed, epoch, step, 1]).integers(0, span)
+
 
 def take_crops(audio: np.ndarray, offsets: np.ndarray, utterances: np.ndarray, starts: np.ndarray,
                crop_samples: int) -> np.ndarray:
@@ -76,8 +89,24 @@ def take_crops(audio: np.ndarray, offsets: np.ndarray, utterances: np.ndarray, s
     return crops
 
 
+def take_context(audio: np.ndarray, offsets: np.ndarray, utterances: np.ndarray, starts: np.ndarray,
+                 context_samples: int, normalize: bool) -> np.ndarray:
+    """(B, context_samples) float32 contexts (see the module doc): each utterance read as
+    float32 in [-1, 1], normalised over all of it when `normalize` (torch's `layer_norm`,
+    eps 1e-5), cut at `starts` or zero-padded after it."""
+    contexts = np.zeros((len(utterances), context_samples), dtype=np.float32)
+    for row, (utt, start) in enumerate(zip(utterances, starts)):
+        whole = np.asarray(audio[offsets[utt]:offsets[utt + 1]], dtype=np.float32) / INT16_SCALE
+        if normalize:
+            whole = (whole - whole.mean(dtype=np.float64)) / np.sqrt(whole.var(dtype=np.float64) + LAYER_NORM_EPS)
+        segment = whole[start:start + context_samples]
+        contexts[row, :len(segment)] = segment
+    return contexts
+
+
 class CropBatches(Dataset):
-    """The batches of one epoch as a map-style dataset: item `step` -> (int16 crops, labels).
+    """The batches of one epoch as a map-style dataset: item `step` -> (int16 crops, labels),
+    plus their float32 contexts when `context` is (context_samples, normalize).
 
     Meant for `DataLoader(batch_size=None, sampler=range(first_step, len(dataset)))`. The
     audio is memory-mapped lazily in each worker process (the dataset pickles without it).
@@ -85,7 +114,8 @@ class CropBatches(Dataset):
     """
 
     def __init__(self, cache_folder: str | Path, offsets: np.ndarray, labels: np.ndarray, plan: CropPlan, epoch: int,
-                 rows: slice = slice(None)):
+                 rows: slice = slice(None), context: tuple[int, bool] | None = None):
+        self.context = context
         self.audio_path = Path(cache_folder) / "audio.npy"
         self.offsets = offsets
         self.labels = labels
@@ -97,13 +127,19 @@ class CropBatches(Dataset):
     def __len__(self) -> int:
         return self.plan.steps_per_epoch
 
-    def __getitem__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, step: int) -> tuple[torch.Tensor, ...]:
         if self._audio is None:
             self._audio = np.load(self.audio_path, mmap_mode="r")
         utterances, starts = self.plan.batch(self.epoch, step)
-        utterances, starts = utterances[self.rows], starts[self.rows]
-        crops = take_crops(self._audio, self.offsets, utterances, starts, self.plan.crop_samples)
-        return torch.from_numpy(crops), torch.from_numpy(self.labels[utterances])
+        batch = (torch.from_numpy(take_crops(self._audio, self.offsets, utterances[self.rows], starts[self.rows],
+                                             self.plan.crop_samples)),
+                 torch.from_numpy(self.labels[utterances[self.rows]]))
+        if self.context is None:
+            return batch
+        samples, normalize = self.context
+        context_starts = self.plan.context_starts(self.epoch, step, utterances, samples)[self.rows]
+        contexts = take_context(self._audio, self.offsets, utterances[self.rows], context_starts, samples, normalize)
+        return (*batch, torch.from_numpy(contexts))
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_audio": None}

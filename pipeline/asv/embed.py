@@ -145,6 +145,7 @@ def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: s
     buckets and returns all embeddings.
     """
     device = module_device(encoder, world.device if world else device, what="the speaker encoder")
+    check_lengths(encoder, utts)
     world = world or World.single(device)
     dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
     encoder.eval()
@@ -160,6 +161,17 @@ def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: s
     if world.size > 1:
         embeddings = world.sum(embeddings)
     return [utt.id for utt in utts], embeddings.float().cpu().numpy()
+
+
+def check_lengths(encoder: nn.Module, utts: Sequence[Utterance]) -> None:
+    """Refuse, before any work, utterances longer than the encoder's `max_samples` (if it has one)."""
+    limit = getattr(encoder, "max_samples", None)
+    too_long = [utt for utt in utts if limit and utt.duration * encoder.sample_rate > limit]
+    if too_long:
+        longest = max(too_long, key=lambda utt: utt.duration)
+        raise VpevalError(f"{longest.path}: utterance {longest.id!r} is {longest.duration:.1f} s, longer than the "
+                          f"{limit / encoder.sample_rate:g} s attacker.model.max_seconds ({len(too_long)} such "
+                          f"utterances); split them, or raise the bound if the device's memory allows")
 
 
 def _embed_batches(encoder: nn.Module, utts: Sequence[Utterance], batches: list[list[int]], device: torch.device,

@@ -1,7 +1,9 @@
 """What a speaker encoder is to vpeval: any `nn.Module` with the members of `Encoder`.
 
 Training, extraction, attacker folders (`model.json` + `model.pt`) and checkpoints use only
-these members, so a new attacker is one module plus one YAML file in `conf/attacker/` (see
+these members (and two optional ones: `context_samples`, the length of a clean whole-utterance
+context training gives `forward(crops, context=...)` besides each crop, `pipeline.asv.crops`;
+`max_samples`, the longest utterance extraction may give it), so a new attacker is one module plus one YAML file in `conf/attacker/` (see
 docs/attacker.md); nothing lists the encoder classes. Its front end is a `_target_` node
 (`_partial_: true`), called with `(sample_rate, n_mels)`.
 

@@ -12,7 +12,10 @@ The cosine backend's speaker model follows a named rule (`enrolment`, see `ENROL
 `ecapa_ssl` extractor L2-normalises each utterance's embedding before the toolkit averages
 them), or `mean_raw`, the mean of the raw embeddings (VPC 2024's `convert_to_spk_level`
 averages the raw `encode_batch` outputs). Cosine scoring itself ignores the scale of either
-side, so the rules differ only in how much each enrolment utterance weighs. PLDA
+side, so the rules differ only in how much each enrolment utterance weighs. `embedding: sign`
+first replaces every utterance embedding, enrolment and test, by its signs (+1 / -1), what VPC
+2026's `ecapa_ssl` extractor returns (`extract_vector` calls `F.normalize(vec, dim=1)` on a
+(1, 1, D) output: each element divided by its own magnitude; tests/fixtures/vpc2026_ssl). PLDA
 (`pipeline.asv.plda`) keeps what its multi-enrolment LLR needs. `score_trials` scores a trial list; `write_scores` writes
 `enroll test score target|nontarget` lines, the file every metric reads.
 """
@@ -57,6 +60,9 @@ def mean_of_raw(embeddings: np.ndarray) -> np.ndarray:
 
 
 ENROLMENT_RULES = {"mean_normalised": mean_of_normalised, "mean_raw": mean_of_raw}
+# What an utterance embedding is before enrolment and scoring: as extracted, or its signs
+# (+1 / -1; 0 stays 0), VPC 2026's `ecapa_ssl` vectors
+EMBEDDINGS = {"raw": lambda embeddings: embeddings, "sign": np.sign}
 
 
 class ScoringBackend(ABC):
@@ -97,17 +103,21 @@ class CosineBackend(ScoringBackend):
     array([0.70710678])
     """
 
-    def __init__(self, mean_subtraction: bool = False, enrolment: str = "mean_normalised", name: str = "cosine"):
+    def __init__(self, mean_subtraction: bool = False, enrolment: str = "mean_normalised", name: str = "cosine",
+                 embedding: str = "raw"):
         super().__init__(name)
         if enrolment not in ENROLMENT_RULES:
             raise VpevalError(f"backend.enrolment: {enrolment!r} is not one of {', '.join(ENROLMENT_RULES)}")
+        if embedding not in EMBEDDINGS:
+            raise VpevalError(f"backend.embedding: {embedding!r} is not one of {', '.join(EMBEDDINGS)}")
         self.mean_subtraction = bool(mean_subtraction)
         self.enrolment = enrolment
+        self.embedding = EMBEDDINGS[embedding]
         self.mean: np.ndarray | None = None
 
     def enrol(self, embeddings: np.ndarray) -> np.ndarray:
         """A speaker's model by the `enrolment` rule."""
-        return ENROLMENT_RULES[self.enrolment](embeddings)
+        return ENROLMENT_RULES[self.enrolment](self.embedding(as_matrix(embeddings, "enrolment embeddings")))
 
     @property
     def needs_fit(self) -> bool:
@@ -117,11 +127,11 @@ class CosineBackend(ScoringBackend):
         embeddings = as_matrix(embeddings, "training embeddings")
         if len(speaker_ids) != len(embeddings):
             raise VpevalError(f"backend fit: {len(embeddings)} embeddings but {len(speaker_ids)} speaker ids")
-        self.mean = length_normalise(embeddings).mean(axis=0)
+        self.mean = length_normalise(self.embedding(embeddings)).mean(axis=0)
         return self
 
     def score(self, enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
-        enroll, test = as_matrix(enroll, "enrolment embeddings"), as_matrix(test, "test embeddings")
+        enroll, test = as_matrix(enroll, "enrolment embeddings"), self.embedding(as_matrix(test, "test embeddings"))
         if enroll.shape != test.shape:
             raise VpevalError(f"backend score: enrolment {enroll.shape} and test {test.shape} are not aligned pairs")
         if self.mean_subtraction:

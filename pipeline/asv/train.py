@@ -123,9 +123,10 @@ class _TrainingStep(nn.Module):
         super().__init__()
         self.model, self.head, self.amp_dtype = model, head, amp_dtype
 
-    def forward(self, wavs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, wavs: torch.Tensor, labels: torch.Tensor,
+                context: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast(device_type=wavs.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-            embeddings = self.model(wavs)
+            embeddings = self.model(wavs) if context is None else self.model(wavs, context=context)
         return self.head(embeddings, labels)
 
 
@@ -223,12 +224,13 @@ class _Trainer(Trainer):
             step = DistributedDataParallel(step, device_ids=device_ids, gradient_as_bucket_view=True)
         return torch.compile(step, mode=self.compile_mode) if self.compile_mode else step
 
-    def _forward_backward(self, wavs: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _forward_backward(self, wavs: torch.Tensor, labels: torch.Tensor,
+                          context: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """(loss, cosines) of one batch, gradients accumulated; a torch.compile failure is one line."""
         if self.compile_mode:
             torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: this step's outputs are new
         try:
-            loss, cosines = self.step_module(wavs, labels)
+            loss, cosines = self.step_module(wavs, labels, context)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
         except torch._dynamo.exc.TorchDynamoException as exc:  # "backend='inductor' raised:\nTheError: ..."
@@ -244,7 +246,9 @@ class _Trainer(Trainer):
         self.epoch_started = time.monotonic()
         # augmentation sees the whole global batch (its draws must not depend on the number of ranks)
         rows = slice(None) if self.augment else self.rows
-        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch, rows)
+        context_samples = int(getattr(self.model, "context_samples", 0))
+        context = (context_samples, bool(getattr(self.model, "normalize_waveform", True))) if context_samples else None
+        batches = CropBatches(self.cache.folder, self.cache.offsets, self.cache.labels, self.plan, epoch, rows, context)
         loader = DataLoader(batches, batch_size=None, sampler=range(state["step"], steps_per_epoch),
                             num_workers=self.num_workers, pin_memory=device.type == "cuda")
         # This rank's loss and correct-count sums since they were last added to `state`; they
@@ -253,12 +257,14 @@ class _Trainer(Trainer):
         self.step_module.train()
         bar = tqdm(loader, total=steps_per_epoch, initial=state["step"], desc=f"epoch {epoch + 1}/{self.epochs}",
                    unit="batch", disable=None if world.is_main else True)
-        for crops, labels in bar:
+        for crops, labels, *contexts in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)
-            if self.augment:
+            context = contexts[0].to(device, non_blocking=True) if contexts else None
+            if self.augment:  # the crops only: a context is clean audio (VPC augments the fbank branch's input)
                 wavs, labels = self.augment(wavs, epoch, state["step"])[self.rows], labels[self.rows]
-            loss, cosines = self._forward_backward(wavs, labels)
+                context = None if context is None else context[self.rows]
+            loss, cosines = self._forward_backward(wavs, labels, context)
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.scheduler.step()

@@ -152,13 +152,14 @@ def _load_hf_folder(path: Path) -> WavLMModel:
     return model
 
 
-def layer_outputs(model: WavLMModel, wavs: torch.Tensor) -> torch.Tensor:
-    """(L, B, T, C) outputs of the L transformer layers for (B, N) waveforms (no padding mask),
-    before the final layer norm of a pre-norm (Large) encoder."""
+def layer_outputs(model: WavLMModel, wavs: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(L, B, T, C) outputs of the L transformer layers for (B, N) waveforms, before the final
+    layer norm of a pre-norm (Large) encoder; with a (B, N) `attention_mask` (1 on samples)
+    each utterance's frames are those of the utterance alone (its padding frames are not)."""
     last: list[torch.Tensor] = []
     hook = model.encoder.layers[-1].register_forward_hook(lambda module, args, output: last.append(output[0]))
     try:
-        hidden = model(wavs, output_hidden_states=True).hidden_states
+        hidden = model(wavs, attention_mask=attention_mask, output_hidden_states=True).hidden_states
     finally:
         hook.remove()
     return torch.stack([*hidden[1:-1], last[0]])

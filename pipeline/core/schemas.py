@@ -257,6 +257,7 @@ class Backend:
     _target_: str = MISSING
     name: str = MISSING
     mean_subtraction: bool = MISSING  # pipeline.asv.scoring.CosineBackend
+    embedding: str = MISSING
     lda_dim: int | None = MISSING  # pipeline.asv.plda.PLDABackend
     length_norm: bool = MISSING
     enrolment: str = MISSING

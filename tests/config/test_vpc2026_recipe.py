@@ -21,7 +21,8 @@ def test_track1_has_both_privacy_rows_on_mixed_lists_with_the_fine_tuned_ssl_att
     assert training.optimizer._target_ == "torch.optim.AdamW" and training.optimizer.weight_decay == 0.01
     assert training.scheduler.step_size_up == 65000 and training.scheduler.base_lr == 1e-8
     assert [a._target_.rsplit(".", 1)[1] for a in training.augment] == ["DropFreq", "DropChunk"]
-    assert cfg.backend.enrolment == "mean_normalised" and cfg.asr.interface.endswith("EncoderASR")
+    assert (cfg.backend.embedding, cfg.backend.enrolment) == ("sign", "mean_raw")  # VPC's sign vectors
+    assert cfg.asr.interface.endswith("EncoderASR")
 
 
 @pytest.mark.parametrize("language, tag, epochs", [("english", "en", 4), ("german", "de", 10),

@@ -6,7 +6,7 @@ import torch
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN, SERes2NetBlock
 from transformers import WavLMModel
 
-from pipeline.asv.ecapa_ssl import FusedECAPA, SSLSpeakerEncoder, resampling_matrix
+from pipeline.asv.ecapa_ssl import FusedECAPA, SSLSpeakerEncoder, resampling_matrix, vpc_fbank_input
 from pipeline.asv.encoder import check_encoder
 from pipeline.asv.wavlm import layer_outputs, load_wavlm
 from pipeline.core.errors import VpevalError
@@ -89,15 +89,80 @@ def test_both_formats_give_the_same_embeddings(wavlm_files):
         torch.testing.assert_close(encoder(pt)(wavs), encoder(hf)(wavs), rtol=0, atol=1e-5)
 
 
+def with_zeros(wav: torch.Tensor, before: int, after: int) -> torch.Tensor:
+    return torch.cat([torch.zeros(before), wav, torch.zeros(after)])
+
+
 def test_an_utterance_embeds_the_same_alone_or_in_a_ragged_batch(wavlm_files):
     model = encoder(wavlm_files[0])
-    utts = [speech(2.0, 4), speech(0.7, 5), speech(1.1, 6)]  # longer and shorter than wavlm_seconds
+    # longer and shorter than wavlm_seconds (no longer a bound at extraction), some with zeros to trim
+    utts = [speech(2.0, 4), with_zeros(speech(0.7, 5), 800, 3000), speech(1.1, 6), with_zeros(speech(3.1, 7), 0, 17)]
     padded = torch.nn.utils.rnn.pad_sequence(utts, batch_first=True)
     lengths = torch.tensor([len(u) for u in utts])
     with torch.inference_mode():
         batch = model.embed_samples(padded, lengths)
         alone = torch.cat([model(u[None]) for u in utts])
     torch.testing.assert_close(batch, alone, rtol=1e-4, atol=1e-4)
+
+
+def test_extraction_sees_whole_utterances_trimmed_for_fbank_only(wavlm_files):
+    """VPC's evaluation: fbank on the peak-normalised, zero-trimmed utterance; WavLM on all of it."""
+    model = encoder(wavlm_files[0])
+    wav = speech(2.5, 3)  # longer than the 1.5 s training context: WavLM sees all of it
+    padded = with_zeros(wav, 1600, 2400)
+    with torch.inference_mode():
+        whole = model(padded[None])
+        frames = model.wavlm_layers(padded[None], torch.tensor([len(padded)]))[1]
+        layers = model.wavlm_layers(torch.nn.functional.layer_norm(padded, padded.shape)[None],
+                                    torch.tensor([len(padded)]))
+        by_hand = model._embed(wav[None] / wav.abs().max(), torch.tensor([len(wav)]), layers, ragged=False)
+        cut = model(with_zeros(wav[:24000], 1600, 2400)[None])
+    assert int(frames) == model.wavlm._get_feat_extract_output_lengths(len(padded))
+    torch.testing.assert_close(whole, by_hand, rtol=1e-5, atol=1e-5)
+    assert torch.nn.functional.cosine_similarity(whole, cut).item() < 0.9999  # the last second counts
+
+
+def test_vpc_fbank_input_peak_normalises_and_trims_exact_zeros():
+    wavs = torch.tensor([[0.0, 0.0, 0.25, 0.0, -0.5, 0.0, 0.0], [0.1, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    trimmed, counts = vpc_fbank_input(wavs, torch.tensor([7, 3]))
+    assert counts.tolist() == [3, 2]
+    assert trimmed.tolist() == [[0.5, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]]
+
+
+def test_training_forward_gives_wavlm_the_context_not_the_crop(wavlm_files):
+    model = encoder(wavlm_files[0])
+    crops = torch.stack([speech(1.0, 1), speech(1.0, 2)])
+    contexts = torch.stack([speech(1.5, 3), speech(1.5, 4)])
+    with torch.inference_mode():
+        trained = model(crops, context=contexts)
+        layers = model.wavlm_layers(contexts, torch.tensor([24000, 24000]))
+        by_hand = model._embed(crops, torch.tensor([16000, 16000]), layers, ragged=False)
+        other = model(crops, context=torch.stack([speech(1.5, 5), speech(1.5, 6)]))
+    torch.testing.assert_close(trained, by_hand, rtol=0, atol=0)
+    assert not torch.allclose(trained, other, atol=1e-3)
+
+
+def test_wavlm_runs_float32_under_autocast_unless_asked(wavlm_files):
+    seen = []
+    for wavlm_autocast in (False, True):
+        model = encoder(wavlm_files[0], wavlm_autocast=wavlm_autocast)
+        handle = model.wavlm.encoder.layers[0].register_forward_hook(lambda m, a, out: seen.append(out[0].dtype))
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            model(speech(1.0, 2)[None])
+        handle.remove()
+    assert seen == [torch.float32, torch.bfloat16]
+
+
+def test_an_utterance_over_max_seconds_is_refused_by_id_before_any_work(wavlm_files, tmp_path):
+    from pipeline.asv.embed import embed_utterances
+    from pipeline.data.manifest import Utterance
+
+    model = encoder(wavlm_files[0], max_seconds=2.0)
+    utts = [Utterance(id=f"u{i}", speaker="s", gender="f", path=str(tmp_path / f"missing{i}.flac"), duration=d)
+            for i, d in enumerate([1.0, 2.5, 3.5])]
+    with pytest.raises(VpevalError, match=r"missing2.flac: utterance 'u2' is 3.5 s, longer than the 2 s "
+                                          r"attacker.model.max_seconds \(2 such utterances\)"):
+        embed_utterances(model, utts, device="cpu")
 
 
 def vpc_resample(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -113,7 +178,7 @@ def vpc_resample(x: torch.Tensor, n: int) -> torch.Tensor:
 @pytest.mark.parametrize("source, frames", [(499, 301), (499, 499), (499, 1001), (7, 3), (10, 4)])
 def test_resampling_matches_vpc(source, frames):
     x = torch.randn(1, 3, source, dtype=torch.float64)
-    matrix = resampling_matrix(source, torch.tensor([frames]), frames + 5).double()
+    matrix = resampling_matrix(torch.tensor([source]), torch.tensor([frames]), frames + 5, source).double()
     ours = torch.bmm(x, matrix.transpose(1, 2))
     torch.testing.assert_close(ours[:, :, :frames], vpc_resample(x, frames))
     assert not ours[:, :, frames:].any()

@@ -110,13 +110,30 @@ def test_unknown_enrolment_rule_names_the_key():
         CosineBackend(enrolment="median")
 
 
-@pytest.mark.parametrize("name, rule", [("cosine", "mean_normalised"), ("cosine_vpc2024", "mean_raw"),
-                                        ("cosine_vpc2026", "mean_normalised"), ("cosine_mean", "mean_normalised")])
-def test_named_scoring_rules_compose(name, rule):
+def test_sign_embeddings_on_a_hand_computed_case():
+    """VPC 2026's ecapa_ssl vectors: A enrols with (4, -0.1) and (-2, 3) -> signs (1, -1) and
+    (-1, 1), mean (0, 0)... so use a third, (0.5, 2) -> (1, 1): mean (1/3, 1/3); the test
+    (-0.2, 5) -> (-1, 1): cosine 0. Raw embeddings would give another score."""
+    utts = [utterance("a1", "A"), utterance("a2", "A"), utterance("a3", "A")]
+    embeddings = np.array([[4.0, -0.1], [-2.0, 3.0], [0.5, 2.0]])
+    trials, tests = [Trial("A", "t", True)], {"t": np.array([-0.2, 5.0])}
+    sign = CosineBackend(enrolment="mean_raw", embedding="sign")
+    np.testing.assert_allclose(enrolment_vectors(utts, embeddings, sign)["A"], [1 / 3, 1 / 3])
+    np.testing.assert_allclose(score_trials(sign, utts, embeddings, tests, trials), [0.0], atol=1e-12)
+    assert score_trials(CosineBackend(enrolment="mean_raw"), utts, embeddings, tests, trials)[0] > 0.5
+    with pytest.raises(VpevalError, match="backend.embedding: 'binary' is not one of raw, sign"):
+        CosineBackend(embedding="binary")
+
+
+@pytest.mark.parametrize("name, rule, embedding", [
+    ("cosine", "mean_normalised", np.ndarray), ("cosine_vpc2024", "mean_raw", np.ndarray),
+    ("cosine_vpc2026", "mean_raw", np.sign), ("cosine_mean", "mean_normalised", np.ndarray)])
+def test_named_scoring_rules_compose(name, rule, embedding):
     with hydra.initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = hydra.compose("config", overrides=[f"backend={name}"])
     backend = instantiate(cfg.backend)
     assert isinstance(backend, CosineBackend) and backend.enrolment == rule and backend.name == name
+    assert (backend.embedding is np.sign) == (embedding is np.sign)
 
 
 def test_vpc2024_recipe_scores_by_vpc2024_rule():

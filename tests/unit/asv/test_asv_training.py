@@ -17,7 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from pipeline.asv.audio_cache import build_audio_cache, open_audio_cache
-from pipeline.asv.crops import CropBatches, CropPlan, take_crops
+from pipeline.asv.crops import CropBatches, CropPlan, take_context, take_crops
 from pipeline.asv.embed import extract_embeddings, length_buckets, load_encoder
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.scoring import length_normalise
@@ -106,6 +106,25 @@ def test_crop_contents_and_short_utterances_wrap():
     np.testing.assert_array_equal(crops[1], 60 + (30 + np.arange(50)) % 40)
 
 
+def test_contexts_are_whole_utterance_normalised_then_cut_or_padded():
+    """VPC 2026's fine-tuning WavLM input: layer_norm over the whole file, then a random
+    segment (uniform start) or zero padding."""
+    rng = np.random.default_rng(0)
+    audio = (rng.standard_normal(300) * 3000 + 500).astype(np.int16)
+    offsets = np.array([0, 200, 300])  # utterance 0: 200 samples, utterance 1: 100 (shorter than the context)
+    contexts = take_context(audio, offsets, np.array([0, 1]), np.array([37, 0]), 150, normalize=True)
+    for row, (utt, start) in enumerate([(0, 37), (1, 0)]):
+        whole = torch.from_numpy(audio[offsets[utt]:offsets[utt + 1]].astype(np.float32) / 32768)
+        expected = torch.nn.functional.layer_norm(whole, whole.shape)[start:start + 150]
+        torch.testing.assert_close(torch.from_numpy(contexts[row, :len(expected)]), expected, rtol=0, atol=1e-6)
+    assert not contexts[1, 100:].any()
+    plan = CropPlan(np.array([200, 100]), crop_samples=50, batch_size=2, seed=5)
+    utterances, _ = plan.batch(0, 0)
+    starts = plan.context_starts(0, 0, utterances, 150)
+    np.testing.assert_array_equal(starts, CropPlan(np.array([200, 100]), 50, 2, 5).context_starts(0, 0, utterances, 150))
+    assert all(0 <= start <= max(plan.lengths[u] - 150, 0) for u, start in zip(utterances, starts))
+
+
 def test_crop_batches_are_the_plan_and_pickle_without_audio(corpus, tmp_path):
     cache = build_audio_cache(corpus[0], tmp_path / "cache", workers=2, progress=False)
     plan = CropPlan(cache.lengths, 8000, 5, seed=3)
@@ -118,6 +137,12 @@ def test_crop_batches_are_the_plan_and_pickle_without_audio(corpus, tmp_path):
     copy = pickle.loads(pickle.dumps(batches))
     assert copy._audio is None
     np.testing.assert_array_equal(copy[1][0].numpy(), crops.numpy())
+    with_context = CropBatches(cache.folder, cache.offsets, cache.labels, plan, epoch=2, context=(12000, True))
+    crops_too, _, contexts = with_context[1]
+    assert torch.equal(crops_too, crops) and contexts.shape == (5, 12000) and contexts.dtype == torch.float32
+    expected = take_context(cache.audio, cache.offsets, utterances, plan.context_starts(2, 1, utterances, 12000),
+                            12000, normalize=True)
+    np.testing.assert_array_equal(contexts.numpy(), expected)
 
 
 # --- training --------------------------------------------------------------------------------
