@@ -7,7 +7,7 @@ value is the rates' expectation over populations, estimated from `--truth` separ
 replications; coverage is the share of `--replications` intervals that contain it (with its
 binomial standard error).
 
-    python benchmarks/legal_interval_coverage.py                  # a few minutes on one core
+    python benchmarks/legal_interval_coverage.py                  # seconds on one core
     python benchmarks/legal_interval_coverage.py --replications 1000 --truth 2000
 """
 from __future__ import annotations

@@ -200,6 +200,7 @@ class Reidentification:
     calibration_conversations: int = limited(COUNT)
     runs: int = limited(COUNT)
     confidence: float = limited(FRACTION)
+    short_speakers: str = limited(Check("calibrate or drop", one_of("calibrate", "drop")))
 
 
 @dataclass

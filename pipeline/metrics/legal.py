@@ -13,6 +13,11 @@ Entries are conversations: the L2-normalised mean of L utterance embeddings of o
   calibration set (`predicate_threshold`). Isolation: p fires on exactly one of the N test
   entries, whichever speaker's. The rate is the mean over enrolled speakers, runs (a drawn
   population and utterances) and folds. Trivial baseline: N (1/N)(1 - 1/N)^(N-1) -> e^-1.
+  A speaker with only 2 <= K < M + 1 conversations (K = its utterances // L) takes part as the
+  paper's footnote 4 says: K - 1 calibrate and 1 is tested (fold f tests its conversation
+  f mod K), and when it is the enrolled speaker, t is the midpoint of the (K-1)-th and K-th
+  highest calibration similarities (`short_speakers="calibrate"`, the default);
+  `short_speakers="drop"` leaves it out (vpeval's rule before issue 35).
 - Identification rate. A test conversation is identified when its cosine with its speaker's
   enrolment embedding (the mean of all its enrolment utterances) beats every other
   candidate's strictly (a tie fails, as in the reference). Among N' candidates, the true
@@ -111,7 +116,8 @@ def identification_probability(true_scores: np.ndarray, other_scores: np.ndarray
 @dataclass(frozen=True)
 class Estimate:
     """A rate, its interval over `units` speakers (`speaker_interval`; None with fewer than 2),
-    the rate of a trivial attacker, and each speaker's own rate."""
+    the rate of a trivial attacker, each speaker's own rate, and (singling out) how many test
+    speakers took part with fewer than M + 1 conversations, calibrated on K - 1 < M."""
 
     value: float
     low: float | None
@@ -119,6 +125,7 @@ class Estimate:
     units: int
     chance: float
     per_speaker: dict
+    calibrated_on_fewer: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -127,8 +134,8 @@ class Estimate:
 def speaker_interval(per_speaker: dict, confidence: float) -> tuple:
     """Student-t interval of the mean of the speakers' rates, mean ± t(n-1) s / sqrt(n), clipped
     to [0, 1]; (None, None) with fewer than 2 speakers. (A percentile bootstrap over speakers
-    covered 0.907 and 0.920 at nominal 0.95 in `benchmarks/legal_interval_coverage.py`, this
-    interval 0.953 and 0.958.)"""
+    covered 0.907 and 0.920 at nominal 0.95 in `benchmarks/legal_interval_coverage.py` with 400
+    populations, this interval 0.953 and 0.948; with 4000, 0.949 and 0.938: docs/metrics.md.)"""
     rates = np.array(list(per_speaker.values()), dtype=np.float64)
     if len(rates) < 2:
         return None, None
@@ -140,7 +147,8 @@ def speaker_interval(per_speaker: dict, confidence: float) -> tuple:
 class Grid:
     """What the metrics are computed over (config section `legal`): population sizes N,
     candidate counts N', conversation lengths L, calibration conversations per speaker M,
-    random runs, the intervals' confidence and the seed of every draw."""
+    random runs, the intervals' confidence, the seed of every draw, and what singling out does
+    with a speaker of fewer than M + 1 conversations (`SHORT_SPEAKERS`)."""
 
     populations: tuple[int, ...]
     candidates: tuple[int, ...]
@@ -149,6 +157,24 @@ class Grid:
     runs: int = 5
     confidence: float = 0.95
     seed: int = 0
+    short_speakers: str = "calibrate"
+
+
+SHORT_SPEAKERS = ("calibrate", "drop")
+
+
+def conversations_of(utterances: int, length: int, calibration_conversations: int, short_speakers: str) -> int:
+    """K: the conversations of L utterances a test speaker gives singling out, at most M + 1; 0
+    when it cannot take part (fewer than 2, or under `drop` fewer than M + 1).
+
+    >>> [conversations_of(n, 2, 9, "calibrate") for n in (3, 4, 9, 20, 50)], conversations_of(19, 2, 9, "drop")
+    ([0, 2, 4, 10, 10], 0)
+    """
+    if short_speakers not in SHORT_SPEAKERS:
+        raise ValueError(f"short_speakers={short_speakers!r}: must be one of {', '.join(SHORT_SPEAKERS)}")
+    k = min(utterances // length, calibration_conversations + 1)
+    least = 2 if short_speakers == "calibrate" else calibration_conversations + 1
+    return k if k >= least else 0
 
 
 def utterances_by_speaker(speakers) -> dict[str, np.ndarray]:
@@ -166,20 +192,28 @@ def check_grid(grid: Grid, test_counts: dict[str, int], enrolled: set[str], key:
     m = grid.calibration_conversations
     if m < 1:
         raise VpevalError(f"{key}.calibration_conversations={m}{where}: must be at least 1")
+    if grid.short_speakers not in SHORT_SPEAKERS:
+        raise VpevalError(f"{key}.short_speakers={grid.short_speakers}{where}: must be one of {', '.join(SHORT_SPEAKERS)}")
     most = max(test_counts.values(), default=0)
     for length in grid.lengths:
         if length < 1 or length > most:
             raise VpevalError(f"{key}.lengths{where}: L={length} but the test speakers have at most {most} utterances")
-        need = (m + 1) * length
-        eligible = [s for s, n in test_counts.items() if n >= need]
+        eligible = [s for s, n in test_counts.items() if conversations_of(n, length, m, grid.short_speakers)]
+        most_enrolled = max((n for s, n in test_counts.items() if s in enrolled), default=0)
+        if grid.short_speakers == "drop":
+            need, rule, bad = (m + 1) * length, "(M+1)*L", f"{key}.calibration_conversations={m}"
+            hint = f": M <= {most_enrolled // length - 1}" if most_enrolled >= 2 * length else ""
+        else:
+            need, rule, bad = 2 * length, "2*L", f"{key}.lengths"
+            hint = f": L <= {most_enrolled // 2}" if most_enrolled >= 2 else ""
         if grid.populations and not set(eligible) & enrolled:
             raise VpevalError(
-                f"{key}.calibration_conversations={m}{where}: at L={length} a speaker needs (M+1)*L={need} test "
-                f"utterances, and no enrolled test speaker has that many (at most {most}: M <= {most // length - 1})")
+                f"{bad}{where}: at L={length} a speaker needs {rule}={need} test utterances for singling out, "
+                f"and no enrolled test speaker has that many (they have at most {most_enrolled}{hint})")
         for n in grid.populations:
             if not 2 <= n <= len(eligible):
-                raise VpevalError(f"{key}.populations{where}: N={n} but at L={length} and M={m} only {len(eligible)} "
-                                  f"test speakers have {need} utterances (N must be in 2..{len(eligible)})")
+                raise VpevalError(f"{key}.populations{where}: N={n} but at L={length} only {len(eligible)} test "
+                                  f"speakers have {rule}={need} utterances (N must be in 2..{len(eligible)})")
         if grid.candidates and not any(n >= length for s, n in test_counts.items() if s in enrolled):
             raise VpevalError(f"{key}.lengths{where}: L={length} but no enrolled test speaker has that many utterances")
     for n in grid.candidates:
@@ -190,16 +224,17 @@ def check_grid(grid: Grid, test_counts: dict[str, int], enrolled: set[str], key:
 
 def singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, population: int, length: int,
                       calibration_conversations: int = 9, runs: int = 5, seed: int = 0,
-                      confidence: float = 0.95) -> tuple[Estimate, dict]:
+                      confidence: float = 0.95, short_speakers: str = "calibrate") -> tuple[Estimate, dict]:
     """Singling out rate (see the module) over populations of `population` test speakers and
-    conversations of `length` utterances; the estimate and the speakers left out
-    ({"test": speakers with fewer than (M+1)·L utterances, "enrolled": enrolled speakers not
-    among the eligible test speakers})."""
+    conversations of `length` utterances; the estimate (`calibrated_on_fewer`: the eligible test
+    speakers with K < M + 1 conversations) and the speakers left out ({"test": test speakers
+    with no K (`conversations_of`), "enrolled": enrolled speakers not among the eligible test
+    speakers})."""
     test_emb, enroll_emb = np.asarray(test_emb, dtype=np.float64), np.asarray(enroll_emb, dtype=np.float64)
     m = calibration_conversations
-    need = (m + 1) * length
     by_test = utterances_by_speaker(test_spk)
-    eligible = [s for s, rows in by_test.items() if len(rows) >= need]
+    k = {s: conversations_of(len(rows), length, m, short_speakers) for s, rows in by_test.items()}
+    eligible = [s for s in by_test if k[s]]
     by_enrolled = utterances_by_speaker(enroll_spk)
     owners = [s for s in by_enrolled if s in set(eligible)]
     left_out = {"test": len(by_test) - len(eligible), "enrolled": len(by_enrolled) - len(owners)}
@@ -207,21 +242,30 @@ def singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, population: in
         raise ValueError(f"population {population}: {len(eligible)} eligible test speakers, {len(owners)} enrolled")
     rng = np.random.default_rng(seed)
     per_speaker = {}
+    folds = np.arange(m + 1)
     for owner in owners:
         probe = conversation(enroll_emb[by_enrolled[owner]])
         others = [s for s in eligible if s != owner]
         outcomes = []
         for _ in range(runs):
             members = [owner] + [others[i] for i in rng.choice(len(others), population - 1, replace=False)]
-            drawn = np.stack([rng.choice(by_test[s], need, replace=False) for s in members])
-            scores = conversation(test_emb[drawn].reshape(population, m + 1, length, -1)) @ probe
-            for fold in range(m + 1):
-                threshold = predicate_threshold(np.delete(scores, fold, axis=1).ravel(), m)
-                outcomes.append(np.count_nonzero(scores[:, fold] > threshold) == 1)
+            counts = np.array([k[s] for s in members])
+            # conversations of each member, padded to M + 1 by repeating its first (never used)
+            drawn = np.stack([np.resize(rng.choice(by_test[s], k[s] * length, replace=False).reshape(k[s], length),
+                                        (m + 1, length)) for s in members])
+            scores = conversation(test_emb[drawn]) @ probe
+            real = folds[None, :] < counts[:, None]
+            for fold in folds:
+                tested = fold % counts  # footnote 4: a speaker of K conversations tests each in turn
+                calibration = real & (folds[None, :] != tested[:, None])
+                threshold = predicate_threshold(scores[calibration], counts[0] - 1)
+                outcomes.append(np.count_nonzero(scores[np.arange(population), tested] > threshold) == 1)
         per_speaker[owner] = float(np.mean(outcomes))
     low, high = speaker_interval(per_speaker, confidence)
     value = float(np.mean(list(per_speaker.values())))
-    return Estimate(value, low, high, len(per_speaker), trivial_singling_out(population), per_speaker), left_out
+    fewer = sum(1 for s in eligible if k[s] < m + 1)
+    return Estimate(value, low, high, len(per_speaker), trivial_singling_out(population), per_speaker,
+                    fewer), left_out
 
 
 def identification_rate(test_emb, test_spk, enroll_emb, enroll_spk, candidates: int, length: int,
@@ -260,7 +304,7 @@ def legal_metrics(test_emb, test_spk, enroll_emb, enroll_spk, grid: Grid) -> dic
         for n in grid.populations:
             estimate, left = singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, n, length,
                                                grid.calibration_conversations, grid.runs, grid.seed,
-                                               grid.confidence)
+                                               grid.confidence, grid.short_speakers)
             found["singling_out_rate"][f"N={n},L={length}"] = estimate.as_dict()
             found["left_out"][f"singling_out_rate,L={length}"] = left
         for n in grid.candidates:

@@ -25,7 +25,8 @@ from pipeline.metrics.inputs import UndefinedMetricError
 from pipeline.metrics.legal import Grid, identification_rate, singling_out_rate
 from pipeline.metrics.rank_disclosure import embedding_rank_disclosure
 
-GRID_KEYS = ("populations", "candidates", "lengths", "calibration_conversations", "runs", "confidence")
+GRID_KEYS = ("populations", "candidates", "lengths", "calibration_conversations", "runs", "confidence",
+             "short_speakers")
 DISCLOSURE_KEYS = ("rank_disclosure_bits", "rank_disclosure_worst_bits", "rank_disclosure_bb_bits",
                    "rank_disclosure_bb_worst_bits")
 
@@ -75,7 +76,7 @@ def reidentification_metrics(settings: dict | None, seed: int) -> tuple[Metric, 
     m = grid.calibration_conversations
 
     def singling_out(arrays, n, length):
-        return singling_out_rate(*arrays, n, length, m, grid.runs, seed, grid.confidence)
+        return singling_out_rate(*arrays, n, length, m, grid.runs, seed, grid.confidence, grid.short_speakers)
 
     def identification(arrays, n, length):
         return identification_rate(*arrays, n, length, grid.runs, seed, grid.confidence)

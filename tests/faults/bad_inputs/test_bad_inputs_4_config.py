@@ -281,13 +281,17 @@ def tried_ten_times(prepared: Path) -> Path:
 REIDENTIFICATION_ROWS = [  # row, input, overrides, ten trial utterances per speaker, needles
     ("reidentification-population", "a singling-out population larger than the speakers with enough utterances "
      "(`reidentification.populations=[5]`)", ["reidentification.populations=[5]"], True,
-     ("reidentification.populations (test_f): N=5", "only 2 test speakers have 10 utterances", "2..2")),
+     ("reidentification.populations (test_f): N=5", "only 2 test speakers have 2*L=2 utterances", "2..2")),
     ("reidentification-length", "a conversation longer than any speaker's utterances (`reidentification.lengths=[11]`)",
      ["reidentification.lengths=[11]"], True,
      ("reidentification.lengths (test_f): L=11", "at most 10 utterances")),
-    ("reidentification-calibration", "too few utterances for the calibration conversations "
-     "(`reidentification.calibration_conversations=9` with 1 trial utterance per speaker)",
+    ("reidentification-calibration", "too few utterances for two conversations, one to calibrate and one to test "
+     "(1 trial utterance per speaker)",
      ["reidentification.populations=[2]"], False,
+     ("reidentification.lengths (test_f): at L=1", "2*L=2", "at most 1")),
+    ("reidentification-calibration-drop", "too few utterances for the calibration conversations under "
+     "`reidentification.short_speakers=drop` (M = 9, 1 trial utterance per speaker)",
+     ["reidentification.populations=[2]", "reidentification.short_speakers=drop"], False,
      ("reidentification.calibration_conversations=9 (test_f)", "(M+1)*L=10", "at most 1")),
     ("reidentification-candidates", "more identification candidates than enrolled speakers "
      "(`reidentification.candidates=[3]`)", ["reidentification.populations=[2]", "reidentification.candidates=[3]"],

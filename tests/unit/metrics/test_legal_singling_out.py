@@ -154,26 +154,39 @@ def test_rate_converges_to_the_enumerated_expectation():
 
 
 def test_speakers_left_out_are_counted():
+    """Speaker c has 4 < M+1 = 10 utterances: it takes part calibrated on 3 (footnote 4) by
+    default, and is left out under `short_speakers="drop"` (the rule before issue 35)."""
     rng = np.random.default_rng(0)
-    speakers = np.array(["a"] * 10 + ["b"] * 10 + ["c"] * 4 + ["d"] * 10)
+    speakers = np.array(["a"] * 10 + ["b"] * 10 + ["c"] * 4 + ["d"] * 10 + ["f"])
     enrolled = np.array(["a", "b", "c", "e"])
-    rate, left_out = singling_out_rate(rng.normal(size=(34, 4)), speakers, rng.normal(size=(4, 4)), enrolled,
-                                       population=3, length=1, runs=2)
-    assert left_out == {"test": 1, "enrolled": 2} and rate.units == 2 and set(rate.per_speaker) == {"a", "b"}
+    data = (rng.normal(size=(35, 4)), speakers, rng.normal(size=(4, 4)), enrolled)
+    rate, left_out = singling_out_rate(*data, population=3, length=1, runs=2)
+    assert left_out == {"test": 1, "enrolled": 1} and rate.units == 3 and rate.calibrated_on_fewer == 1
+    rate, left_out = singling_out_rate(*data, population=3, length=1, runs=2, short_speakers="drop")
+    assert left_out == {"test": 2, "enrolled": 2} and rate.units == 2 and set(rate.per_speaker) == {"a", "b"}
+    assert rate.calibrated_on_fewer == 0
 
 
 @pytest.mark.parametrize("grid, message", [
     (Grid(populations=(5,), candidates=(2,), lengths=(1,)),
-     "reidentification.populations: N=5 but at L=1 and M=9 only 3 test speakers have 10 utterances (N must be in 2..3)"),
+     "reidentification.populations: N=5 but at L=1 only 4 test speakers have 2*L=2 utterances (N must be in 2..4)"),
+    (Grid(populations=(5,), candidates=(2,), lengths=(1,), short_speakers="drop"),
+     "reidentification.populations: N=5 but at L=1 only 3 test speakers have (M+1)*L=10 utterances "
+     "(N must be in 2..3)"),
     (Grid(populations=(2,), candidates=(2,), lengths=(13,)),
      "reidentification.lengths: L=13 but the test speakers have at most 12 utterances"),
-    (Grid(populations=(2,), candidates=(2,), lengths=(2,)),
-     "reidentification.calibration_conversations=9: at L=2 a speaker needs (M+1)*L=20 test utterances, and no enrolled "
-     "test speaker has that many (at most 12: M <= 5)"),
+    (Grid(populations=(2,), candidates=(2,), lengths=(6,)),
+     "reidentification.lengths: at L=6 a speaker needs 2*L=12 test utterances for singling out, and no enrolled "
+     "test speaker has that many (they have at most 10: L <= 5)"),
+    (Grid(populations=(2,), candidates=(2,), lengths=(2,), short_speakers="drop"),
+     "reidentification.calibration_conversations=9: at L=2 a speaker needs (M+1)*L=20 test utterances for singling "
+     "out, and no enrolled test speaker has that many (they have at most 10: M <= 4)"),
     (Grid(populations=(2,), candidates=(4,), lengths=(1,)),
      "reidentification.candidates: N'=4 but 3 speakers are enrolled (N' must be in 2..3)"),
     (Grid(populations=(), candidates=(2,), lengths=(11,)),
      "reidentification.lengths: L=11 but no enrolled test speaker has that many utterances"),
+    (Grid(populations=(2,), candidates=(2,), lengths=(1,), short_speakers="keep"),
+     "reidentification.short_speakers=keep: must be one of calibrate, drop"),
 ])
 def test_grid_the_data_cannot_serve_is_refused_in_one_line(grid, message):
     counts = {"a": 12, "b": 10, "c": 10, "d": 3}

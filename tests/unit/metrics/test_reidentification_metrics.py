@@ -15,7 +15,7 @@ from pipeline.report.reidentification import reidentification_sections
 from pipeline.stages import evaluate
 
 SETTINGS = {"enabled": True, "populations": [2, 3], "candidates": [2, 3], "lengths": [1, 2],
-            "calibration_conversations": 2, "runs": 2, "confidence": 0.9}
+            "calibration_conversations": 2, "runs": 2, "confidence": 0.9, "short_speakers": "calibrate"}
 
 
 def condition(spread: float) -> tuple[Condition, tuple]:
@@ -74,6 +74,7 @@ def test_a_grid_the_condition_cannot_serve_is_none_with_the_reason():
 def test_the_grid_is_in_the_evaluate_key():
     base = evaluate.params(metric_list(SETTINGS, 1))
     assert base != evaluate.params(metric_list({**SETTINGS, "runs": 3}, 1))
+    assert base != evaluate.params(metric_list({**SETTINGS, "short_speakers": "drop"}, 1))
     assert base != evaluate.params(metric_list(SETTINGS, 2))
     assert "settings" not in evaluate.params(METRICS)  # runs without the section keep their key
     assert Cache.key("evaluate", base, {}, code="pipeline.stages.evaluate") != Cache.key(
