@@ -8,11 +8,10 @@ speaker from its utterance embeddings, and scores aligned (speaker model, test) 
     scores = backend.score(models, test_vectors)              # one score per row pair
 
 The cosine backend's speaker model follows a named rule (`enrolment`, see `ENROLMENT_RULES`):
-`mean_normalised`, the mean of the length-normalised utterance embeddings (VPC 2026's
-`ecapa_ssl` extractor L2-normalises each utterance's embedding before the toolkit averages
-them), or `mean_raw`, the mean of the raw embeddings (VPC 2024's `convert_to_spk_level`
-averages the raw `encode_batch` outputs). Cosine scoring itself ignores the scale of either
-side, so the rules differ only in how much each enrolment utterance weighs. `embedding: sign`
+`mean_normalised`, the mean of the length-normalised utterance embeddings (every utterance
+weighs the same), or `mean_raw`, the mean of the raw embeddings (VPC 2024's and VPC 2026's
+`convert_to_spk_level`). Cosine scoring itself ignores the scale of either side, so the rules
+differ only in how much each enrolment utterance weighs. `embedding: sign`
 first replaces every utterance embedding, enrolment and test, by its signs (+1 / -1), what VPC
 2026's `ecapa_ssl` extractor returns (`extract_vector` calls `F.normalize(vec, dim=1)` on a
 (1, 1, D) output: each element divided by its own magnitude; tests/fixtures/vpc2026_ssl). PLDA
