@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -159,7 +160,9 @@ def layer_outputs(model: WavLMModel, wavs: torch.Tensor, attention_mask: torch.T
     last: list[torch.Tensor] = []
     hook = model.encoder.layers[-1].register_forward_hook(lambda module, args, output: last.append(output[0]))
     try:
-        hidden = model(wavs, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+        with warnings.catch_warnings():  # transformers' WavLM mixes a bool padding mask with a float bias
+            warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask", category=UserWarning)
+            hidden = model(wavs, attention_mask=attention_mask, output_hidden_states=True).hidden_states
     finally:
         hook.remove()
     return torch.stack([*hidden[1:-1], last[0]])
