@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.asv.embed import embed_utterances, load_encoder
+from pipeline.asv.embed import load_encoder
 from pipeline.asv.scoring import CosineBackend, score_trials
 from pipeline.core.layout import manifest_path, trials_path
+from pipeline.data.audio import read_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.metrics.eer import eer
 
@@ -33,10 +34,15 @@ BACKENDS = {"cosine": CosineBackend(), "cosine_vpc2026": CosineBackend(enrolment
 
 
 def embed(encoder, utts, variant: str) -> dict[str, np.ndarray]:
+    """Each utterance alone (batching does not change an embedding) under the variant's autocast
+    (`embed_utterances` runs CPU extraction in float32 whatever its precision)."""
     encoder.wavlm_autocast = variant == "bf16+wavlm"
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=variant != "fp32"):
-        ids, embeddings = embed_utterances(encoder, utts, device="cpu", progress=False)
-    return dict(zip(ids, embeddings))
+    found = {}
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=variant != "fp32"):
+        for utt in utts:
+            wav = torch.from_numpy(read_audio(utt.path, encoder.sample_rate))[None]
+            found[utt.id] = encoder.embed_samples(wav, torch.tensor([wav.shape[1]])).float()[0].numpy()
+    return found
 
 
 def main() -> None:

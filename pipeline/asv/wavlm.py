@@ -7,6 +7,12 @@ Two formats load into the same model:
 - a Hugging Face folder (`config.json` with `model_type: wavlm` and `model.safetensors` or
   `pytorch_model.bin`), as `WavLMModel.save_pretrained` writes it.
 
+Attention runs through `torch.nn.functional.scaled_dot_product_attention` (`use_sdpa`), with
+WavLM's gated relative position bias and the padding mask as its additive mask: the same
+numbers as transformers' `F.multi_head_attention_forward` call (within 1e-5 in float32), without
+materialising the averaged attention weights that call returns, and on CUDA by the fused
+kernels that accept a mask.
+
 `layer_outputs` returns what VPC's `WavLMFeatureExtractor` takes from Microsoft's
 `extract_features(..., ret_layer_results=True)`: the output of every transformer layer
 (layer 0, the input of the first, dropped), before the encoder's final layer norm.
@@ -17,6 +23,7 @@ torch.Size([24, 2, 499, 1024])
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import warnings
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
+import torch.nn.functional as F
 
 from pipeline.core.errors import VpevalError
 from pipeline.runtime.checkpoint import load_checkpoint, load_state_checked
@@ -109,9 +117,37 @@ def hf_key(name: str) -> str | None:
     return None
 
 
-def load_wavlm(path: str | Path) -> WavLMModel:
-    """The WavLM at `path` (Microsoft .pt file or Hugging Face folder), frozen, in eval mode, on CPU;
-    a checkpoint of another size or with foreign keys is one line naming the file and the keys."""
+def sdpa_self_attention(attention, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None,
+                        gated_position_bias: torch.Tensor) -> tuple[torch.Tensor, None]:
+    """transformers' `WavLMAttention.torch_multi_head_self_attention` through SDPA: softmax(q k^T
+    / sqrt(d) + gated position bias, -inf on padded keys) v, then the output projection."""
+    batch, length, width = hidden_states.shape
+    heads = attention.num_heads
+
+    def split(x: torch.Tensor) -> torch.Tensor:
+        return x.view(batch, length, heads, width // heads).transpose(1, 2)
+
+    bias = gated_position_bias.view(batch, heads, length, length)
+    if attention_mask is not None:
+        bias = bias.masked_fill(~attention_mask.bool()[:, None, None, :], float("-inf"))
+    query, key, value = (split(projection(hidden_states))
+                         for projection in (attention.q_proj, attention.k_proj, attention.v_proj))
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask=bias.to(query.dtype),
+                                            dropout_p=attention.dropout if attention.training else 0.0)
+    return attention.out_proj(output.transpose(1, 2).reshape(batch, length, width)), None
+
+
+def use_sdpa(model: WavLMModel) -> WavLMModel:
+    """`model` with every layer's attention through `sdpa_self_attention` (weights untouched)."""
+    for layer in model.encoder.layers:
+        layer.attention.torch_multi_head_self_attention = functools.partial(sdpa_self_attention, layer.attention)
+    return model
+
+
+def load_wavlm(path: str | Path, *, sdpa: bool = True) -> WavLMModel:
+    """The WavLM at `path` (Microsoft .pt file or Hugging Face folder), frozen, in eval mode, on CPU,
+    its attention through SDPA unless `sdpa` is false; a checkpoint of another size or with
+    foreign keys is one line naming the file and the keys."""
     wavlm_classes()  # a missing library first: no file can be read without it
     path = Path(path)
     if path.is_dir():
@@ -126,7 +162,8 @@ def load_wavlm(path: str | Path) -> WavLMModel:
         load_state_checked(model, renamed, path, "model")
     else:
         raise VpevalError(f"{path}: WavLM checkpoint not found (a WavLM-Large.pt file or a Hugging Face folder)")
-    return model.requires_grad_(False).eval()
+    model = model.requires_grad_(False).eval()
+    return use_sdpa(model) if sdpa else model
 
 
 def _load_hf_folder(path: Path) -> WavLMModel:

@@ -77,6 +77,24 @@ def test_both_wavlm_formats_give_the_same_layers(wavlm_files):
     torch.testing.assert_close(reference.last_hidden_state, last_normalised)
 
 
+@pytest.mark.parametrize("padded", [False, True])
+def test_sdpa_attention_equals_transformers(wavlm_files, padded):
+    """WavLM's attention through SDPA (the default) against transformers' own
+    `F.multi_head_attention_forward` path: every layer within 1e-5 in float32, with and without
+    a padding mask (the masked frames of the shorter utterance are not compared)."""
+    wavs = torch.stack([speech(1.3, 0), speech(1.3, 1)])
+    mask = torch.ones_like(wavs, dtype=torch.long)
+    if padded:
+        mask[1, 12000:] = 0
+        wavs[1, 12000:] = 0
+    with torch.inference_mode():
+        reference = layer_outputs(load_wavlm(wavlm_files[0], sdpa=False), wavs, mask if padded else None)
+        sdpa = layer_outputs(load_wavlm(wavlm_files[0]), wavs, mask if padded else None)
+    frames = load_wavlm(wavlm_files[0])._get_feat_extract_output_lengths(12000) if padded else sdpa.shape[2]
+    torch.testing.assert_close(sdpa[:, 0], reference[:, 0], rtol=0, atol=1e-5)
+    torch.testing.assert_close(sdpa[:, 1, :frames], reference[:, 1, :frames], rtol=0, atol=1e-5)
+
+
 def encoder(wavlm: Path, **changes) -> SSLSpeakerEncoder:
     torch.manual_seed(0)
     return SSLSpeakerEncoder(wavlm=str(wavlm), wavlm_layers=2, wavlm_seconds=1.5, **{**TINY, **changes}).eval()
