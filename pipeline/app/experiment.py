@@ -121,7 +121,8 @@ class Experiment:
                                                   seed=int(self.cfg.anonymization_seed),
                                                   device=self.device,
                                                   sample_rate=self.cfg.data.sample_rate,
-                                                  speakers=self.source_speakers) / "manifest.jsonl"
+                                                  speakers=self.source_speakers,
+                                                  output_check=self.cfg.get("output_check")) / "manifest.jsonl"
         return self._anonymized[key]
 
     @cached_property
