@@ -20,7 +20,7 @@ from pipeline.report.tables import fixed, percent
 ORIGINAL = "original"
 # Utility that says the anonymised speech is gone (the output check's second line, after the speech
 # screen of anonymizers.base): ρF0 under LOST_PITCH is no intonation left at all (VPC 2022 asks
-# > 0.3 of a usable system; McAdams keeps 0.6-0.8; noise, clicks and a tone give 0.000), and a WER
+# > 0.3 of a usable system; the noise of issue 38 gave 0.000), and a WER
 # of anonymised speech of LOST_WER or more is almost no word recognised, counted only where the
 # recogniser reads the original speech (its WER has no `wer_note`).
 LOST_PITCH = 0.1

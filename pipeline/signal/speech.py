@@ -16,9 +16,9 @@ AA EER 44 %, DeID 82-96 %). Speech has two things none of those have together:
 An utterance is speech when at least `MIN_VOICED` of its frames are voiced and its dynamics
 reach `DYNAMICS_DB`. The screen is scale-free (noise at -70 dBFS fails as noise at -10 does).
 Time-reversed speech passes: it is voiced and dynamic, its speaker is still there, and
-telling it apart needs language, not acoustics (utility's WER flags it where computed). So do
-beeps (a tone switched on and off) and whispering fails (no voicing): a system that truly
-outputs those is let through by `output_check.speech=false`. The figures (false refusals on
+telling it apart needs language, not acoustics (the report's utility flag may catch it where a
+WER is computed). Beeps (a tone switched on and off) pass too. Whispering fails (no voicing):
+a system that truly outputs it is let through by `output_check.speech=false`. The figures (false refusals on
 every shipped anonymiser, detection of each non-speech case) are in docs/robustness.md,
 "Output checks", measured by `benchmarks/speech_screen.py`.
 
