@@ -175,7 +175,8 @@ class Anonymizer(Checked, ABC):
                   list_name: str = "") -> tuple[list[torch.Tensor], list[dict], list[dict]]:
         """`__call__` that also returns, per utterance, its pseudo-speaker record (the key, the
         seed drawn from it and what the system drew: `{"key": ..., "seed": ..., "alpha": ...}`)
-        and the output check's speech screen of its output (`Screen` fields, see `check_speech`)."""
+        and the output check's speech screen of its output (`Screen` fields) with that of its
+        input (`input_speech`), which the anonymize stage records for `check_speech`."""
         if sample_rate != self.sample_rate:
             raise VpevalError(f"{type(self).__name__} expects {self.sample_rate} Hz audio, got {sample_rate} Hz")
         keys = [self.pseudo_speaker_key(list_name, u, s) for u, s in zip(utt_ids, speaker_ids)]

@@ -67,10 +67,10 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
     if utility is not None:
         results["utility"] = utility
         results["speech_lost"] = lost
+        write_text(out / "utility.csv", results_csv(utility_rows(utility, config_summary.get("anonymizer"))))
     for flag in lost:
         log.warning("report: %s %s: the anonymised speech looks lost (%s); its privacy figures do not show privacy",
                     flag["attack"], flag["set"], flag["reason"])
-        write_text(out / "utility.csv", results_csv(utility_rows(utility, config_summary.get("anonymizer"))))
     write_json(out / "results.json", results)
     write_text(out / "results.csv", results_csv(records))
     built = [s for s in stages if not s["reused"]]
