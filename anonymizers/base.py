@@ -58,9 +58,10 @@ def check_not_constant(system: str, utt_ids: list[str], inputs: list[torch.Tenso
                           f"whose input is not: {shown_ids(bad)}; the system failed, its output would read as perfect privacy")
 
 
-def check_speech(system: str, list_name: str, screens: Mapping[str, dict], max_share: float, enabled: bool) -> None:
+def check_speech(system: str, list_name: str, screens: Mapping[str, dict], settings: Mapping | None = None) -> None:
     """The other half of the output check: a system whose output is not speech where its input
-    is, for more than `max_share` of those utterances of a list (`output_check.max_non_speech`),
+    is, for more than `max_non_speech` of those utterances of a list (`settings`: the config's
+    `output_check` section; None: on, with MAX_NON_SPEECH),
     has failed as surely as one writing zeros, and reads as excellent privacy (white noise at
     -70 dBFS: AA EER 44 %). `screens`: utterance id -> the speech screen of its output (`Screen`
     fields, `pipeline.signal.speech`) and `input_speech`, that of its input, as `run_batch`
@@ -69,8 +70,10 @@ def check_speech(system: str, list_name: str, screens: Mapping[str, dict], max_s
     system that truly outputs non-speech through (`output_check.speech=false`).
 
     >>> check_speech("x", "train", {"u1": {"speech": True, "input_speech": True},
-    ...                             "u2": {"speech": False, "input_speech": False}}, 0.0, True)
+    ...                             "u2": {"speech": False, "input_speech": False}}, {"max_non_speech": 0})
     """
+    settings = settings or {}
+    max_share, enabled = float(settings.get("max_non_speech", MAX_NON_SPEECH)), bool(settings.get("speech", True))
     spoken = [u for u, found in screens.items() if found["input_speech"]]
     failing = sorted(u for u in spoken if not screens[u]["speech"])
     share = len(failing) / max(len(spoken), 1)

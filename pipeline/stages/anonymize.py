@@ -29,7 +29,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from anonymizers.base import MAX_NON_SPEECH, Anonymizer, check_speech
+from anonymizers.base import Anonymizer, check_speech
 from pipeline.core.cache import Cache
 from pipeline.core.config import instantiate, without
 from pipeline.core.fileio import read_text, write_json, write_lines
@@ -58,9 +58,7 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     inputs = {"manifest": file_digest(manifest), **anonymizer.fingerprint()}
     out = cache.build("anonymize", params, inputs,
                       lambda out: _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate), code=__name__)
-    check = {"speech": True, "max_non_speech": MAX_NON_SPEECH, **(output_check or {})}
-    check_speech(str(system.name), list_name, json.loads(read_text(out / SPEECH))["screens"], float(check["max_non_speech"]),
-                 bool(check["speech"]))
+    check_speech(str(system.name), list_name, json.loads(read_text(out / SPEECH))["screens"], output_check)
     return out
 
 

@@ -87,13 +87,13 @@ def test_external_command_that_cannot_start_fails_before_any_training(tmp_path):
 
 
 NOISE_SYSTEM = """
-import sys
+import sys, zlib
 import numpy as np
 import soundfile as sf
 for line in open(sys.argv[1]):
     utt, speaker, path = line.split()
     audio, rate = sf.read(path, dtype="float32")
-    noise = np.random.default_rng(abs(hash(utt)) % 2**32).normal(0, 10 ** (-70 / 20), len(audio))
+    noise = np.random.default_rng(zlib.crc32(utt.encode())).normal(0, 10 ** (-70 / 20), len(audio))
     sf.write(f"{sys.argv[2]}/{utt}.wav", noise.astype("float32"), rate)
 """
 
@@ -101,7 +101,7 @@ for line in open(sys.argv[1]):
 def test_external_command_writes_white_noise_at_minus_70_dbfs(tmp_path):
     """Regression (issue 38): an external 'anonymiser' writing white noise at -70 dBFS passed
     the silent/constant check and the run reported AA EER 44 %, DeID 82-96 %, exit 0. It is
-    refused with exit 2 and one line before any attacker trains on its output; the override
+    refused with exit 2 and one line when it is first tried, before any training; the override
     (`output_check.speech=false`) lets it through (tests/unit/anonymizers/test_speech_screen.py)."""
     script = tmp_path / "noise_system.py"
     script.write_text(NOISE_SYSTEM)
@@ -111,6 +111,7 @@ def test_external_command_writes_white_noise_at_minus_70_dbfs(tmp_path):
     message = cli_message(done).replace(sys.executable, "python")
     assert not (tmp_path / "vpeval_data" / "cache" / "train").exists()  # no attacker trained
     record("external-noise", "external anonymiser writing white noise at -70 dBFS (no speech)",
-           "anonymize (every system's output, before training on it)", message, tmp_path,
+           "experiment start (an external system's first 5 utterances); anonymize (every system's output)",
+           message, tmp_path,
            "output is not speech for", "100 % > output_check.max_non_speech=0.2", "0 % voiced frames",
            "output_check.speech=false")

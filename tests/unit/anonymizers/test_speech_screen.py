@@ -66,19 +66,19 @@ def verdicts(outputs: dict[str, bool], inputs: dict[str, bool] | None = None) ->
 
 def test_refused_above_the_share_with_one_line_naming_share_ids_and_key():
     screens = verdicts({f"u{i}": i >= 3 for i in range(10)})  # 3 of 10 fail
-    check_speech("sys", "train", screens, 0.3, True)  # 30 % is not above 0.3
+    check_speech("sys", "train", screens, {"speech": True, "max_non_speech": 0.3})  # 30 % is not above 0.3
     with pytest.raises(VpevalError) as caught:
-        check_speech("sys", "train", screens, 0.2, True)
+        check_speech("sys", "train", screens)  # the default, 0.2
     message = str(caught.value)
     assert "\n" not in message and message.startswith("sys: output is not speech for 3 of the 10 utterance(s) of train")
     assert "(30 % > output_check.max_non_speech=0.2): u0, u1, u2 (u0: 0 % voiced frames" in message
     assert "output_check.speech=false" in message
-    check_speech("sys", "train", screens, 0.2, False)  # the override
+    check_speech("sys", "train", screens, {"speech": False, "max_non_speech": 0.2})  # the override
 
 
 def test_input_that_is_not_speech_is_not_the_systems_fault():
     screens = verdicts({"u1": False, "u2": True}, inputs={"u1": False, "u2": True})
-    check_speech("sys", "train", screens, 0.0, True)
+    check_speech("sys", "train", screens, {"speech": True, "max_non_speech": 0})
 
 
 class Noise(Anonymizer):
