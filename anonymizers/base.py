@@ -35,8 +35,12 @@ from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Utterance
 from pipeline.runtime.seeds import stable_seed
+from pipeline.signal.speech import Screen, screen
 
 LEVELS = ("utterance", "speaker")
+# Refuse a system when more than this share of a list's outputs fail the speech screen (the
+# default of conf/config.yaml's output_check.max_non_speech; docs/robustness.md, "Output checks").
+MAX_NON_SPEECH = 0.2
 
 
 def check_not_constant(system: str, utt_ids: list[str], inputs: list[torch.Tensor],
@@ -50,9 +54,42 @@ def check_not_constant(system: str, utt_ids: list[str], inputs: list[torch.Tenso
     bad = [u for u, x, y in zip(utt_ids, inputs, outputs)
            if y.numel() and bool(y.max() == y.min()) and not (x.numel() and bool(x.max() == x.min()))]
     if bad:
-        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise VpevalError(f"{system}: output is silent or constant (every sample equal) for {len(bad)} utterance(s) "
-                          f"whose input is not: {shown}; the system failed, its output would read as perfect privacy")
+                          f"whose input is not: {shown_ids(bad)}; the system failed, its output would read as perfect privacy")
+
+
+def check_speech(system: str, list_name: str, screens: Mapping[str, dict], settings: Mapping | None = None) -> None:
+    """The other half of the output check: a system whose output is not speech where its input
+    is, for more than `max_non_speech` of those utterances of a list (`settings`: the config's
+    `output_check` section; None: on, with MAX_NON_SPEECH),
+    has failed as surely as one writing zeros, and reads as excellent privacy (white noise at
+    -70 dBFS: AA EER 44 %). `screens`: utterance id -> the speech screen of its output (`Screen`
+    fields, `pipeline.signal.speech`) and `input_speech`, that of its input, as `run_batch`
+    returns them; input that is not speech (a test tone, a damaged recording) is not the
+    system's fault and not counted. One line naming the share, a few ids and the key that lets a
+    system that truly outputs non-speech through (`output_check.speech=false`).
+
+    >>> check_speech("x", "train", {"u1": {"speech": True, "input_speech": True},
+    ...                             "u2": {"speech": False, "input_speech": False}}, {"max_non_speech": 0})
+    """
+    settings = settings or {}
+    max_share, enabled = float(settings.get("max_non_speech", MAX_NON_SPEECH)), bool(settings.get("speech", True))
+    spoken = [u for u, found in screens.items() if found["input_speech"]]
+    failing = sorted(u for u in spoken if not screens[u]["speech"])
+    share = len(failing) / max(len(spoken), 1)
+    if not enabled or share <= max_share:
+        return
+    first = Screen(**{k: v for k, v in screens[failing[0]].items() if k != "input_speech"})
+    raise VpevalError(f"{system}: output is not speech for {len(failing)} of the {len(spoken)} utterance(s) of "
+                      f"{list_name or 'its list'} whose input is ({100 * share:.0f} % > output_check.max_non_speech="
+                      f"{max_share:g}): {shown_ids(failing)} ({failing[0]}: {first.reason()}); "
+                      f"the system failed, its output would read as excellent privacy "
+                      f"(output_check.speech=false lets a system that truly outputs non-speech through)")
+
+
+def shown_ids(ids: list[str], count: int = 5) -> str:
+    """The first `count` ids and how many more."""
+    return ", ".join(ids[:count]) + (f" and {len(ids) - count} more" if len(ids) > count else "")
 
 
 @dataclass
@@ -138,9 +175,11 @@ class Anonymizer(Checked, ABC):
         return self.run_batch(waves, utt_ids, speaker_ids, sample_rate, list_name)[0]
 
     def run_batch(self, waves, utt_ids: list[str], speaker_ids: list[str], sample_rate: int,
-                  list_name: str = "") -> tuple[list[torch.Tensor], list[dict]]:
-        """`__call__` that also returns, per utterance, its pseudo-speaker record: the key, the
-        seed drawn from it and what the system drew (`{"key": ..., "seed": ..., "alpha": ...}`)."""
+                  list_name: str = "") -> tuple[list[torch.Tensor], list[dict], list[dict]]:
+        """`__call__` that also returns, per utterance, its pseudo-speaker record (the key, the
+        seed drawn from it and what the system drew: `{"key": ..., "seed": ..., "alpha": ...}`)
+        and the output check's speech screen of its output (`Screen` fields) with that of its
+        input (`input_speech`), which the anonymize stage records for `check_speech`."""
         if sample_rate != self.sample_rate:
             raise VpevalError(f"{type(self).__name__} expects {self.sample_rate} Hz audio, got {sample_rate} Hz")
         keys = [self.pseudo_speaker_key(list_name, u, s) for u, s in zip(utt_ids, speaker_ids)]
@@ -164,4 +203,6 @@ class Anonymizer(Checked, ABC):
         records = [{"key": key, "seed": seed, **drawn} for key, seed, drawn in zip(keys, batch.seeds, batch.drawn)]
         outputs = [out.detach().float().cpu() for out in outputs]
         check_not_constant(type(self).__name__, utt_ids, waves, outputs)
-        return outputs, records
+        screens = [{**vars(screen(out.numpy(), sample_rate)), "input_speech": screen(x.numpy(), sample_rate).speech}
+                   for x, out in zip(waves, outputs)]
+        return outputs, records, screens

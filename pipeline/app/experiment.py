@@ -20,6 +20,7 @@ from pathlib import Path
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from anonymizers.base import check_speech
 from pipeline.app import utility
 from pipeline.core import faults
 from pipeline.core.cache import Cache, content_hash, plain
@@ -53,6 +54,7 @@ from pipeline.stages import (
 )
 
 log = logging.getLogger(__name__)
+PROBE_UTTERANCES = 5  # a system that asks to be tried first runs on these many, as one batch
 
 
 @dataclass
@@ -98,17 +100,22 @@ class Experiment:
 
     def probe_systems(self) -> None:
         """Run each anonymisation system that asks for it (`probe_first`: an external
-        command) once on one utterance, before any long work: a command that cannot start
-        fails now, not after the attacker on original data has trained."""
+        command) on PROBE_UTTERANCES utterances, before any long work: a command that cannot
+        start, or whose output is not speech (the output check's rule on those utterances), fails
+        now, not after the attacker on original data has trained."""
         systems = {content_hash(plain(s)): s for s in (self.evaluated, self.attacker_system)}
-        probe = read_manifest(manifest_path(self.prepared, f"{self.cfg.eval_splits[0]}_enrolls"))[0]
+        rate, listed = self.cfg.data.sample_rate, f"{self.cfg.eval_splits[0]}_enrolls"
+        probes = read_manifest(manifest_path(self.prepared, listed))[:PROBE_UTTERANCES]
         for system in systems.values():
             if not getattr(get_class(str(system._target_)), "probe_first", False):
                 continue  # building it may take minutes (a voice converter's pool): only when asked
             anonymizer = instantiate(without(system, "name"), seed=int(self.cfg.anonymization_seed), device=self.device)
-            log.info("anonymize: trying %s on one utterance (%s) before any long work", system.name, probe.id)
-            anonymizer([read_audio(probe.path, self.cfg.data.sample_rate)], [probe.id], [probe.speaker],
-                       self.cfg.data.sample_rate, "probe")
+            log.info("anonymize: trying %s on %d utterance(s) of %s before any long work", system.name, len(probes),
+                     listed)
+            _, _, screens = anonymizer.run_batch([read_audio(u.path, rate) for u in probes], [u.id for u in probes],
+                                                 [u.speaker for u in probes], rate, "probe")
+            check_speech(str(system.name), f"the probe ({listed})", dict(zip([u.id for u in probes], screens)),
+                         self.cfg.get("output_check"))
 
     def data(self, kind: str, name: str, system: DictConfig) -> Path:
         """Manifest of list `name`, original or anonymised by `system`."""
@@ -121,7 +128,8 @@ class Experiment:
                                                   seed=int(self.cfg.anonymization_seed),
                                                   device=self.device,
                                                   sample_rate=self.cfg.data.sample_rate,
-                                                  speakers=self.source_speakers) / "manifest.jsonl"
+                                                  speakers=self.source_speakers,
+                                                  output_check=self.cfg.get("output_check")) / "manifest.jsonl"
         return self._anonymized[key]
 
     @cached_property

@@ -152,7 +152,8 @@ def emotion_recognition(experiment, result: dict) -> None:
     truth = emotion.load(prepared, emotion.LABELS)
     found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache))}  # a bad model stops here
     anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, seed=experiment.cfg.seed,
-                               device=experiment.device, sample_rate=experiment.cfg.data.sample_rate)
+                               device=experiment.device, sample_rate=experiment.cfg.data.sample_rate,
+                               output_check=experiment.cfg.get("output_check"))
     found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
     for kind, predicted in found.items():
         labels = [predicted[u] for u in truth]

@@ -184,6 +184,13 @@ class Utility:
 
 
 @dataclass
+class OutputCheck:
+    """What anonymised output must be before an attacker trains on it (anonymizers.base.check_speech)."""
+    speech: bool = MISSING
+    max_non_speech: float = limited(Check("a number in [0, 1)", lambda v: number(v) and 0 <= v < 1))
+
+
+@dataclass
 class Curves:
     backend: str = MISSING
     project: str = MISSING
@@ -267,7 +274,7 @@ class Backend:
 
 SCHEMAS = {ROOT: Run, "paths": Paths, "data": Data, "split": Split, "detect": Detect, "distributed": Distributed,
            "utility": Utility, "attacker": Attacker, "backend": Backend, "reidentification": Reidentification,
-           "curves": Curves}
+           "curves": Curves, "output_check": OutputCheck}
 
 
 def checks() -> dict[str, Check]:

@@ -18,6 +18,13 @@ from pipeline.report.figures import save_figure
 from pipeline.report.tables import fixed, percent
 
 ORIGINAL = "original"
+# Utility that says the anonymised speech is gone (the output check's second line, after the speech
+# screen of anonymizers.base): ρF0 under LOST_PITCH is no intonation left at all (VPC 2022 asks
+# > 0.3 of a usable system; the noise of issue 38 gave 0.000), and a WER
+# of anonymised speech of LOST_WER or more is almost no word recognised, counted only where the
+# recogniser reads the original speech (its WER has no `wer_note`).
+LOST_PITCH = 0.1
+LOST_WER = 0.9
 HEADERS = ["system", "set", "ρF0", "ρF0 std", "WER original %", "WER anonymised %", "ρF0 CI", "WER anonymised CI %",
            "# utterances", "# words"]
 
@@ -28,6 +35,45 @@ def utility_rows(utility: dict, system: str | None = None) -> list[dict]:
     rows += [{"system": system, "set": f"{split} (pooled)", **values}
              for split, values in utility.get("splits", {}).items()]
     return rows
+
+
+def speech_lost(records: list[dict], utility: dict | None) -> list[dict]:
+    """{attack, set, reason} of every result on trial speech anonymised by the evaluated system
+    (AA, OA, ...) whose set's utility says the speech was lost: its privacy figures measure an
+    attacker on something other than speech.
+
+    >>> speech_lost([{"attack": "AA", "set": "test_f", "trials": "anonymized"}],
+    ...             {"sets": {"test_f": {"pitch_correlation": 0.0}}})[0]["reason"]
+    'ρF0 0.000 < 0.1'
+    """
+    found = []
+    for record in records:
+        values = (utility or {}).get("sets", {}).get(record["set"])
+        if record.get("trials") != "anonymized" or not values:
+            continue
+        reasons = []
+        if values.get("pitch_correlation") is not None and values["pitch_correlation"] < LOST_PITCH:
+            reasons.append(f"ρF0 {values['pitch_correlation']:.3f} < {LOST_PITCH:g}")
+        if values.get("wer_anonymized") is not None and values["wer_anonymized"] >= LOST_WER \
+                and not values.get("wer_note"):
+            reasons.append(f"WER of anonymised speech {percent(values['wer_anonymized'])} % >= {100 * LOST_WER:g} % "
+                           f"(original {percent(values.get('wer_original'))} %)")
+        if reasons:
+            found.append({"attack": record["attack"], "set": record["set"], "reason": "; ".join(reasons)})
+    return found
+
+
+def speech_lost_sections(flags: list[dict]) -> list[Section]:
+    """A warning first in the report when some result's utility says the speech was lost."""
+    if not flags:
+        return []
+    text = (f"**The anonymised speech looks lost**: for these results the utility of the evaluated system's output "
+            f"says it is no longer speech (ρF0 < {LOST_PITCH:g}: no intonation left; WER >= {100 * LOST_WER:g} % "
+            f"where the recogniser reads the original speech). Their privacy figures measure an attacker on "
+            f"something other than speech and do not show privacy. The output check's speech screen "
+            f"(output_check) passed it, or was turned off (docs/robustness.md, \"Output checks\").")
+    return [Section("Warning: output that lost the speech", text,
+                    tables=[(["attack", "set", "why"], [[f["attack"], f["set"], f["reason"]] for f in flags])])]
 
 
 def table_rows(rows: list[dict]) -> list[list]:

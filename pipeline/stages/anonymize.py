@@ -10,6 +10,13 @@ The folder is keyed by the system's config, the seed and the input manifest's co
 another experiment needing the same anonymised set reuses it, and a changed parameter
 never reuses stale audio. An interrupted run resumes: finished files are kept (each is
 written atomically) and only the missing ones are processed.
+
+The output check (`anonymizers.base`): an utterance whose output is silent or constant stops
+the batch; `speech.json` lists the utterances whose output fails the speech screen
+(`pipeline.signal.speech`), and every call, cached or not, refuses the system when more than
+`output_check.max_non_speech` of them fail (unless `output_check.speech` is false), before any
+attacker trains on its output. The check's settings are no part of the folder's key: they
+decide whether the audio is used, not what it is.
 """
 from __future__ import annotations
 
@@ -22,16 +29,17 @@ from pathlib import Path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from anonymizers.base import Anonymizer
+from anonymizers.base import Anonymizer, check_speech
 from pipeline.core.cache import Cache
 from pipeline.core.config import instantiate, without
-from pipeline.core.fileio import write_lines
+from pipeline.core.fileio import read_text, write_json, write_lines
 from pipeline.data.audio import audio_info, read_audio, write_audio
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
 from pipeline.runtime.ordered import ordered_map
 
 log = logging.getLogger(__name__)
 LABEL_KEYS = ("name", "batch_seconds")  # change nothing in the output
+SPEECH = "speech.json"  # the speech screen of every output: {"utterances": n, "screens": {id: Screen fields}}
 
 
 def output_path(out: Path, utt: Utterance) -> Path:
@@ -39,15 +47,19 @@ def output_path(out: Path, utt: Utterance) -> Path:
 
 
 def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, seed: int, device: str,
-        sample_rate: int = 16000, speakers: Mapping[str, str] | None = None) -> Path:
+        sample_rate: int = 16000, speakers: Mapping[str, str] | None = None,
+        output_check: Mapping | None = None) -> Path:
     """Anonymise the utterances of list `list_name` (`manifest`) with `system` (a
     conf/anonymizer node); `speakers`: {speaker: gender} of every list of the corpus (None:
-    this list's own, for a list anonymised on its own)."""
+    this list's own, for a list anonymised on its own); `output_check`: the config section
+    (`speech`, `max_non_speech`; None: its defaults, on)."""
     anonymizer = instantiate(without(system, "name"), seed=seed, device=device, source_speakers=speakers)
     params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate, "list": list_name}
     inputs = {"manifest": file_digest(manifest), **anonymizer.fingerprint()}
-    return cache.build("anonymize", params, inputs,
-                       lambda out: _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate), code=__name__)
+    out = cache.build("anonymize", params, inputs,
+                      lambda out: _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate), code=__name__)
+    check_speech(str(system.name), list_name, json.loads(read_text(out / SPEECH))["screens"], output_check)
+    return out
 
 
 def _batches(utts: list[Utterance], seconds: float) -> list[list[Utterance]]:
@@ -74,7 +86,9 @@ def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, list_na
     utts = read_manifest(manifest)
     records_path = out / "pseudo_speakers.jsonl"
     # appended per finished batch (after its audio), so a resumed run keeps what it drew
-    records = {r["id"]: r["pseudo_speaker"] for r in map(json.loads, _complete_lines(records_path))}
+    lines = list(map(json.loads, _complete_lines(records_path)))
+    records = {r["id"]: r["pseudo_speaker"] for r in lines}
+    screens = {r["id"]: r["screen"] for r in lines}
     todo = [u for u in utts if not (output_path(out, u).is_file() and u.id in records)]
     if todo:
         anonymizer.prepare(utts)
@@ -84,16 +98,19 @@ def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, list_na
         with tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
             # the next batch is read while this one is anonymised
             for batch, waves in zip(batches, ordered_map(load, batches, workers=1, lookahead=2)):
-                outputs, drawn = anonymizer.run_batch(waves, [u.id for u in batch], [u.speaker for u in batch],
+                outputs, drawn, screened = anonymizer.run_batch(waves, [u.id for u in batch], [u.speaker for u in batch],
                                                       sample_rate, list_name)
                 for utt, wav in zip(batch, outputs):
                     write_audio(output_path(out, utt), wav.numpy(), sample_rate)
                 with open(records_path, "a") as handle:
-                    handle.writelines(json.dumps({"id": u.id, "pseudo_speaker": r}) + "\n" for u, r in zip(batch, drawn))
+                    handle.writelines(json.dumps({"id": u.id, "pseudo_speaker": r, "screen": s}) + "\n"
+                                      for u, r, s in zip(batch, drawn, screened))
                 records.update((u.id, r) for u, r in zip(batch, drawn))
+                screens.update((u.id, s) for u, s in zip(batch, screened))
                 bar.update(len(batch))
     anonymized = [_written(out, u, records[u.id]) for u in utts]
     write_manifest(out / "manifest.jsonl", anonymized)
+    write_json(out / SPEECH, {"utterances": len(utts), "screens": {u.id: screens[u.id] for u in utts}})
     return {"utterances": len(utts), "system": name}
 
 

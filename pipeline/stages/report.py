@@ -6,7 +6,9 @@
 - `results.csv`: every metric of every condition, one row per record; `similarity.csv`: the
   voice similarity metrics, one row per evaluation set (when measured);
 - `utility.csv`: ρF0 and WER per evaluation set and pooled per split, `results.json`
-  "utility": everything `pipeline.app.utility.measure` found, skipped metrics with their reasons;
+  "utility": everything `pipeline.app.utility.measure` found, skipped metrics with their reasons,
+  and "speech_lost": the results whose utility says the anonymised speech was lost (a warning
+  section first in the report, `pipeline.report.utility.speech_lost`);
 - `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
   `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
   matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`), the
@@ -17,6 +19,7 @@
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +33,16 @@ from pipeline.metrics.registry import sections
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.reidentification import reidentification_sections
 from pipeline.report.tables import fixed, percent
-from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
+from pipeline.report.utility import (
+    emotion_rows,
+    semi_informed_points,
+    speech_lost,
+    speech_lost_sections,
+    utility_rows,
+    utility_section,
+)
 
+log = logging.getLogger(__name__)
 SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
 
 
@@ -52,15 +63,21 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
         results["similarity"] = {name: {k: v for k, v in sim.items() if k != "matrices"}
                                  for name, sim in similarity.items()}
         write_text(out / "similarity.csv", results_csv(similarity_rows(similarity)))
+    lost = speech_lost(records, utility)
     if utility is not None:
         results["utility"] = utility
+        results["speech_lost"] = lost
         write_text(out / "utility.csv", results_csv(utility_rows(utility, config_summary.get("anonymizer"))))
+    for flag in lost:
+        log.warning("report: %s %s: the anonymised speech looks lost (%s); its privacy figures do not show privacy",
+                    flag["attack"], flag["set"], flag["reason"])
     write_json(out / "results.json", results)
     write_text(out / "results.csv", results_csv(records))
     built = [s for s in stages if not s["reused"]]
     activity = (f"Config hash `{config_hash}`. {len(built)} stage outputs built, {len(stages) - len(built)} "
                 f"reused from the cache ({sum(s['seconds'] for s in built):.0f} s of stage work).")
     sections = [
+        *speech_lost_sections(lost),
         Section("Settings", activity, tables=[(["setting", "value"], [[k, v] for k, v in config_summary.items()])]),
         *metrics_sections(records, str(config_summary.get("backend", "backend")), out / "figures"),
         *utility_sections(utility, config_summary.get("anonymizer"), detection, out / "figures"),

@@ -64,6 +64,7 @@ def _fields(schema, prefix):
     (["name=true"], "name=True: must be a string"),
     # sections, nested sections, optional sections, mappings of sections, lists of numbers
     (["utility.wer=no"], "utility.wer='no': must be true or false"),
+    (["output_check.speech=off"], "output_check.speech='off': must be true or false"),
     (["split.val_fraction=half"], "split.val_fraction=half: must be a number"),
     (["split=3"], "split=3: must be a mapping {val_fraction, holdout, unseen_speakers, enroll_utterances, select_fraction, sparse_trials}"),
     (["split.sparse_trials={target:3,nontarget:x}"], "split.sparse_trials.nontarget=x: must be an integer"),

@@ -63,6 +63,8 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("reidentification.runs=0", "reidentification.runs=0: must be an integer >= 1"),
     ("reidentification.confidence=1", "reidentification.confidence=1: must be a number in (0, 1)"),
     ("reidentification.short_speakers=keep", "reidentification.short_speakers=keep: must be calibrate or drop"),
+    ("output_check.max_non_speech=1", "output_check.max_non_speech=1: must be a number in [0, 1)"),
+    ("output_check.max_non_speech=-0.1", "output_check.max_non_speech=-0.1: must be a number in [0, 1)"),
     # combinations
     ("eval_splits=[test,tst]", "eval_splits=['test', 'tst']: 'tst' is not an evaluation subset of data=synthetic"),
     ("eval_splits=[test,dev,test]", "eval_splits=['test', 'dev', 'test']: names 'test' more than once"),

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from anonymizers.external import External
-from tests.faults.bad_inputs.catalogue import RATE, raised, record
+from tests.faults.bad_inputs.catalogue import RATE, cli_message, raised, record, vpeval
 from tests.helpers import tone
 
 SYSTEM = """
@@ -84,3 +84,34 @@ def test_external_command_that_cannot_start_fails_before_any_training(tmp_path):
     record("external-cannot-start", "external anonymiser whose interpreter lacks a package", "experiment start "
            "(one utterance, before any training)", message, tmp_path, "failed with exit status 1",
            "ModuleNotFoundError")
+
+
+NOISE_SYSTEM = """
+import sys, zlib
+import numpy as np
+import soundfile as sf
+for line in open(sys.argv[1]):
+    utt, speaker, path = line.split()
+    audio, rate = sf.read(path, dtype="float32")
+    noise = np.random.default_rng(zlib.crc32(utt.encode())).normal(0, 10 ** (-70 / 20), len(audio))
+    sf.write(f"{sys.argv[2]}/{utt}.wav", noise.astype("float32"), rate)
+"""
+
+
+def test_external_command_writes_white_noise_at_minus_70_dbfs(tmp_path):
+    """Regression (issue 38): an external 'anonymiser' writing white noise at -70 dBFS passed
+    the silent/constant check and the run reported AA EER 44 %, DeID 82-96 %, exit 0. It is
+    refused with exit 2 and one line when it is first tried, before any training; the override
+    (`output_check.speech=false`) lets it through (tests/unit/anonymizers/test_speech_screen.py)."""
+    script = tmp_path / "noise_system.py"
+    script.write_text(NOISE_SYSTEM)
+    command = f"[{sys.executable},{script},'{{list_file}}','{{output_dir}}']"
+    done = vpeval("data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu", "~attacks.OO", "similarity=false",
+                  "anonymizer=external", f"anonymizer.command={command}", tmp=tmp_path)
+    message = cli_message(done).replace(sys.executable, "python")
+    assert not (tmp_path / "vpeval_data" / "cache" / "train").exists()  # no attacker trained
+    record("external-noise", "external anonymiser writing white noise at -70 dBFS (no speech)",
+           "experiment start (an external system's first 5 utterances); anonymize (every system's output)",
+           message, tmp_path,
+           "output is not speech for", "100 % > output_check.max_non_speech=0.2", "0 % voiced frames",
+           "output_check.speech=false")

@@ -1,0 +1,110 @@
+"""The output check's speech screen (pipeline.signal.speech, anonymizers.base.check_speech):
+speech passes, every kind of non-speech fails, and a system whose output is not speech is
+refused by the anonymize stage, cached or not, unless `output_check.speech` is false."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from anonymizers.base import Anonymizer, Batch, check_speech
+from pipeline.core.cache import Cache
+from pipeline.core.errors import VpevalError
+from pipeline.data.audio import write_audio
+from pipeline.data.manifest import Utterance, write_manifest
+from pipeline.signal.speech import screen
+from pipeline.stages import anonymize
+from tests.helpers import tone, waves
+
+RATE = 16000
+
+
+def non_speech(seconds: float = 2.0, seed: int = 0) -> dict[str, np.ndarray]:
+    rng, n = np.random.default_rng(seed), int(seconds * RATE)
+    clicks = np.zeros(n)
+    clicks[rng.integers(0, n, 8)] = 0.8
+    t = np.arange(n) / RATE
+    return {
+        "white noise -70 dBFS": rng.normal(0, 10 ** (-70 / 20), n),
+        "white noise -10 dBFS": rng.normal(0, 10 ** (-10 / 20), n),
+        "silence with dither": rng.integers(-1, 2, n) / 32768,
+        "clicks": clicks,
+        "tone 150 Hz": 0.3 * np.sin(2 * np.pi * 150 * t),
+        "tone 1 kHz": 0.3 * np.sin(2 * np.pi * 1000 * t),
+        "harmonic tone": tone(seconds, 120).astype(np.float64),
+        "brown noise": np.cumsum(rng.normal(0, 1e-3, n)),
+    }
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_speech_passes(seed):
+    speech = waves((2.0, seed))[0]
+    assert screen(speech, RATE).speech
+    assert screen(1e-3 * speech, RATE).speech  # scale-free
+
+
+@pytest.mark.parametrize("case", list(non_speech()))
+def test_each_kind_of_non_speech_fails(case):
+    found = screen(non_speech()[case], RATE)
+    assert not found.speech and found.reason()
+
+
+def test_time_reversed_speech_counts_as_speech():
+    """Documented limit: reversed speech is voiced and dynamic; the screen is acoustic."""
+    assert screen(waves((2.0, 1))[0][::-1], RATE).speech
+
+
+def test_too_short_or_empty_input_is_not_speech():
+    assert not screen(np.zeros(0), RATE).speech and not screen(np.ones(10), RATE).speech
+
+
+def verdicts(outputs: dict[str, bool], inputs: dict[str, bool] | None = None) -> dict[str, dict]:
+    return {u: {"speech": ok, "voiced": 0.5 if ok else 0.0, "dynamics_db": 30.0 if ok else 1.0,
+                "input_speech": True if inputs is None else inputs[u]} for u, ok in outputs.items()}
+
+
+def test_refused_above_the_share_with_one_line_naming_share_ids_and_key():
+    screens = verdicts({f"u{i}": i >= 3 for i in range(10)})  # 3 of 10 fail
+    check_speech("sys", "train", screens, {"speech": True, "max_non_speech": 0.3})  # 30 % is not above 0.3
+    with pytest.raises(VpevalError) as caught:
+        check_speech("sys", "train", screens)  # the default, 0.2
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("sys: output is not speech for 3 of the 10 utterance(s) of train")
+    assert "(30 % > output_check.max_non_speech=0.2): u0, u1, u2 (u0: 0 % voiced frames" in message
+    assert "output_check.speech=false" in message
+    check_speech("sys", "train", screens, {"speech": False, "max_non_speech": 0.2})  # the override
+
+
+def test_input_that_is_not_speech_is_not_the_systems_fault():
+    screens = verdicts({"u1": False, "u2": True}, inputs={"u1": False, "u2": True})
+    check_speech("sys", "train", screens, {"speech": True, "max_non_speech": 0})
+
+
+class Noise(Anonymizer):
+    """What issue 38 found: an 'anonymiser' writing white noise at -70 dBFS."""
+
+    def anonymize(self, batch: Batch) -> list[torch.Tensor]:
+        return [torch.as_tensor(np.random.default_rng(s).normal(0, 10 ** (-70 / 20), len(w)), dtype=torch.float32)
+                for s, w in zip(batch.seeds, batch.waves)]
+
+
+def test_run_batch_screens_input_and_output():
+    _, _, screens = Noise(device="cpu").run_batch(waves((1.5, 0)), ["u1"], ["s1"], RATE)
+    assert screens[0]["input_speech"] and not screens[0]["speech"] and screens[0]["voiced"] == 0.0
+
+
+def test_stage_refuses_a_noise_system_every_time_unless_told(tmp_path):
+    utts = [Utterance(f"s{i % 2}-{i}", f"s{i % 2}", "fm"[i % 2],
+                      str(write_audio(tmp_path / f"{i}.flac", w, RATE)), 1.5) for i, w in
+            enumerate(waves(*[(1.5, i) for i in range(4)]))]
+    manifest, cache = write_manifest(tmp_path / "train.jsonl", utts), Cache(tmp_path / "cache")
+    system = OmegaConf.create({"name": "noise", "_target_": f"{__name__}.Noise"})
+    run = lambda check: anonymize.run(system, manifest, cache, list_name="train", seed=1,  # noqa: E731
+                                      device="cpu", output_check=check)
+    for _ in range(2):  # built, then cached: refused both times
+        with pytest.raises(VpevalError, match=r"^noise: output is not speech for 4 of the 4 utterance\(s\) of train"):
+            run({"speech": True, "max_non_speech": 0.2})
+    out = run({"speech": False, "max_non_speech": 0.2})
+    folders = [f for f in (tmp_path / "cache" / "anonymize").iterdir() if f.is_dir()]
+    assert folders == [out] and (out / "manifest.jsonl").is_file()  # one build: the check is no part of its key
