@@ -98,20 +98,22 @@ def training_throughput(cfg, utts: list[Utterance], device: torch.device, workdi
 
 
 def flops_per_crop(cfg, speakers: int) -> dict:
-    """Forward + backward FLOPs of encoder and AAM head for one crop (counted on 2 crops on CPU):
+    """Forward + backward FLOPs of encoder and AAM head for one training crop (counted on 2
+    crops on CPU; an encoder with a training context, `ecapa_ssl`, gets its WavLM context too):
     {"total", "forward", and for an encoder with a frozen WavLM "wavlm" (its forward)}."""
     model = instantiate(cfg.model)
     head = AAMSoftmaxHead(model.embedding_dim, speakers)
     wavs = torch.randn(2, round(cfg.training.crop_seconds * RATE)) * 0.1
+    context = torch.randn(2, model.context_samples) if getattr(model, "context_samples", 0) else None
     with FlopCounterMode(display=False) as forward:
-        loss, _ = head(model(wavs), torch.tensor([0, 1]))
+        loss, _ = head(model(wavs) if context is None else model(wavs, context=context), torch.tensor([0, 1]))
     with FlopCounterMode(display=False) as backward:
         loss.backward()
     flops = {"forward": forward.get_total_flops() / 2}
     flops["total"] = flops["forward"] + backward.get_total_flops() / 2
-    if hasattr(model, "wavlm_layers"):
+    if context is not None:
         with FlopCounterMode(display=False) as wavlm:
-            model.wavlm_layers(wavs, torch.full((2,), wavs.shape[1]))
+            model.wavlm_layers(context, torch.full((2,), context.shape[1]))
         flops["wavlm"] = wavlm.get_total_flops() / 2
     return flops
 

@@ -1,5 +1,7 @@
 """One unattended check of the CUDA path: `pytest -m gpu`, the McAdams, attacker (training
-eager and compiled, extraction; VPC 2026's ecapa_ssl at its sizes) and semi-informed benchmarks, each under a share of one time
+eager and compiled, extraction; VPC 2026's ecapa_ssl at its sizes) benchmarks, a profile of the
+three attacker steps (`benchmarks/profile_attacker.py`: Chrome traces and top-20 tables under
+`<out>/profile`) and the semi-informed benchmark, each under a share of one time
 budget, then one dated Markdown table (GPU, torch, CUDA, figures, targets) for the README.
 
     scripts/gpu_check.sh                      # on the CUDA machine: offline wheels, then this
@@ -56,8 +58,9 @@ class Step:
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
 
-def steps_for(device: str, semi_size: str) -> list[Step]:
-    """The check's steps on `device` ("cuda": the sizes of the README's GPU table; "cpu": small)."""
+def steps_for(device: str, semi_size: str, out: Path = Path("gpu-check")) -> list[Step]:
+    """The check's steps on `device` ("cuda": the sizes of the README's GPU table; "cpu": small);
+    the profile step writes its traces under `out`/profile."""
     py = [sys.executable]
     gpu = device == "cuda"
     attacker = [*py, "benchmarks/bench_attacker.py", "--device", device, "--precision", "bf16"]
@@ -69,12 +72,16 @@ def steps_for(device: str, semi_size: str) -> list[Step]:
     ssl += (["--attacker", "ecapa_ssl", "--batch-size", "32", "--steps", "20", "--extract-utterances", "400"] if gpu
             else ["--attacker", "ecapa_ssl_tiny", "--batch-size", "4", "--steps", "2", "--utterance-seconds", "2",
                   "--extract-utterances", "6"])
+    profile = [*py, "benchmarks/profile_attacker.py", "--device", device, "--out", str(Path(out).resolve() / "profile")]
+    profile += (["--precision", "bf16", "--compile", "--batch-size", "32", "--steps", "3"] if gpu
+                else ["--ecapa", "ecapa_tiny", "--ssl", "ecapa_ssl_tiny", "--batch-size", "4", "--extract-seconds", "2",
+                      "--steps", "2"])
     return [
         # -v: the log names each test as it ends (the H200's first run timed out after 63 s in a
         # compiled training test); the compiled tests take most of the step
         Step("pytest_gpu", "`pytest -m gpu`", [*py, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider",
                                          "--durations=5", "--continue-on-collection-errors"],
-             r"^(FAILED .*|ERROR .*|=* ?\d+ (passed|failed|skipped|deselected|errors?).*)$", 190),
+             r"^(FAILED .*|ERROR .*|=* ?\d+ (passed|failed|skipped|deselected|errors?).*)$", 170),
         Step("mcadams", "McAdams", [*py, "benchmarks/bench_mcadams.py", "--device", device, "--repeats", "1",
                                     "--seconds", "3600" if gpu else "20", "--batch-seconds", "3600" if gpu else "20",
                                     "--reference-seconds", "8"],
@@ -91,6 +98,9 @@ def steps_for(device: str, semi_size: str) -> list[Step]:
              ssl, r"^(training: .*?(?=;|\(|$)|  per crop: .*|extraction: .*?(?=,|$))", 90,
              # 2 epochs of train-clean-360 (872,640 3-s crops) in under an hour
              (Target("ecapa_ssl training >= 250 crops/s", r"training: ([\d.]+) crops/s", 250),)),
+        Step("profile", "torch.profiler: compiled ecapa training step, extraction batch, ecapa_ssl training step "
+             "(Chrome traces and top-20 tables in profile/)", profile,
+             r"^(== .*|Self (CPU|CUDA) time total: .*)$", 50),
         Step("semi_informed", f"semi-informed attack, {semi_size} size, 1 epoch",
              [*py, "benchmarks/bench_semi_informed.py", "--size", semi_size, "--device", device,
               *(["--attacker", "ecapa", "attacker.training.precision=bf16", "attacker.extraction.precision=bf16",
@@ -171,7 +181,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.semi_size = args.semi_size or ("train-clean-360" if args.device == "cuda" else "tiny")
     if args.budget <= 0:
         parser.error(f"--budget must be positive, got {args.budget:g}")
-    names = [step.name for step in steps_for(args.device, args.semi_size)]
+    names = [step.name for step in steps_for(args.device, args.semi_size, Path(args.out))]
     unknown = sorted(set(args.only or ()) - set(names))
     if unknown:
         parser.error(f"--only: unknown step(s) {unknown}; the steps are {names}")
@@ -185,7 +195,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    steps = [s for s in steps_for(args.device, args.semi_size) if not args.only or s.name in args.only]
+    steps = [s for s in steps_for(args.device, args.semi_size, Path(args.out))
+             if not args.only or s.name in args.only]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     when = datetime.datetime.now(datetime.timezone.utc)

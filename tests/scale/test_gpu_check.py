@@ -1,5 +1,6 @@
 """scripts/gpu_check.py on CPU: arguments, the dry run's table, how steps are run and read."""
 import datetime
+import json
 import re
 import sys
 
@@ -20,7 +21,7 @@ def test_dry_run_prints_a_dated_table_of_every_step(tmp_path, capsys):
     header = written.splitlines()[0]
     datetime.datetime.strptime(header.split(" of ")[1][:16], "%Y-%m-%d %H:%M")
     assert "torch" in header
-    for step in steps_for("cuda", "train-clean-360"):
+    for step in steps_for("cuda", "train-clean-360", tmp_path):
         assert f"`{' '.join('python' if a == sys.executable else a for a in step.argv)}`" in written
     assert "--size train-clean-360" in written and "--compile reduce-overhead" in written
 
@@ -84,6 +85,20 @@ def test_ecapa_ssl_step_runs_at_cpu_sizes_and_reports_its_figures(tmp_path):
                                                  r"([\d.]+) GFLOP, backward ([\d.]+) GFLOP", outcome.result).groups())
     assert wavlm > 0 and rest > 0 and backward > rest  # the backward of the trainable part only
     assert "ecapa_ssl training >= 250 crops/s: " in outcome.result
+
+
+def test_profile_step_writes_traces_and_top20_tables_at_cpu_sizes(tmp_path):
+    """The profile step (issue 36) on CPU: three Chrome traces and three top-20 tables under
+    <out>/profile, and its table row names the three steps."""
+    step = next(s for s in steps_for("cpu", "tiny", tmp_path) if s.name == "profile")
+    cuda_step = next(s for s in steps_for("cuda", "train-clean-360", tmp_path) if s.name == "profile")
+    assert "--compile" in cuda_step.argv and "bf16" in cuda_step.argv
+    outcome = run_step(step, 600, tmp_path)
+    assert outcome.status == "ok", (tmp_path / "profile.log").read_text()[-2000:]
+    for name in ("ecapa_train", "extraction", "ecapa_ssl_train"):
+        assert f"== {name}" in outcome.result
+        assert json.loads((tmp_path / "profile" / f"{name}.json").read_text())["traceEvents"]
+        assert "Self CPU" in (tmp_path / "profile" / f"{name}_top20.txt").read_text()
 
 
 @pytest.mark.parametrize("attacker", sorted(p.stem for p in (ROOT / "conf" / "attacker").glob("*.yaml")))
