@@ -110,7 +110,10 @@ def burg(windowed, length, lpc, forward, backward):
     correlation sum(b f) runs in LANES independent partial sums (librosa sums in sample order,
     one dependent add after the other): Burg costs about 3-5 µs per frame more than
     Levinson instead of 10, and the coefficients differ from librosa's by about 1e-10 of the
-    largest (tested). `forward` and `backward` are scratch arrays of `length - 1` entries."""
+    largest (tested). Where rounding makes a reflection coefficient reach 1 in magnitude (a
+frame of constant samples, e.g. a DC offset in digital silence, drives den to 0), the
+recursion stops at the stable polynomial it has: librosa's would go on to an unstable A(z),
+whose resynthesis is NaN. `forward` and `backward` are scratch arrays of `length - 1` entries."""
     order = len(lpc) - 1
     tiny = np.finfo(np.float64).tiny
     lpc[:] = 0.0
@@ -138,6 +141,8 @@ def burg(windowed, length, lpc, forward, backward):
         for n in range(blocks, count):
             acc += backward[n] * ahead[n]
         reflection = -2.0 * acc / (den + tiny)
+        if not abs(reflection) < 1.0:  # rounding lost the recursion (a flat frame): keep the stable order-i A(z)
+            break
         previous[:] = lpc
         for j in range(1, i + 2):
             lpc[j] = previous[j] + reflection * previous[i - j + 1]

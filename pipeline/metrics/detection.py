@@ -23,8 +23,9 @@ the paper's relative drop (EER_test - EER_val) / EER_test, all with bootstrap in
 2. **column** (`detect.column`): where other attackers were scored on the same evaluation
    data (same group, seed, evaluated system, enrolment and trial data: a sweep's column, or
    AA beside AA-lazy), a pair whose EER_test is above another attacker's by a margin its
-   paired bootstrap replicates exclude (one-sided, Bonferroni over the others) is flagged:
-   a better attack exists, so this privacy estimate is too high.
+   paired bootstrap replicates exclude (one-sided, Bonferroni over every ordered pair of the
+   column's attackers: family-wise) is flagged: a better attack exists, so this privacy
+   estimate is too high.
 
 When both apply each runs at α/2, so a matched pair is flagged with probability at most
 `detect.false_alarm` = α. Verdicts: `overestimated` (a test flags); `trustworthy` when the
@@ -43,9 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.layout import ORIGINAL
+from pipeline.metrics.bootstrap import MIN_SPEAKERS
 from pipeline.metrics.detectors import MODELS, Model, Point, as_fit, fit_model
 
 log = logging.getLogger(__name__)
@@ -181,6 +184,7 @@ def pairs(records: list[dict], test_split: str = "test",
             "relative_drop_ci": None,
             "val_trials": [_total(vals, "n_target"), _total(vals, "n_nontarget")],
             "val_speakers": None if None in val_speakers else min(val_speakers),
+            "test_speakers": min((r["eer_speakers"] for r in tests if r.get("eer_speakers")), default=None),
             "attacker_origin": vals[0].get("attacker_origin", "trained"),
             "imported": vals[0].get("imported"),
             "protocol_problem": vals[0].get("protocol_problem"),
@@ -349,15 +353,25 @@ def _trusted_problem(rows: list[dict], trusted: Trusted) -> str | None:
     return problem
 
 
+def fewest_speakers(row: dict) -> int | None:
+    """The fewest speakers the bootstrap of a row's EER_val or EER_test resampled (None when unknown)."""
+    return min((row[k] for k in ("val_speakers", "test_speakers") if row.get(k)), default=None)
+
+
 def _as_point(row: dict) -> Point:
-    return Point(row["eer_test"], row["eer_val"], row.get("gap_var"))
+    return Point(row["eer_test"], row["eer_val"], row.get("gap_var"), fewest_speakers(row))
 
 
 def column_evidence(rows: list[dict], settings: Settings) -> dict[int, dict]:
     """For each row (by index) that shares its evaluation data with other attackers' rows
     with paired EER_test replicates: the other attacker whose EER_test is most surely
-    below this one's, the difference, its one-sided lower bound at α/(2k) (the column test
-    has α/2, Bonferroni over the k others) and whether that bound is above 0 (`flag`)."""
+    below this one's, the difference, its one-sided lower bound at α/(2k(k+1)) and whether
+    that bound is above 0 (`flag`). The column test has α/2 for the whole column, Bonferroni
+    over the k(k+1) ordered comparisons of its k+1 attackers, so that no attacker of a column
+    of equally strong ones is flagged with probability at least 1 - α/2 (family-wise). The
+    bound is the difference less a normal quantile times the standard deviation of the paired
+    replicates' differences: a percentile at such a level (0.125 % for 5 attackers) would rest
+    on the one or two most extreme of 1000 replicates."""
     by_data: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         if row["anonymizer"] != ORIGINAL and row.get("eer_test_replicates") and evaluation_data(row) is not None:
@@ -370,13 +384,16 @@ def column_evidence(rows: list[dict], settings: Settings) -> dict[int, dict]:
                       if j != i and len(rows[j]["eer_test_replicates"]) == len(row["eer_test_replicates"])]
             if not others:
                 continue
-            level = settings.false_alarm / 2 / len(others)
-            bounds = [(float(np.quantile(np.subtract(row["eer_test_replicates"], other["eer_test_replicates"]),
-                                         level)), other) for other in others]
+            comparisons = len(others) * (len(others) + 1)
+            level = settings.false_alarm / 2 / comparisons
+            quantile = float(norm.ppf(1 - level))
+            bounds = [(row["eer_test"] - other["eer_test"] - quantile * float(
+                np.std(np.subtract(row["eer_test_replicates"], other["eer_test_replicates"]), ddof=1)), other)
+                for other in others]
             bound, best = max(bounds, key=lambda found_bound: found_bound[0])
             found[i] = {"other": f"{best['attacker_anonymizer']} ({best['attack']})",
                         "difference": row["eer_test"] - best["eer_test"], "lower_bound": bound,
-                        "comparisons": len(others), "flag": bound > 0}
+                        "comparisons": comparisons, "flag": bound > 0}
     return found
 
 
@@ -391,8 +408,11 @@ def verdict(row: dict, model: Model | str, column: dict | None, settings: Settin
     beaten = column is not None and column["flag"]
     beaten_reason = (f"{column['other']} reaches an EER_test {100 * column['difference']:.2f} points lower on the "
                      f"same trials (one-sided lower bound {100 * column['lower_bound']:.2f})") if beaten else ""
-    if row.get("imported") or row.get("protocol_problem") or isinstance(model, str):
-        reason = row.get("imported") or row.get("protocol_problem") or model
+    speakers = fewest_speakers(row)
+    few = (f"its EER comes from {speakers} speaker(s), fewer than the {MIN_SPEAKERS} the speaker bootstrap needs: "
+           "the sampling variance of its gap is unknown") if speakers is not None and speakers < MIN_SPEAKERS else None
+    if row.get("imported") or row.get("protocol_problem") or few or isinstance(model, str):
+        reason = row.get("imported") or row.get("protocol_problem") or few or model
         return {**fields, "flag": beaten, "verdict": OVERESTIMATED if beaten else UNDETERMINED,
                 "reason": beaten_reason if beaten else reason}
     alpha = settings.false_alarm / (2 if column is not None else 1)

@@ -5,13 +5,17 @@ seed) and, for any (EER_test, EER_val) pair, gives the EER_val the matched pairs
 (`predict`) and the one-sided margin below it that a matched pair crosses with probability
 `false_alarm` (`margin`). Three models, `detect.method`:
 
-- `gap` (default): the gap g = EER_test - EER_val of matched pairs is δ + ε with ε iid
-  N(0, σ²) across systems; one parameter, so n trusted pairs leave n - 1 degrees of
-  freedom. Margin t(1-α; n-1)·s·sqrt(1 + 1/n) (s: the sample standard deviation of the
-  trusted gaps): the exact one-sided prediction bound of a new matched gap, whatever part
-  of σ² is sampling noise and whatever part is system-to-system spread. With validation
-  speakers unseen in training (`split.holdout=unseen`, the default) a matched attacker
-  meets its evaluation data's distribution on both sides, so δ is near 0 and σ small.
+- `gap` (default): the gap g = EER_test - EER_val of matched pairs is δ + u + e, u the
+  system's own offset (between-system variance τ²), e the pair's sampling error, of variance
+  v its two-way speaker bootstrap variance. With s² the trusted gaps' sample variance, v̄
+  their mean bootstrap variance and v the judged pair's own, the margin is
+  t(1-α; n-1)·sqrt(v + max(s² - v̄, 0) + max(s², v̄)/n): the pair's own sampling variance
+  (which grows with its EER), the between-system variance by moments, and the variance of
+  the mean gap, floored at the sampling variance so that trusted gaps that happen to agree
+  cannot make the interval narrower than sampling allows. For v = v̄ and s² ≥ v̄ it is the
+  exact one-sided prediction bound of a new gap under iid N(δ, σ²) gaps; otherwise wider.
+  With validation speakers unseen in training (`split.holdout=unseen`, the default) a
+  matched attacker meets its evaluation data's distribution on both sides, so δ is near 0.
 - `gap_re`: random effects with each point's own sampling variance v (the bootstrap
   variance of its gap): g_j = δ + u_j + e_j, u ~ N(0, τ²) between systems, e_j ~ N(0, v_j).
   δ and τ² by DerSimonian-Laird; margin z(1-α)·sqrt(v + τ² + Var δ). More power than `gap`
@@ -31,15 +35,20 @@ import numpy as np
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
+from pipeline.metrics.bootstrap import MIN_SPEAKERS
+
+SAME_GAP = 1e-6  # trusted gaps closer than this (EER fraction) are the same: replicates are rounded to 1e-6
+
 
 @dataclass(frozen=True)
 class Point:
-    """One matched pair as a model sees it: EER_test, EER_val and the sampling variance of
-    its gap (None when unknown)."""
+    """One matched pair as a model sees it: EER_test, EER_val, the sampling variance of its
+    gap and the speakers behind it (None when unknown)."""
 
     eer_test: float
     eer_val: float
     gap_var: float | None = None
+    speakers: int | None = None  # the fewest speakers the bootstrap of its EER_val or EER_test resampled
 
     @property
     def gap(self) -> float:
@@ -48,28 +57,43 @@ class Point:
 
 @dataclass(frozen=True)
 class GapModel:
-    """`gap`: matched gaps iid around δ (`mean_gap`) with sample standard deviation `gap_std`."""
+    """`gap`: matched gaps around δ (`mean_gap`), their sample standard deviation `gap_std`
+    and the trusted pairs' mean bootstrap variance `mean_var`."""
 
     n: int
     mean_gap: float
     gap_std: float
+    mean_var: float
     method = "gap"
     min_points = 2
 
     @classmethod
-    def fit(cls, points: list[Point]) -> "GapModel":
+    def fit(cls, points: list[Point]) -> "GapModel | str":
+        if any(p.gap_var is None or p.gap_var <= 0 for p in points):
+            return ("gap needs every trusted pair's bootstrap variance (its EER replicates; a CSV's gap_var column, "
+                    "which `vpeval aggregate` writes)")
         gaps = np.array([p.gap for p in points])
-        return cls(len(gaps), float(gaps.mean()), float(gaps.std(ddof=1)))
+        if np.ptp(gaps) < SAME_GAP:
+            return (f"every trusted pair has the same gap EER_test - EER_val ({100 * gaps[0]:.2f} points; coarse EERs "
+                    "from few trials?): their spread between systems cannot be estimated; use more test speakers "
+                    "and trials, or other trusted systems")
+        return cls(len(gaps), float(gaps.mean()), float(gaps.std(ddof=1)), float(np.mean([p.gap_var for p in points])))
 
     def predict(self, eer_test: float) -> float:
         return eer_test - self.mean_gap
 
     def margin(self, eer_test: float, false_alarm: float, gap_var: float | None = None) -> float:
-        return float(student_t.ppf(1 - false_alarm, self.n - 1)) * self.gap_std * math.sqrt(1 + 1 / self.n)
+        """t(1-α; n-1)·sqrt(v + max(s² - v̄, 0) + max(s², v̄)/n), v the judged pair's bootstrap
+        variance (v̄ when unknown, as for the band of a figure)."""
+        own = self.mean_var if gap_var is None else gap_var
+        spread = self.gap_std ** 2
+        variance = own + max(spread - self.mean_var, 0.0) + max(spread, self.mean_var) / self.n
+        return float(student_t.ppf(1 - false_alarm, self.n - 1)) * math.sqrt(variance)
 
     def describe(self) -> str:
         return (f"matched gap EER_test - EER_val = {100 * self.mean_gap:.2f} points, standard deviation "
-                f"{100 * self.gap_std:.2f} over {self.n} trusted pairs ({self.n - 1} degrees of freedom)")
+                f"{100 * self.gap_std:.2f} over {self.n} trusted pairs ({self.n - 1} degrees of freedom), their "
+                f"sampling standard deviation {100 * math.sqrt(self.mean_var):.2f} beside each judged pair's own")
 
 
 @dataclass(frozen=True)
@@ -134,6 +158,9 @@ class Line:
         intercept = float(y.mean() - slope * x.mean())
         residuals = y - (intercept + slope * x)
         std = math.sqrt(float((residuals ** 2).sum()) / (len(x) - 2))
+        if std < SAME_GAP:
+            return ("every trusted pair lies on one line (coarse EERs from few trials?): no residual spread to "
+                    "bound a prediction; use more test speakers and trials, or other trusted systems")
         return cls(intercept, slope, len(x), std, float(x.mean()), sxx)
 
     def predict(self, eer_test: float) -> float:
@@ -161,6 +188,10 @@ def fit_model(method: str, points: list[Point]) -> Model | str:
         return (f"{len(points)} trusted pair(s); method {method} needs at least {model.min_points}: run a sweep "
                 "of the matched systems named in detect.trusted (recipes/mismatch_full) or give "
                 "detect.trusted=<csv>")
+    few = sorted({p.speakers for p in points if p.speakers is not None and p.speakers < MIN_SPEAKERS})
+    if few:
+        return (f"a trusted pair's EER comes from {few[0]} speaker(s), fewer than the {MIN_SPEAKERS} the speaker "
+                "bootstrap needs: its sampling variance is unknown; use more test and validation speakers")
     return model.fit(points)
 
 

@@ -30,14 +30,18 @@ def levinson_durbin(autocorrelation: torch.Tensor) -> torch.Tensor:
 
 def burg_lpc(windowed: torch.Tensor, order: int) -> torch.Tensor:
     """LPC polynomials (rows) of windowed frames (rows) by Burg's method, step for step as
-    `librosa.lpc` computes it (see `anonymizers.mcadams_kernel.burg`), all rows at once."""
+    `librosa.lpc` computes it (see `anonymizers.mcadams_kernel.burg`), all rows at once; a row
+    whose reflection coefficient reaches 1 in magnitude keeps the stable polynomial it has."""
     lpc = torch.zeros(windowed.shape[0], order + 1, dtype=windowed.dtype, device=windowed.device)
     lpc[:, 0] = 1.0
     forward, backward = windowed[:, 1:], windowed[:, :-1]
     den = (forward * forward + backward * backward).sum(1)
     tiny = torch.finfo(windowed.dtype).tiny
+    active = torch.ones(windowed.shape[0], 1, dtype=torch.bool, device=windowed.device)
     for i in range(order):
         reflection = (-2.0 * (backward * forward).sum(1) / (den + tiny))[:, None]
+        active = active & (reflection.abs() < 1.0)
+        reflection = torch.where(active, reflection, torch.zeros_like(reflection))
         lpc[:, 1:i + 2] = lpc[:, 1:i + 2] + reflection * lpc[:, :i + 1].flip(1)
         forward, backward = forward + reflection * backward, backward + reflection * forward
         den = (1.0 - reflection[:, 0] ** 2) * den - backward[:, -1] ** 2 - forward[:, 0] ** 2

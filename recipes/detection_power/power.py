@@ -6,7 +6,9 @@ variant with `pipeline.metrics.detection.assess` (no audio: the rows keep their 
 bootstrap replicates) and counts, per variant:
 
 - false alarms on the trusted matched pairs, each judged leave-one-out against the others
-  of its seed;
+  of its seed, counted only over the pairs that could have been flagged (a flag needed an
+  EER_val >= 0, or another attacker was compared on the same trials): a pair that no
+  EER_val could flag is no evidence for the rate;
 - detections of the hidden mismatch, the speaker-level attacker on speaker-level data
   (`--hidden`, panariello2025 Table 3), one per seed;
 - detections of full mismatches whose EER_test exceeds their column's matched EER_test (same
@@ -73,16 +75,26 @@ def classes(rows: list[dict], trusted: list[str], hidden: str, gap: float) -> di
     return found
 
 
+def flaggable(row: dict, kind: str) -> bool:
+    """Whether a judged row could have been flagged by the test(s) that `kind` counts."""
+    by_column = row.get("column") is not None
+    by_val_test = row.get("flag_below") is not None and row["flag_below"] >= 0
+    return by_column if kind == "column" else by_val_test or by_column
+
+
 def measure(rows: list[dict], trusted: list[str], members: dict[str, list[int]]) -> dict[str, dict]:
-    """Per variant and class: flagged, total, the rate's interval, and the flag of each row."""
+    """Per variant and class: flagged, total (false alarms: over the flaggable rows only), the
+    rate's interval, and the flag of each row counted."""
     measured = {}
     for label, (settings, kind) in VARIANTS.items():
         judged, _ = assess(rows, trusted=read_trusted(trusted), settings=settings)
         order = {(r["seed"], r["attack"], r["anonymizer"], r["attacker_anonymizer"]): r for r in judged}
-        flags = [bool(r["flag"]) if kind == "flag" else bool(r.get("column") and r["column"]["flag"])
-                 for r in (order[(r["seed"], r["attack"], r["anonymizer"], r["attacker_anonymizer"])] for r in rows)]
+        judged = [order[(r["seed"], r["attack"], r["anonymizer"], r["attacker_anonymizer"])] for r in rows]
+        flags = [bool(r["flag"]) if kind == "flag" else bool(r.get("column") and r["column"]["flag"]) for r in judged]
         measured[label] = {}
         for name, indices in members.items():
+            if name == CLASSES[0]:
+                indices = [i for i in indices if flaggable(judged[i], kind)]
             flagged = sum(flags[i] for i in indices)
             measured[label][name] = {"flagged": flagged, "n": len(indices),
                                      "interval": wilson_interval(flagged, len(indices)) if indices else None,

@@ -103,6 +103,18 @@ def test_burg_matches_librosa(estimator):
     assert (frames == 0).all(1).any()  # digital silence: A(z) = 1, as librosa gives
 
 
+@pytest.mark.parametrize("estimator", ["torch", "compiled"])
+def test_burg_of_a_flat_frame_stays_stable(estimator):
+    """Regression (real voices, issue 35): digital silence with a DC offset (7 LSB) made the
+    compiled Burg's reflection coefficients exceed 1 and B2's output NaN, and the anonymise
+    stage crashed writing it. The recursion now stops at the stable polynomial it has."""
+    frames = torch.full((1, 320), 7 / 32768, dtype=torch.float64) * torch.hann_window(320, dtype=torch.float64)
+    lpc = burg_lpc(frames, 20).numpy() if estimator == "torch" else compiled_burg(frames)
+    assert np.isfinite(lpc).all() and np.abs(np.roots(lpc[0])).max() < 1.0
+    output = mcadams_waves([torch.full((16000,), 7 / 32768, dtype=torch.float64)], [0.8], RATE, lpc="burg")[0]
+    assert torch.isfinite(output).all()
+
+
 @pytest.mark.parametrize("finder", ["torch", "compiled"])
 def test_aberth_roots_match_lapack(finder):
     """Both Aberth root finders (batched torch: CUDA; compiled: CPU) against LAPACK on the

@@ -29,8 +29,9 @@ PROTOCOL = "holdout=unseen"
 
 
 def pair(evaluated: str, attacker: str, eer_test: float, eer_val: float, attack: str = "AA", **extra) -> dict:
+    """A detection row; its gap's bootstrap variance is (0.5 points)² unless given."""
     return {"attack": attack, "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_test": eer_test,
-            "eer_val": eer_val, "gap": eer_test - eer_val, "relative_drop": None, **extra}
+            "eer_val": eer_val, "gap": eer_test - eer_val, "relative_drop": None, "gap_var": 0.005 ** 2, **extra}
 
 
 def gap_sweep(spread: float = 0.01, seed: int = 0) -> list[dict]:
@@ -41,12 +42,30 @@ def gap_sweep(spread: float = 0.01, seed: int = 0) -> list[dict]:
     return rows + [pair("s2", "s4", 0.44, 0.14)]
 
 
-def test_gap_model_is_the_mean_and_spread_of_the_trusted_gaps():
-    model = GapModel.fit([Point(0.3, 0.28), Point(0.2, 0.2), Point(0.4, 0.36)])
+def test_gap_model_is_the_mean_and_spread_of_the_trusted_gaps_beside_their_sampling_variance():
+    model = GapModel.fit([Point(0.3, 0.28, 1e-4), Point(0.2, 0.2, 1e-4), Point(0.4, 0.36, 1e-4)])
     assert model.mean_gap == pytest.approx(0.02) and model.gap_std == pytest.approx(0.02)
-    assert model.predict(0.5) == pytest.approx(0.48)
-    # one-sided t(0.95; 2) = 2.920 times s * sqrt(1 + 1/3)
+    assert model.mean_var == pytest.approx(1e-4) and model.predict(0.5) == pytest.approx(0.48)
+    # one-sided t(0.95; 2) = 2.920 times sqrt(v + (s² - v̄) + s²/3): s * sqrt(1 + 1/3) when v = v̄
     assert model.margin(0.5, 0.05) == pytest.approx(2.919986 * 0.02 * np.sqrt(4 / 3), rel=1e-5)
+    # a judged pair's own, larger variance (a higher EER) widens its margin
+    assert model.margin(0.5, 0.05, gap_var=4e-4) == pytest.approx(2.919986 * np.sqrt(4e-4 + 3e-4 + 4e-4 / 3), rel=1e-5)
+
+
+def test_gap_model_spread_is_floored_at_the_sampling_variance():
+    """Trusted gaps that agree better than their sampling noise allows cannot narrow the margin
+    below the sampling variance: v + v̄/n."""
+    model = GapModel.fit([Point(0.3, 0.29, 9e-4), Point(0.2, 0.1899, 9e-4), Point(0.4, 0.3901, 9e-4)])
+    assert model.margin(0.3, 0.05) == pytest.approx(2.919986 * 0.03 * np.sqrt(4 / 3), rel=1e-5)
+
+
+@pytest.mark.parametrize("points,problem", [
+    ([Point(0.3, 0.29, 1e-4), Point(0.2, 0.19, 1e-4), Point(0.4, 0.39, 1e-4)], "same gap"),
+    ([Point(0.3, 0.28, 1e-4), Point(0.2, 0.2), Point(0.4, 0.36, 1e-4)], "bootstrap variance"),
+    ([Point(0.3, 0.28, 1e-4, 4), Point(0.2, 0.2, 1e-4, 20), Point(0.4, 0.36, 1e-4, 20)], "4 speaker(s)"),
+])
+def test_gap_model_without_a_sampling_variance_or_spread_is_a_reason(points, problem):
+    assert problem in fit_model("gap", points)
 
 
 def test_random_gap_model_has_no_between_spread_when_gaps_agree_within_their_variance():
@@ -66,7 +85,7 @@ def test_line_recovers_slope_and_intercept_and_its_margin_grows_away_from_the_ce
     assert isinstance(fit_model("line", [Point(0.2, 0.1)] * 3), str)  # one EER_test: no line
 
 
-@pytest.mark.parametrize("model", [GapModel(4, 0.02, 0.01), RandomGapModel(4, 0.02, 1e-4, 1e-5, 2e-4),
+@pytest.mark.parametrize("model", [GapModel(4, 0.02, 0.01, 1e-4), RandomGapModel(4, 0.02, 1e-4, 1e-5, 2e-4),
                                    Line(0.01, 0.9, 4, 0.02, 0.2, 0.05)])
 def test_a_fit_record_rebuilds_its_model(model):
     from pipeline.metrics.detectors import as_fit
@@ -114,7 +133,7 @@ def test_too_few_trusted_pairs_is_undetermined_and_a_trusted_pair_is_judged_leav
     judged, (fit,) = assess(rows, trusted=Trusted(systems=("a",)))
     assert all(r["verdict"] == UNDETERMINED for r in judged)
     assert "needs at least 2" in fit["reason"] and "detect.trusted" in judged[1]["reason"]
-    rows = [pair(s, s, x, x - 0.01) for s, x in (("a", 0.1), ("b", 0.2))] + [pair("a", "b", 0.45, 0.05)]
+    rows = [pair(s, s, x, x - g) for s, x, g in (("a", 0.1, 0.01), ("b", 0.2, 0.015))] + [pair("a", "b", 0.45, 0.05)]
     judged, (fit,) = assess(rows, trusted=Trusted(systems=("a", "b")))
     assert fit["n_points"] == 2 and judged[2]["verdict"] != UNDETERMINED
     assert "only 1 remain" in judged[0]["reason"]
@@ -138,8 +157,8 @@ def test_imported_attacker_is_undetermined_and_cannot_be_trusted(caplog):
 
 def test_trusted_csv_calibrates_only_pairs_of_its_protocol(tmp_path, caplog):
     reference = tmp_path / "matched.csv"
-    reference.write_text("label,eer_test,eer_val,protocol\n" + "".join(
-        f"B{i},{x},{x - 0.01 + e},{PROTOCOL}\n" for i, (x, e) in enumerate([(0.27, 0.01), (0.3, -0.01), (0.38, 0.0)])))
+    reference.write_text("label,eer_test,eer_val,protocol,gap_var\n" + "".join(
+        f"B{i},{x},{x - 0.01 + e},{PROTOCOL},0.0001\n" for i, (x, e) in enumerate([(0.27, 0.01), (0.3, -0.01), (0.38, 0.0)])))
     rows = [pair("x", "x", 0.3, 0.29, validation_protocol=PROTOCOL), pair("x", "y", 0.44, 0.05, validation_protocol=PROTOCOL)]
     judged, (fit,) = assess(rows, trusted=read_trusted(str(reference)))
     assert fit["source"] == str(reference) and fit["n_points"] == 3

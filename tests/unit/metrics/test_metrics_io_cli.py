@@ -273,7 +273,7 @@ def _detection_sweep(systems: list[str]) -> tuple[list[dict], dict]:
             eer_val = eer_test - (0.2 if j > i else 0.01) + rng.normal(0, 0.002)
             rows.append({"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
                          "eer_test": eer_test, "eer_val_ci": [0.8 * eer_val, 1.2 * eer_val],
-                         "eer_test_ci": [eer_test - 0.02, eer_test + 0.02]})
+                         "eer_test_ci": [eer_test - 0.02, eer_test + 0.02], "gap_var": 0.002 ** 2})
     judged, (fit,) = assess(rows, trusted=Trusted(systems=tuple(systems)))
     return judged, fit
 

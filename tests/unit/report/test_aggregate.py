@@ -29,7 +29,7 @@ def write_job(sweep: Path, num: int | str, evaluated: str, attacker: str, eer_va
     oo = {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_val": 0.01,
           "eer_test": 0.02, "relative_drop": 0.5}
     aa = {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
-          "eer_test": eer_test, "relative_drop": (eer_test - eer_val) / eer_test}
+          "eer_test": eer_test, "relative_drop": (eer_test - eer_val) / eer_test, "gap_var": 1e-5}
     (job / "report").mkdir()
     (job / "report" / "results.json").write_text(json.dumps({
         "config_hash": f"h{num}", "config": {"anonymizer": evaluated, "attacker_anonymizer": attacker, "seed": seed,
