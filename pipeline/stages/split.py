@@ -4,7 +4,7 @@ Three ways to hold out (`holdout`), each chosen by a seed from the sorted ids, s
 original and the anonymised training sets (same ids) are split identically:
 
 - `unseen` (default): every utterance of `val_fraction` of each gender's speakers (at least
-  `MIN_UNSEEN` per gender where the gender keeps as many to train on; see `unseen_count`), or
+  `unseen_wanted` per gender where the gender keeps as many to train on; see `unseen_count`), or
   of the speakers `unseen_speakers` names. The attacker never
   trains on them, so EER_val measures what EER_test measures, verification of new speakers
   of the attacker's own training data, and a matched attacker's EER_val and EER_test differ
@@ -31,8 +31,9 @@ protocol's speakers and trials.
 Training speakers per gender under `unseen` (`unseen_count`): the holdout leaves each gender
 at least as many training speakers as it holds out (a gender of n speakers holds out at most
 n // 2), but never fewer than `unseen_floor` (the fewest that give the reported protocol two
-speakers of the gender, 4 with `select_fraction: 0.5`); below `MIN_UNSEEN` held out, or with
-fewer training than held-out speakers, it warns; where the attacker would train on fewer than
+speakers of the gender, 4 with `select_fraction: 0.5`); it wants `unseen_wanted` at least
+(the `MIN_SPEAKERS` = 5 a speaker bootstrap needs in the reported protocol of each gender, 9
+with `select_fraction: 0.5`); below that, or with fewer training than held-out speakers, it warns; where the attacker would train on fewer than
 `MIN_TRAIN` speakers of a gender present in the list it refuses, naming the gender, the counts
 and the keys to change. Named `unseen_speakers` get the same warning and refusal.
 
@@ -77,11 +78,12 @@ from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.fileio import read_text
 from pipeline.core.layout import manifest_path, trials_path
 from pipeline.data.protocol import cross_trials
+from pipeline.metrics.bootstrap import MIN_SPEAKERS
 
 log = logging.getLogger(__name__)
 
 HOLDOUTS = ("unseen", "speaker", "list")
-MIN_UNSEEN = 6  # unseen validation speakers wanted per gender: 3 select the epoch, 3 give EER_val
+MIN_REPORTED = 2  # reported validation speakers of a gender, the fewest that give non-target trials
 MIN_TRAIN = 2  # training speakers per gender present: one speaker teaches nothing about telling that gender's
 # speakers apart (issue 37: 7 female speakers, 6 held out, the attacker trained on 1; EER_val f 25 %, m 6 %)
 GENDER_NAMES = {"f": "female", "m": "male"}
@@ -95,35 +97,50 @@ def select_count(n: int, select_fraction: float | None) -> int:
     return min(n - 1, max(1, int(round(float(select_fraction) * n))))
 
 
-def unseen_floor(select_fraction: float | None) -> int:
-    """The fewest unseen speakers of a gender that leave its reported protocol 2 speakers
-    (target and non-target trials, so a per-gender EER_val).
+def unseen_needed(select_fraction: float | None, reported: int) -> int:
+    """The fewest unseen speakers of a gender that leave its reported protocol `reported`
+    speakers once `select_count` of them choose the epoch.
 
-    >>> unseen_floor(0.5), unseen_floor(None)
-    (4, 2)
+    >>> unseen_needed(0.5, MIN_REPORTED), unseen_needed(None, MIN_REPORTED), unseen_needed(0.5, MIN_SPEAKERS)
+    (4, 2, 9)
     """
     check_select_fraction(select_fraction)
-    k = 2
-    while k - select_count(k, select_fraction) < 2:
+    k = reported
+    while k - select_count(k, select_fraction) < reported:
         k += 1
     return k
+
+
+def unseen_floor(select_fraction: float | None) -> int:
+    """The fewest unseen speakers of a gender that give it a per-gender EER_val: its reported
+    protocol keeps `MIN_REPORTED` speakers (target and non-target trials)."""
+    return unseen_needed(select_fraction, MIN_REPORTED)
+
+
+def unseen_wanted(select_fraction: float | None) -> int:
+    """The unseen speakers of a gender wanted at least: its reported protocol keeps the
+    `MIN_SPEAKERS` a speaker bootstrap needs (fewer make the verdict `undetermined`), 9 with
+    `select_fraction: 0.5` (round(4.5) = 4 choose the epoch, 5 give EER_val)."""
+    return unseen_needed(select_fraction, MIN_SPEAKERS)
 
 
 def unseen_count(n: int, val_fraction: float, select_fraction: float | None = 0.5,
                  gender: str = "f") -> tuple[int, str | None]:
     """(unseen speakers to hold out of a gender's n training speakers, a warning or None).
 
-    Wanted: `max(MIN_UNSEEN, round(val_fraction * n))`. The holdout leaves the gender at least as
-    many training speakers as it holds out (at most n // 2 held out), but holds out no fewer than
-    `unseen_floor(select_fraction)`; it warns when it holds out fewer than `MIN_UNSEEN` or trains
-    on fewer than it holds out, and refuses (VpevalError) when fewer than `MIN_TRAIN` remain.
+    Wanted: `max(unseen_wanted(select_fraction), round(val_fraction * n))`. The holdout leaves the
+    gender at least as many training speakers as it holds out (at most n // 2 held out), but holds
+    out no fewer than `unseen_floor(select_fraction)`; it warns when it holds out fewer than
+    wanted at least or trains on fewer than it holds out, and refuses (VpevalError) when fewer
+    than `MIN_TRAIN` remain.
 
     >>> unseen_count(20, 0.1)
-    (6, None)
-    >>> unseen_count(7, 0.1)[0], unseen_count(9, 0.1)[0]
-    (4, 4)
+    (9, None)
+    >>> unseen_count(7, 0.1)[0], unseen_count(13, 0.1)[0]
+    (4, 6)
     """
-    wanted = max(MIN_UNSEEN, int(round(val_fraction * n)))
+    least = unseen_wanted(select_fraction)
+    wanted = max(least, int(round(val_fraction * n)))
     floor = unseen_floor(select_fraction)
     n_val = min(wanted, max(floor, n // 2))
     name = GENDER_NAMES.get(gender, gender)
@@ -133,15 +150,16 @@ def unseen_count(n: int, val_fraction: float, select_fraction: float | None = 0.
             f"fewest unseen ({floor}: 2 for EER_val, split.select_fraction={select_fraction} for the epoch) leaves "
             f"{n - n_val} to train on, below {MIN_TRAIN}: add {name} speakers, set split.select_fraction=null, "
             "or use split.holdout=speaker")
-    return n_val, holdout_warning(n, n_val, name, f"split.val_fraction={val_fraction} wants {wanted}")
+    return n_val, holdout_warning(n, n_val, name, f"split.val_fraction={val_fraction} wants {wanted}", least)
 
 
-def holdout_warning(n: int, n_val: int, name: str, wanted: str) -> str | None:
-    """The warning of a gender that holds out `n_val` of its n training speakers unseen, or None."""
-    if n_val >= MIN_UNSEEN and n - n_val >= n_val:
+def holdout_warning(n: int, n_val: int, name: str, wanted: str, least: int) -> str | None:
+    """The warning of a gender that holds out `n_val` of its n training speakers unseen (at least
+    `least` wanted), or None."""
+    if n_val >= least and n - n_val >= n_val:
         return None
     return (f"split.holdout=unseen: {n_val} of the {n} {name} training speakers held out unseen ({wanted}; "
-            f"at least {MIN_UNSEEN} wanted, and at least as many left to train on): the attacker trains on "
+            f"at least {least} wanted, and at least as many left to train on): the attacker trains on "
             f"{n - n_val} {name} speaker(s) and EER_val of that gender comes from few speakers")
 
 
@@ -191,7 +209,8 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
                     f"split.unseen_speakers names {n_val} of the {len(speakers)} {name} speakers of the attacker's "
                     f"training list, leaving {len(speakers) - n_val} to train on, below {MIN_TRAIN}: name fewer "
                     f"{name} speakers in split.unseen_speakers or add {name} speakers")
-            if n_val and (warning := holdout_warning(len(speakers), n_val, name, "named in split.unseen_speakers")):
+            if n_val and (warning := holdout_warning(len(speakers), n_val, name, "named in split.unseen_speakers",
+                                                     unseen_wanted(select_fraction))):
                 log.warning(warning)
         return [u for u in utts if u.speaker not in held], [u for u in utts if u.speaker in held]
     if holdout == "unseen":

@@ -52,7 +52,7 @@ def test_unseen_holdout_leaves_a_small_gender_speakers_to_train_on(caplog):
     """Regression (issue 37, b): the unseen holdout took at least 6 speakers per gender, so with 7
     female and 15 male training speakers the attacker trained on 1 female and 9 male speakers, and
     nothing warned. Now it holds out 4 female (the floor: 2 choose the epoch, 2 give EER_val),
-    trains on 3, and warns."""
+    trains on 3, and warns (and holds out 7 of the 15 male speakers: 9 wanted, at most half)."""
     import logging
 
     from pipeline.stages import split
@@ -62,5 +62,5 @@ def test_unseen_holdout_leaves_a_small_gender_speakers_to_train_on(caplog):
     with caplog.at_level(logging.WARNING, logger=split.__name__):
         train, _ = split.hold_out(utterances(speakers, 5), seed=1986, val_fraction=0.1, holdout="unseen")
     trained = {u.speaker for u in train}
-    assert sum(s.startswith("f") for s in trained) == 3 and sum(s.startswith("m") for s in trained) == 9
+    assert sum(s.startswith("f") for s in trained) == 3 and sum(s.startswith("m") for s in trained) == 8
     assert any("the attacker trains on 3 female speaker(s)" in r.getMessage() for r in caplog.records)
