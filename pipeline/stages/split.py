@@ -150,7 +150,7 @@ def unseen_count(n: int, val_fraction: float, select_fraction: float | None = 0.
             f"fewest unseen ({floor}: 2 for EER_val, split.select_fraction={select_fraction} for the epoch) leaves "
             f"{n - n_val} to train on, below {MIN_TRAIN}: add {name} speakers, set split.select_fraction=null, "
             "or use split.holdout=speaker")
-    return n_val, holdout_warning(n, n_val, name, f"split.val_fraction={val_fraction} wants {wanted}", least)
+    return n_val, holdout_warning(n, n_val, name, f"split.val_fraction={val_fraction}", least)
 
 
 def holdout_warning(n: int, n_val: int, name: str, wanted: str, least: int) -> str | None:
