@@ -212,10 +212,10 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     return out
 
 
-PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "enroll", "trials", "eer_val", "eer_val_ci", "eer_test",
-             "eer_test_ci", "eer_test_f", "eer_test_m", "gap", "gap_var", "relative_drop", "relative_drop_ci",
-             "eer_val_replicates", "eer_test_replicates", "ci_level", "val_trials", "val_speakers", "attacker_origin",
-             "imported")
+PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "enroll", "trials", "eer_val", "eer_val_ci", "eer_val_f",
+             "eer_val_m", "eer_test", "eer_test_ci", "eer_test_f", "eer_test_m", "gap", "gap_var", "relative_drop",
+             "relative_drop_ci", "eer_val_replicates", "eer_test_replicates", "ci_level", "val_trials", "val_speakers",
+             "attacker_origin", "imported", "protocol_problem", "notes")
 
 
 def trusted_points(judged: list[dict], group: str) -> list[dict]:

@@ -96,7 +96,8 @@ class Experiment:
         training list is anonymised: the held-out ids are the same for every system."""
         split.hold_out(read_manifest(manifest_path(self.prepared, "train")), int(self.cfg.seed),
                        float(self.cfg.split.val_fraction), str(self.cfg.split.holdout),
-                       split.named_speakers(self.cfg.split.get("unseen_speakers")))
+                       split.named_speakers(self.cfg.split.get("unseen_speakers")),
+                       self.cfg.split.get("select_fraction"))
 
     def probe_systems(self) -> None:
         """Run each anonymisation system that asks for it (`probe_first`: an external
@@ -188,13 +189,17 @@ class Experiment:
                                          trials_path(self.prepared, f"{split_name}_trials_{g}"))
                     self.score_files[f"{attack}/{name}"] = str(scores)
                     records.append({**labels, "set": name, **self.metrics(scores, model, enrolls, trial_utts)})
-            trial_utts, enrolls = manifest_path(held_out, "val_trials"), manifest_path(held_out, "val_enrolls")
-            scores = self.scores(model, held_out, enrolls, trial_utts, trials_path(held_out, "val_trials"))
             origin, imported = attacker_origin(self.cfg, spec.attacker)
             val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"], "attacker_origin": origin,
-                          "imported": imported}
-            self.score_files[f"{attack}/val"] = str(scores)
-            records.append({**val_labels, "set": "val", **self.metrics(scores, model, enrolls, trial_utts)})
+                          "imported": imported, "protocol_problem": protocol_problem(self.cfg)}
+            enrolls = manifest_path(held_out, "val_enrolls")
+            for g in GENDERS:  # per gender, as the evaluation sets: EER_val is their mean, as EER_test is
+                trial_utts = manifest_path(held_out, f"val_trials_{g}")
+                if not trial_utts.is_file():  # no reported trials of this gender (the split warned)
+                    continue
+                scores = self.scores(model, held_out, enrolls, trial_utts, trials_path(held_out, f"val_trials_{g}"))
+                self.score_files[f"{attack}/val_{g}"] = str(scores)
+                records.append({**val_labels, "set": f"val_{g}", **self.metrics(scores, model, enrolls, trial_utts)})
         return records
 
     def evaluates_anonymized(self) -> bool:
@@ -285,6 +290,18 @@ def attacker_origin(cfg: DictConfig, kind: str) -> tuple[str, str | None]:
                     "speakers it saw; name speakers it never saw in split.unseen_speakers to judge it")
 
 
+def protocol_problem(cfg: DictConfig) -> str | None:
+    """Why the validation protocol cannot judge a privacy estimate, or None: `split.holdout`
+    `speaker` and `list` validate on the attacker's own training speakers, so EER_val measures
+    how well it memorised them (0 on small corpora whatever the system), not a mismatch
+    (docs/detection.md, the validation protocol)."""
+    holdout = str(cfg.split.holdout)
+    if holdout == "unseen":
+        return None
+    return (f"split.holdout={holdout} cannot judge (its validation speakers are training speakers: EER_val "
+            "measures memorisation, not a mismatch; split.holdout=unseen judges)")
+
+
 def system_labels(cfg: DictConfig) -> tuple[str, str]:
     """Names of the evaluated and the attacker's system in records. Two different configs
     under one name (e.g. `attacker_anonymizer.alpha=...` on the same file) get a short hash
@@ -334,7 +351,7 @@ def validation_protocol(cfg: DictConfig) -> str:
 
     >>> from pipeline.core.config import compose
     >>> validation_protocol(compose([]))
-    'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn test_split=test'
+    'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn test_split=test eer_val=gender_mean'
     """
     split_cfg = cfg.split
     sparse = split_cfg.get("sparse_trials")
@@ -343,7 +360,7 @@ def validation_protocol(cfg: DictConfig) -> str:
             f"enroll_utterances={split_cfg.enroll_utterances} select_fraction={split_cfg.select_fraction} "
             f"sparse_trials={plain(sparse) if sparse is not None else None} "
             f"unseen_speakers={'named:' + content_hash(plain(named), 6) if named is not None else 'drawn'} "
-            f"test_split={cfg.detect.test_split}")
+            f"test_split={cfg.detect.test_split} eer_val=gender_mean")
 
 
 def detect_settings(detect_cfg) -> Settings:

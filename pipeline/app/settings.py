@@ -28,7 +28,7 @@ from pipeline.core.devices import COMPILE_MODES
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import checks, type_problems
 from pipeline.metrics.wer import TEXT_RULES
-from pipeline.stages.split import MIN_UNSEEN
+from pipeline.stages.split import MIN_TRAIN, unseen_floor
 
 # Ranges of schema keys whose allowed values live above the schemas' layer (which cannot import them).
 ABOVE_SCHEMAS = {
@@ -65,22 +65,25 @@ def _node_rank(cfg: DictConfig) -> Iterator[str]:
 def _held_out(cfg: DictConfig) -> Iterator[str]:
     """`split.holdout: speaker` holds out round(val_fraction * n) utterances per training
     speaker; a validation speaker needs 2 (one enrolment, one trial). `unseen` holds out
-    whole speakers, at least 6 per gender, and must leave one to train on;
+    whole speakers, at least `unseen_floor` per gender, and must leave `MIN_TRAIN` to train on;
     `unseen_speakers` only means something under `unseen`."""
     fraction, generate, holdout = cfg.split.get("val_fraction"), cfg.data.get("generate"), cfg.split.get("holdout")
     if cfg.split.get("unseen_speakers") is not None and holdout != "unseen":
         yield f"split.unseen_speakers is set, but split.holdout={holdout}: it names speakers held out unseen (holdout=unseen)"
     if not open_range(0, 1)(fraction) or not generate:
         return
-    if holdout == "unseen" and cfg.split.get("unseen_speakers") is None:
+    select_fraction = cfg.split.get("select_fraction")
+    if holdout == "unseen" and cfg.split.get("unseen_speakers") is None and (
+            select_fraction is None or open_range(0, 1)(select_fraction)):
         for name in cfg.data.subsets.get("train") or []:
             counts = {gender: OmegaConf.select(generate, f"subsets.{name}.{gender}") for gender in ("female", "male")}
             short = [f"{n} {gender}" for gender, n in counts.items()
-                     if integer(1)(n) and max(MIN_UNSEEN, round(fraction * n)) >= n]
+                     if integer(1)(n) and n - unseen_floor(select_fraction) < MIN_TRAIN]
             if short:
-                yield (f"split.holdout=unseen: {name} has {' and '.join(short)} speaker(s); "
-                       f"split.val_fraction={fraction} holds out at least {MIN_UNSEEN} per gender unseen and "
-                       "one must remain to train on: add speakers (data.generate.subsets) or set split.holdout=speaker")
+                yield (f"split.holdout=unseen: {name} has {' and '.join(short)} speaker(s); at least "
+                       f"{unseen_floor(select_fraction)} per gender are held out unseen "
+                       f"(split.select_fraction={select_fraction}) and {MIN_TRAIN} must remain to train on: "
+                       "add speakers (data.generate.subsets), set split.select_fraction=null or split.holdout=speaker")
     if holdout != "speaker":
         return
     for name in cfg.data.subsets.get("train") or []:

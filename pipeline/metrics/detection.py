@@ -141,53 +141,80 @@ def _mean_interval(records: list[dict]) -> list | None:
     return [max(0.0, mean - below), min(1.0, mean + above)]
 
 
+GENDER_NAMES = {"f": "female", "m": "male"}
+
+
 def pairs(records: list[dict], test_split: str = "test",
           replicates: dict[str, list[float]] | None = None) -> list[dict]:
     """One (EER_val, EER_test) row per attack of an experiment that has both.
 
+    EER_val is measured as EER_test is: the mean of the female and male validation EERs
+    (`val_f`, `val_m`), its interval from theirs (`_mean_interval`); a gender without
+    validation trials leaves the other's EER, said in the row's `notes`, never a pooled EER.
     `replicates` maps `<attack>/<set>` to the bootstrap EER replicates of that condition
     (the confidence stage's); with them a row keeps its EER_val and EER_test replicates,
     the variance of its gap and the interval of its relative drop. A row keeps the val
-    record's `attacker_origin` and `imported` (why its EER_val cannot be judged, if so)."""
+    records' `attacker_origin`, `imported` and `protocol_problem` (why its EER_val cannot be
+    judged, if so). `val_speakers` is the fewest speakers of a gender's validation bootstrap."""
     replicates = replicates or {}
     rows = []
     for attack in dict.fromkeys(r["attack"] for r in records):
         own = {r["set"]: r for r in records if r["attack"] == attack}
         tests = [own[s] for s in (f"{test_split}_f", f"{test_split}_m") if s in own]
-        if "val" not in own or not tests:
+        vals = [own[s] for s in ("val_f", "val_m") if s in own]
+        if not vals or not tests:
             continue
-        val = own["val"]
+        eer_val = sum(r["eer"] for r in vals) / len(vals)
         eer_test = sum(r["eer"] for r in tests) / len(tests)
+        val_speakers = [r.get("eer_speakers") for r in vals]
         row = {
             "attack": attack,
             "anonymizer": tests[0]["anonymizer"],
-            "attacker_anonymizer": val["attacker_anonymizer"],
+            "attacker_anonymizer": vals[0]["attacker_anonymizer"],
             **{key: tests[0][key] for key in ("enroll", "trials") if key in tests[0]},
-            "eer_val": val["eer"],
-            "eer_val_ci": eer_interval(val),
+            "eer_val": eer_val,
+            "eer_val_ci": _mean_interval(vals),
+            **{f"eer_{r['set']}": r["eer"] for r in vals},
             "eer_test": eer_test,
             "eer_test_ci": _mean_interval(tests),
             **{f"eer_{r['set']}": r["eer"] for r in tests},
-            "gap": eer_test - val["eer"],
+            "gap": eer_test - eer_val,
             "gap_var": None,
-            "relative_drop": relative_drop(eer_test, val["eer"]),
+            "relative_drop": relative_drop(eer_test, eer_val),
             "relative_drop_ci": None,
-            "val_trials": [val.get("n_target"), val.get("n_nontarget")],
-            "val_speakers": val.get("eer_speakers"),
+            "val_trials": [_total(vals, "n_target"), _total(vals, "n_nontarget")],
+            "val_speakers": None if None in val_speakers else min(val_speakers),
             "test_speakers": min((r["eer_speakers"] for r in tests if r.get("eer_speakers")), default=None),
-            "attacker_origin": val.get("attacker_origin", "trained"),
-            "imported": val.get("imported"),
+            "attacker_origin": vals[0].get("attacker_origin", "trained"),
+            "imported": vals[0].get("imported"),
+            "protocol_problem": vals[0].get("protocol_problem"),
+            "notes": _val_notes(vals),
         }
-        names = [f"{attack}/val", *(f"{attack}/{r['set']}" for r in tests)]
+        names = [*(f"{attack}/{r['set']}" for r in vals), *(f"{attack}/{r['set']}" for r in tests)]
         if all(replicates.get(name) for name in names):
-            val_rep, test_rep = paired_replicates([replicates[name] for name in names])
+            val_rep, test_rep = paired_replicates([replicates[name] for name in names], n_val=len(vals))
             row["eer_val_replicates"], row["eer_test_replicates"] = val_rep, test_rep
-            row["ci_level"] = float(val.get("eer_ci_level", 0.95))
+            row["ci_level"] = float(vals[0].get("eer_ci_level", 0.95))
             row["gap_var"] = float(np.var(np.subtract(test_rep, val_rep), ddof=1)) if len(val_rep) > 1 else None
             drops = [relative_drop(x, y) for x, y in zip(test_rep, val_rep)]
             row["relative_drop_ci"] = percentile_interval([d for d in drops if d is not None], row["ci_level"])
         rows.append(row)
     return rows
+
+
+def _total(records: list[dict], key: str) -> int | None:
+    values = [r.get(key) for r in records]
+    return None if None in values else sum(values)
+
+
+def _val_notes(vals: list[dict]) -> list[str]:
+    """What a reader of EER_val must know: a gender without validation trials."""
+    if len(vals) > 1:
+        return []
+    present = vals[0]["set"][-1]
+    absent = "m" if present == "f" else "f"
+    return [f"EER_val is the {GENDER_NAMES[present]} validation EER only: no {GENDER_NAMES[absent]} validation "
+            f"trials (no {GENDER_NAMES[absent]} validation speakers, or one), while EER_test averages both genders"]
 
 
 def relative_drop(eer_test: float, eer_val: float) -> float | None:
@@ -196,16 +223,20 @@ def relative_drop(eer_test: float, eer_val: float) -> float | None:
     return (eer_test - eer_val) / eer_test if eer_test > 0 else None
 
 
-def paired_replicates(conditions: list[list[float]]) -> tuple[list[float], list[float]]:
-    """(EER_val, EER_test) replicates from the replicates of val and of each test set (their
-    mean). The conditions share no speaker, so their resamples are independent; each list
-    is shuffled by a fixed permutation before pairing, because the confidence stage draws
-    every condition from the same seed. The permutation depends on the position and count
-    only, so two attackers' test replicates of one evaluation set stay paired."""
+def paired_replicates(conditions: list[list[float]], n_val: int = 1) -> tuple[list[float], list[float]]:
+    """(EER_val, EER_test) replicates: the mean of the first `n_val` conditions' replicates
+    (the validation genders) and of the others (the test sets). The conditions share no
+    speaker, so their resamples are independent; each list is shuffled by a fixed
+    permutation before pairing, because the confidence stage draws every condition from the
+    same seed. The permutation depends on the position among the test sets (or among the
+    validation genders) and the count only, so two attackers' test replicates of one
+    evaluation set stay paired."""
     count = min(len(c) for c in conditions)
-    shuffled = [np.asarray(c[:count])[np.random.default_rng(k).permutation(count)]
-                for k, c in enumerate(conditions)]
-    return [round(float(v), 6) for v in shuffled[0]], [round(float(v), 6) for v in np.mean(shuffled[1:], axis=0)]
+    seeds = [[7001, k] if k else 0 for k in range(n_val)] + list(range(1, len(conditions) - n_val + 1))
+    shuffled = [np.asarray(c[:count])[np.random.default_rng(seed).permutation(count)]
+                for seed, c in zip(seeds, conditions)]
+    return ([round(float(v), 6) for v in np.mean(shuffled[:n_val], axis=0)],
+            [round(float(v), 6) for v in np.mean(shuffled[n_val:], axis=0)])
 
 
 def percentile_interval(values: list[float], level: float) -> list[float] | None:
@@ -380,8 +411,8 @@ def verdict(row: dict, model: Model | str, column: dict | None, settings: Settin
     speakers = fewest_speakers(row)
     few = (f"its EER comes from {speakers} speaker(s), fewer than the {MIN_SPEAKERS} the speaker bootstrap needs: "
            "the sampling variance of its gap is unknown") if speakers is not None and speakers < MIN_SPEAKERS else None
-    if row.get("imported") or few or isinstance(model, str):
-        reason = row.get("imported") or few or model
+    if row.get("imported") or row.get("protocol_problem") or few or isinstance(model, str):
+        reason = row.get("imported") or row.get("protocol_problem") or few or model
         return {**fields, "flag": beaten, "verdict": OVERESTIMATED if beaten else UNDETERMINED,
                 "reason": beaten_reason if beaten else reason}
     alpha = settings.false_alarm / (2 if column is not None else 1)

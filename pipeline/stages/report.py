@@ -178,6 +178,11 @@ def describe_fit(fit: dict) -> str:
             + "Trusted pairs are judged against the model of the other trusted pairs.")
 
 
+def with_notes(reason: str | None, notes: list[str] | None) -> str | None:
+    """A verdict's reason followed by the row's notes (e.g. an EER_val from one gender)."""
+    return "; ".join([reason or "–", *(f"note: {n}" for n in notes)]) if notes else reason
+
+
 def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
     headers = ["attack", "evaluated", "attacker trained on", "role", "EER_val %", "EER_val CI %", "val trials",
                "EER_test %", "EER_test CI %", "relative drop %", "drop CI %", "residual", "residual CI",
@@ -197,7 +202,7 @@ def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
                interval(d.get("residual_ci")), percent(d.get("margin")), percent(d.get("flag_below")),
                "–" if not column else (f"{column['other']}: {percent(column['difference'])} "
                                        f"({percent(column['lower_bound'])})"),
-               d.get("verdict"), d.get("reason")]
+               d.get("verdict"), with_notes(d.get("reason"), d.get("notes"))]
         if "seed" in headers:
             row.insert(3, d.get("seed"))
         rows.append(row)

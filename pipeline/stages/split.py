@@ -4,7 +4,8 @@ Three ways to hold out (`holdout`), each chosen by a seed from the sorted ids, s
 original and the anonymised training sets (same ids) are split identically:
 
 - `unseen` (default): every utterance of `val_fraction` of each gender's speakers (at least
-  `MIN_UNSEEN` per gender), or of the speakers `unseen_speakers` names. The attacker never
+  `unseen_wanted` per gender where the gender keeps as many to train on; see `unseen_count`), or
+  of the speakers `unseen_speakers` names. The attacker never
   trains on them, so EER_val measures what EER_test measures, verification of new speakers
   of the attacker's own training data, and a matched attacker's EER_val and EER_test differ
   by sampling noise; an attacker mismatched with the evaluation data keeps its EER_val low
@@ -19,7 +20,22 @@ The held-out utterances form a verification protocol: per speaker `enroll_uttera
 enrolment utterances, the rest as trials, target and non-target trials within gender
 (every enrolled speaker against every trial utterance, or with `sparse_trials`
 {target: 3, nontarget: 5} that many drawn per speaker, as the paper's ~8 trials with 3
-targets). The stage's record counts each protocol's speakers and trials.
+targets). The reported protocol's trials are written per gender (`val_trials_f`,
+`val_trials_m`, one enrolment list `val_enrolls`), as the evaluation sets are: EER_val is the
+mean of the per-gender EERs, as EER_test is (`pipeline.metrics.detection.pairs`). A gender
+whose reported trials lack target or non-target trials (no or one validation speaker of it)
+gets no list, with a warning and `val_genders` in the record naming those written; the
+selection protocol stays pooled (it only chooses the epoch). The stage's record counts each
+protocol's speakers and trials.
+
+Training speakers per gender under `unseen` (`unseen_count`): the holdout leaves each gender
+at least as many training speakers as it holds out (a gender of n speakers holds out at most
+n // 2), but never fewer than `unseen_floor` (the fewest that give the reported protocol two
+speakers of the gender, 4 with `select_fraction: 0.5`); it wants `unseen_wanted` at least
+(the `MIN_SPEAKERS` = 5 a speaker bootstrap needs in the reported protocol of each gender, 9
+with `select_fraction: 0.5`); below that, or with fewer training than held-out speakers, it warns; where the attacker would train on fewer than
+`MIN_TRAIN` speakers of a gender present in the list it refuses, naming the gender, the counts
+and the keys to change. Named `unseen_speakers` get the same warning and refusal.
 
 Model selection and the reported EER_val use disjoint speakers: per gender a seeded share
 `select_fraction` of the validation speakers forms the *selection* protocol (the training
@@ -32,15 +48,15 @@ Fallback (documented): a speaker with fewer than `enroll_utterances + 1` held-ou
 utterances enrols with all but one of them; fewer than 2 held-out utterances is an error
 naming the speaker, since it could give no trial, except under `holdout: list`, where such
 speakers (a random list always leaves some) stay out of the validation protocols; their
-held-out utterances are still not trained on. A gender with too few speakers to hold
-`MIN_UNSEEN` out and train on one, and a protocol without target or non-target trials
-(too few speakers for `select_fraction`), are errors naming the key.
+held-out utterances are still not trained on. A protocol without target or non-target
+trials (too few speakers for `select_fraction`) is an error naming the key.
 
-Output folder: manifests/{train,val,val_enrolls,val_trials,select_enrolls,select_trials}.jsonl,
-trials/{val_trials,select_trials}.txt.
+Output folder: manifests/{train,val,val_enrolls,val_trials_<g>,select_enrolls,select_trials}.jsonl,
+trials/{val_trials_<g>,select_trials}.txt (g: f, m; a gender without reported trials has none).
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -62,10 +78,89 @@ from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.fileio import read_text
 from pipeline.core.layout import manifest_path, trials_path
 from pipeline.data.protocol import cross_trials
+from pipeline.metrics.bootstrap import MIN_SPEAKERS
+
+log = logging.getLogger(__name__)
 
 HOLDOUTS = ("unseen", "speaker", "list")
-MIN_UNSEEN = 6  # unseen validation speakers per gender: 3 select the epoch, 3 give EER_val (6 in all:
-# above the 5 speakers below which an interval is marked as too few)
+MIN_REPORTED = 2  # reported validation speakers of a gender, the fewest that give non-target trials
+MIN_TRAIN = 2  # training speakers per gender present: one speaker teaches nothing about telling that gender's
+# speakers apart (issue 37: 7 female speakers, 6 held out, the attacker trained on 1; EER_val f 25 %, m 6 %)
+GENDER_NAMES = {"f": "female", "m": "male"}
+
+
+def select_count(n: int, select_fraction: float | None) -> int:
+    """How many of a gender's n validation speakers select the epoch: `round(select_fraction *
+    n)`, at least 1 and at most n - 1; none with `select_fraction: null` or a lone speaker."""
+    if select_fraction is None or n < 2:
+        return 0
+    return min(n - 1, max(1, int(round(float(select_fraction) * n))))
+
+
+def unseen_needed(select_fraction: float | None, reported: int) -> int:
+    """The fewest unseen speakers of a gender that leave its reported protocol `reported`
+    speakers once `select_count` of them choose the epoch.
+
+    >>> unseen_needed(0.5, MIN_REPORTED), unseen_needed(None, MIN_REPORTED), unseen_needed(0.5, MIN_SPEAKERS)
+    (4, 2, 9)
+    """
+    check_select_fraction(select_fraction)
+    k = reported
+    while k - select_count(k, select_fraction) < reported:
+        k += 1
+    return k
+
+
+def unseen_floor(select_fraction: float | None) -> int:
+    """The fewest unseen speakers of a gender that give it a per-gender EER_val: its reported
+    protocol keeps `MIN_REPORTED` speakers (target and non-target trials)."""
+    return unseen_needed(select_fraction, MIN_REPORTED)
+
+
+def unseen_wanted(select_fraction: float | None) -> int:
+    """The unseen speakers of a gender wanted at least: its reported protocol keeps the
+    `MIN_SPEAKERS` a speaker bootstrap needs (fewer make the verdict `undetermined`), 9 with
+    `select_fraction: 0.5` (round(4.5) = 4 choose the epoch, 5 give EER_val)."""
+    return unseen_needed(select_fraction, MIN_SPEAKERS)
+
+
+def unseen_count(n: int, val_fraction: float, select_fraction: float | None = 0.5,
+                 gender: str = "f") -> tuple[int, str | None]:
+    """(unseen speakers to hold out of a gender's n training speakers, a warning or None).
+
+    Wanted: `max(unseen_wanted(select_fraction), round(val_fraction * n))`. The holdout leaves the
+    gender at least as many training speakers as it holds out (at most n // 2 held out), but holds
+    out no fewer than `unseen_floor(select_fraction)`; it warns when it holds out fewer than
+    wanted at least or trains on fewer than it holds out, and refuses (VpevalError) when fewer
+    than `MIN_TRAIN` remain.
+
+    >>> unseen_count(20, 0.1)
+    (9, None)
+    >>> unseen_count(7, 0.1)[0], unseen_count(13, 0.1)[0]
+    (4, 6)
+    """
+    least = unseen_wanted(select_fraction)
+    wanted = max(least, int(round(val_fraction * n)))
+    floor = unseen_floor(select_fraction)
+    n_val = min(wanted, max(floor, n // 2))
+    name = GENDER_NAMES.get(gender, gender)
+    if n - n_val < MIN_TRAIN:
+        raise VpevalError(
+            f"split.holdout=unseen: the attacker's training list has {n} {name} speaker(s); holding out the "
+            f"fewest unseen ({floor}: 2 for EER_val, split.select_fraction={select_fraction} for the epoch) leaves "
+            f"{n - n_val} to train on, below {MIN_TRAIN}: add {name} speakers, set split.select_fraction=null, "
+            "or use split.holdout=speaker")
+    return n_val, holdout_warning(n, n_val, name, f"split.val_fraction={val_fraction}", least)
+
+
+def holdout_warning(n: int, n_val: int, name: str, wanted: str, least: int) -> str | None:
+    """The warning of a gender that holds out `n_val` of its n training speakers unseen (at least
+    `least` wanted), or None."""
+    if n_val >= least and n - n_val >= n_val:
+        return None
+    return (f"split.holdout=unseen: {n_val} of the {n} {name} training speakers held out unseen ({wanted}; "
+            f"at least {least} wanted, and at least as many left to train on): the attacker trains on "
+            f"{n - n_val} {name} speaker(s) and EER_val of that gender comes from few speakers")
 
 
 def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int) -> Path:
@@ -90,9 +185,10 @@ def named_speakers(spec) -> list[str] | None:
 
 
 def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str = "speaker",
-             unseen_speakers: list[str] | None = None) -> tuple[list[Utterance], list[Utterance]]:
-    """(train, val): every utterance of `round(val_fraction * n)` of each gender's n speakers,
-    at least `MIN_UNSEEN` (`holdout="unseen"`); `round(val_fraction * n)` utterances of every
+             unseen_speakers: list[str] | None = None,
+             select_fraction: float | None = 0.5) -> tuple[list[Utterance], list[Utterance]]:
+    """(train, val): every utterance of `unseen_count` of each gender's n speakers
+    (`holdout="unseen"`, warnings logged); `round(val_fraction * n)` utterances of every
     speaker, at least 1 (`"speaker"`); or `round(val_fraction * n)` of all n utterances, at
     least 1 (`"list"`). `unseen_speakers` names the unseen speakers instead of a draw."""
     if unseen_speakers is not None:
@@ -105,6 +201,17 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
             raise VpevalError(f"split.unseen_speakers: {len(absent)} speaker(s) not in the attacker's training list "
                               f"(e.g. {', '.join(absent[:3])})")
         held = set(unseen_speakers)
+        for gender in GENDERS:
+            speakers = {u.speaker for u in utts if u.gender == gender}
+            n_val, name = len(speakers & held), GENDER_NAMES[gender]
+            if speakers and len(speakers) - n_val < MIN_TRAIN:
+                raise VpevalError(
+                    f"split.unseen_speakers names {n_val} of the {len(speakers)} {name} speakers of the attacker's "
+                    f"training list, leaving {len(speakers) - n_val} to train on, below {MIN_TRAIN}: name fewer "
+                    f"{name} speakers in split.unseen_speakers or add {name} speakers")
+            if n_val and (warning := holdout_warning(len(speakers), n_val, name, "named in split.unseen_speakers",
+                                                     unseen_wanted(select_fraction))):
+                log.warning(warning)
         return [u for u in utts if u.speaker not in held], [u for u in utts if u.speaker in held]
     if holdout == "unseen":
         held = set()
@@ -112,12 +219,9 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
             speakers = sorted({u.speaker for u in utts if u.gender == gender})
             if not speakers:
                 continue
-            n_val = max(MIN_UNSEEN, int(round(val_fraction * len(speakers))))
-            if n_val >= len(speakers):
-                raise VpevalError(
-                    f"split.holdout=unseen: the attacker's training list has {len(speakers)} {'female' if gender == 'f' else 'male'} "
-                    f"speaker(s); {n_val} are held out unseen (split.val_fraction={val_fraction}, at least "
-                    f"{MIN_UNSEEN}) and one must remain to train on: add speakers or use split.holdout=speaker")
+            n_val, warning = unseen_count(len(speakers), val_fraction, select_fraction, gender)
+            if warning:
+                log.warning(warning)
             rng = np.random.default_rng(stable_seed(seed, f"split:unseen:{gender}"))
             held.update(speakers[i] for i in rng.permutation(len(speakers))[:n_val])
         return [u for u in utts if u.speaker not in held], [u for u in utts if u.speaker in held]
@@ -142,7 +246,7 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
 def _build(out: Path, utts: list[Utterance], seed: int, val_fraction: float, enroll_utterances: int,
            select_fraction: float | None = 0.5, sparse_trials: dict | None = None, holdout: str = "speaker",
            unseen_speakers: list[str] | None = None) -> dict:
-    train, val = hold_out(utts, seed, val_fraction, holdout, unseen_speakers)
+    train, val = hold_out(utts, seed, val_fraction, holdout, unseen_speakers, select_fraction)
     held = by_speaker(val)
     too_few = sorted(speaker for speaker, own in held.items() if len(own) < 2)
     if too_few and holdout == "speaker":
@@ -167,13 +271,41 @@ def _build(out: Path, utts: list[Utterance], seed: int, val_fraction: float, enr
                               f"{n_target} target and {len(trials) - n_target} non-target trials; both are needed: "
                               "add training speakers or set split.select_fraction (null: select on the reported data)")
         write_manifest(manifest_path(out, f"{part}_enrolls"), enrolls)
-        write_manifest(manifest_path(out, f"{part}_trials"), trial_utts)
-        write_trials(trials_path(out, f"{part}_trials"), trials)
+        if part == "val":
+            counts["val_genders"] = write_by_gender(out, trial_utts, trials, len(speakers))
+        else:
+            write_manifest(manifest_path(out, f"{part}_trials"), trial_utts)
+            write_trials(trials_path(out, f"{part}_trials"), trials)
         counts.update({f"{part}_speakers": len(speakers), f"{part}_target": n_target,
                        f"{part}_nontarget": len(trials) - n_target})
     write_manifest(manifest_path(out, "train"), train)
     write_manifest(manifest_path(out, "val"), val)
     return counts
+
+
+def write_by_gender(out: Path, trial_utts: list[Utterance], trials: list[Trial], n_speakers: int) -> list[str]:
+    """Write the reported protocol's trials per gender (`val_trials_<g>`: manifest and list, as
+    the evaluation sets' `<split>_trials_<g>`); returns the genders written. A gender whose
+    trials lack target or non-target trials gets none, with a warning: its EER_val cannot be
+    measured, and EER_val is then the other gender's (the detection row says so)."""
+    genders = {u.id: u.gender for u in trial_utts}
+    written = []
+    for gender in GENDERS:
+        own = [t for t in trials if genders[t.test] == gender]
+        n_target = sum(t.target for t in own)
+        if 0 < n_target < len(own):
+            write_manifest(manifest_path(out, f"val_trials_{gender}"), [u for u in trial_utts if u.gender == gender])
+            write_trials(trials_path(out, f"val_trials_{gender}"), own)
+            written.append(gender)
+        elif own:
+            log.warning("split: the reported validation protocol has %d target and %d non-target %s trials (one %s "
+                        "validation speaker): no %s EER_val, EER_val is the other gender's", n_target,
+                        len(own) - n_target, GENDER_NAMES[gender], GENDER_NAMES[gender], GENDER_NAMES[gender])
+    if not written:
+        raise VpevalError(f"split: the reported validation protocol of {n_speakers} speaker(s) has no gender with both "
+                          "target and non-target trials (2 validation speakers of one gender are needed): add "
+                          "training speakers or change split.val_fraction / split.select_fraction")
+    return written
 
 
 def check_sparse(sparse_trials: dict | None) -> None:
@@ -186,19 +318,23 @@ def check_sparse(sparse_trials: dict | None) -> None:
                           f"got {sparse_trials!r}")
 
 
+def check_select_fraction(select_fraction: float | None) -> None:
+    if select_fraction is not None and not 0 < float(select_fraction) < 1:
+        raise VpevalError(f"split.select_fraction must lie in (0, 1) or be null, got {select_fraction!r}")
+
+
 def selection_speakers(held: dict[str, list[Utterance]], seed: int, select_fraction: float | None) -> set[str]:
     """The validation speakers of the selection protocol: per gender a seeded
     `round(select_fraction * n)` of them, at least 1 and at most n - 1 (None: none)."""
     if select_fraction is None:
         return set()
-    if not 0 < float(select_fraction) < 1:
-        raise VpevalError(f"split.select_fraction must lie in (0, 1) or be null, got {select_fraction!r}")
+    check_select_fraction(select_fraction)
     chosen = set()
     for gender in ("f", "m"):
         speakers = sorted(s for s, own in held.items() if own[0].gender == gender)
-        if len(speakers) < 2:  # a lone speaker of a gender stays in the reported protocol
+        n = select_count(len(speakers), select_fraction)  # a lone speaker of a gender stays in the reported protocol
+        if not n:
             continue
-        n = min(len(speakers) - 1, max(1, int(round(float(select_fraction) * len(speakers)))))
         rng = np.random.default_rng(stable_seed(seed, f"select:{gender}"))
         chosen.update(speakers[i] for i in rng.permutation(len(speakers))[:n])
     return chosen

@@ -44,7 +44,7 @@ def c_ece_rows(sweep: Path) -> list[dict]:
         (seed0, files0), (seed1, files1) = sorted(runs.items())[:2]
         for label in sorted(set(files0) & set(files1)):
             attack, evaluation_set = label.split("/")
-            if attack in ("OO", "AA") or evaluation_set == "val":  # AA: another attacker per seed
+            if attack in ("OO", "AA") or evaluation_set.startswith("val"):  # AA: another attacker per seed
                 continue
             run0, run1 = read_scores(files0[label]), read_scores(files1[label])
             extension = calibration_extension(run0.target_scores, run0.nontarget_scores, run1.target_scores,

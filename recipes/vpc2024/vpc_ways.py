@@ -39,7 +39,8 @@ from pipeline.metrics.scorefiles import speakers_of_utterances
 from pipeline.runtime.checkpoint import load_checkpoint
 from pipeline.stages import split
 
-SETS = ("dev_f", "dev_m", "test_f", "test_m", "val")
+SETS = ("dev_f", "dev_m", "test_f", "test_m", "val_f", "val_m")
+VAL_SETS = ("val_f", "val_m")
 RESAMPLES, LEVEL = 1000, 0.95
 VPC_CHUNK_SECONDS, VPC_AMPLITUDE = 3.0, 5e-4  # libri_prepare.prepare_csv: seg_dur, amp_th
 VPC_LUFS = -30.0  # asv/utils.normalize_wave
@@ -55,13 +56,14 @@ def conditions(exp: Experiment) -> dict[str, tuple[list, list, list]]:
     """{set: (enrolment utterances, trial utterances, trials)} of the AA attack."""
     _, held_out = exp.attacker("anonymized")
     found = {}
-    for name in SETS[:-1]:
+    for name in SETS[:-2]:
         split, gender = name.split("_")
         found[name] = (read_manifest(exp.data("anonymized", f"{split}_enrolls", exp.evaluated)),
                        read_manifest(exp.data("anonymized", f"{split}_trials_{gender}", exp.evaluated)),
                        read_trials(trials_path(exp.prepared, f"{split}_trials_{gender}")))
-    found["val"] = tuple(read_manifest(manifest_path(held_out, n)) for n in ("val_enrolls", "val_trials")) + (
-        read_trials(trials_path(held_out, "val_trials")),)
+    for name in VAL_SETS:  # EER_val per gender, as vpeval measures it (issue 37)
+        found[name] = (read_manifest(manifest_path(held_out, "val_enrolls")), read_manifest(manifest_path(held_out, name)),
+                       read_trials(trials_path(held_out, name)))
     return found
 
 
@@ -108,9 +110,10 @@ def replicates(scores: np.ndarray, trials, set_index: int) -> tuple[float, np.nd
 
 
 def summary(per_set: dict[str, tuple[float, np.ndarray]]) -> dict[str, tuple[float, np.ndarray]]:
-    """EER_test (mean of test_f and test_m) and EER_val, each with its replicates."""
-    test = [per_set["test_f"], per_set["test_m"]]
-    return {"EER_test": ((test[0][0] + test[1][0]) / 2, (test[0][1] + test[1][1]) / 2), "EER_val": per_set["val"]}
+    """EER_test (mean of test_f and test_m) and EER_val (mean of val_f and val_m), each with its replicates."""
+    test, val = [per_set["test_f"], per_set["test_m"]], [per_set["val_f"], per_set["val_m"]]
+    return {"EER_test": ((test[0][0] + test[1][0]) / 2, (test[0][1] + test[1][1]) / 2),
+            "EER_val": ((val[0][0] + val[1][0]) / 2, (val[0][1] + val[1][1]) / 2)}
 
 
 def interval(values: np.ndarray) -> str:
@@ -136,7 +139,8 @@ def compare(job_a: Path, job_b: Path) -> None:
         sides.append({name: (scores_of_run(job, name), trials) for name, (_, _, trials) in conditions(exp).items()})
     ours = {name: replicates(*sides[0][name], index) for index, name in enumerate(SETS)}
     theirs = {name: replicates(*sides[1][name], index) for index, name in enumerate(SETS)}
-    unpaired = () if sides[0]["val"][1] == sides[1]["val"][1] else ("EER_val",)  # other validation trials
+    same_val = all(sides[0][name][1] == sides[1][name][1] for name in VAL_SETS)
+    unpaired = () if same_val else ("EER_val",)  # other validation trials
     print(f"{job_a} (vpeval's way) against {job_b} (VPC's way)")
     report("other run", summary(ours), summary(theirs), unpaired)
 
@@ -154,7 +158,8 @@ def rescore(job: Path) -> None:
     model, _ = exp.attacker("anonymized")
     selected = load_encoder(model, "cpu")
     sets = conditions(exp)
-    drift = float(np.abs(scores_of(selected, sets["val"], False) - scores_of_run(job, "val")).max())
+    drift = max(float(np.abs(scores_of(selected, sets[name], False) - scores_of_run(job, name)).max())
+                for name in VAL_SETS)
     if drift > 1e-4:
         raise VpevalError(f"{job}: re-scoring val differs from the run's scores by {drift:.2g}")
     log = [json.loads(line) for line in (model / "training_log.jsonl").read_text().splitlines()]

@@ -23,7 +23,7 @@ def write_job(sweep, num, system, anonymization_seed, shift):
     (job / "report").mkdir(parents=True)
     rng = np.random.default_rng(num)
     files = {}
-    for label in ("OA/test_f", "OO/test_f", "AA/val", "AA/test_f"):
+    for label in ("OA/test_f", "OO/test_f", "AA/val_f", "AA/test_f"):
         path = job / f"{label.replace('/', '_')}.txt"
         lines = [f"s{i % 5} u{i} {rng.normal(shift if i % 3 == 0 else 0, 1):.4f} "
                  f"{'target' if i % 3 == 0 else 'nontarget'}" for i in range(300)]

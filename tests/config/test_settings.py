@@ -70,7 +70,7 @@ def test_every_shipped_config_and_recipe_passes(override):
     ("eval_splits=[test,dev,test]", "eval_splits=['test', 'dev', 'test']: names 'test' more than once"),
     ("detect.test_split=dev2", "detect.test_split=dev2: must be one of eval_splits ['dev', 'test']"),
     ("distributed.node_rank=1", "distributed.node_rank=1: must be below distributed.nodes=1"),
-    ("split.val_fraction=0.99", "split.holdout=unseen: train-synth has 20 female and 20 male speaker(s); split.val_fraction=0.99 holds out at least 6"),
+    ("data.generate.subsets.train-synth.female=5", "split.holdout=unseen: train-synth has 5 female speaker(s); at least 4 per gender are held out unseen"),
     ("detect.method=ratio", "detect.method=ratio: must be gap, gap_re or line"),
     ("detect.tolerance=0.5", "detect.tolerance=0.5: must be a number in (0, 0.5)"),
     ("attacker.pretrained_on=anonymised", "attacker.pretrained_on=anonymised: must be original or anonymized"),

@@ -137,7 +137,7 @@ def check_complete_folders(cache: Path) -> None:
         assert max(files.values()) == files[DONE], f"{folder}: a file is newer than {DONE}"
         assert PARAMS in files
         required = {"prepare": ["manifests/train.jsonl", "manifests/test_enrolls.jsonl", "trials/test_trials_f.txt"],
-                    "anonymize": ["manifest.jsonl"], "split": ["manifests/val_trials.jsonl", "trials/val_trials.txt"],
+                    "anonymize": ["manifest.jsonl"], "split": ["manifests/val_trials_f.jsonl", "trials/val_trials_m.txt"],
                     "train": ["model.pt", "model.json", "training_log.jsonl"],
                     "extract": ["embeddings.npy", "ids.txt"], "score": ["scores.txt"],
                     "evaluate": ["metrics.json"]}.get(stage, [])

@@ -46,3 +46,19 @@ def test_scores_near_the_largest_float_give_finite_exact_metrics():
     # D_sys is invariant under scaling by a power of two (exact in floating point): same bins, same value
     assert found["linkability"] == linkability(extreme_tar / 2 ** 1000, extreme_non / 2 ** 1000)
     assert linkability(tar * 2.0 ** 1020, non * 2.0 ** 1020) == linkability(tar, non)
+
+
+def test_eer_val_is_not_pooled_over_genders_while_eer_test_averages_them():
+    """Regression (issue 37, a): EER_val pooled the female and male validation trials into one
+    EER while EER_test was the mean of the per-gender EERs; on a corpus of real voices OO EER_val
+    was 17.5 % pooled, 25.19 % female and 5.93 % male. The split now writes val_trials_f and
+    val_trials_m and EER_val is their mean."""
+    from pipeline.metrics.detection import pairs
+
+    def rec(set_name, value):
+        return {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "set": set_name,
+                "eer": value, "eer_ci_low": value, "eer_ci_high": value}
+
+    (row,) = pairs([rec("test_f", 0.05), rec("test_m", 0.08), rec("val_f", 0.2519), rec("val_m", 0.0593)])
+    assert row["eer_val"] == pytest.approx((0.2519 + 0.0593) / 2)
+    assert pairs([rec("test_f", 0.05), rec("test_m", 0.08), rec("val", 0.175)]) == []  # a pooled record is no EER_val

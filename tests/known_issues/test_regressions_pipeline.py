@@ -46,3 +46,21 @@ def test_attacker_folder_naming_another_builder_is_refused_not_run(tmp_path):
     with pytest.raises(VpevalError, match=r"model\.json: refused builder 'subprocess\.call'"):
         load_encoder(tmp_path, "cpu")
     assert not marker.exists()
+
+
+def test_unseen_holdout_leaves_a_small_gender_speakers_to_train_on(caplog):
+    """Regression (issue 37, b): the unseen holdout took at least 6 speakers per gender, so with 7
+    female and 15 male training speakers the attacker trained on 1 female and 9 male speakers, and
+    nothing warned. Now it holds out 4 female (the floor: 2 choose the epoch, 2 give EER_val),
+    trains on 3, and warns (and holds out 7 of the 15 male speakers: 9 wanted, at most half)."""
+    import logging
+
+    from pipeline.stages import split
+    from tests.helpers import utterances
+
+    speakers = {**{f"f{i}": "f" for i in range(7)}, **{f"m{i}": "m" for i in range(15)}}
+    with caplog.at_level(logging.WARNING, logger=split.__name__):
+        train, _ = split.hold_out(utterances(speakers, 5), seed=1986, val_fraction=0.1, holdout="unseen")
+    trained = {u.speaker for u in train}
+    assert sum(s.startswith("f") for s in trained) == 3 and sum(s.startswith("m") for s in trained) == 8
+    assert any("the attacker trains on 3 female speaker(s)" in r.getMessage() for r in caplog.records)

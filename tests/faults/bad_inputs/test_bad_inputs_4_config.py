@@ -42,8 +42,9 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
     ("too-few-held-out", "a validation fraction that holds out fewer than 2 utterances per speaker "
      "(`split.holdout=speaker split.val_fraction=0.02`)", "split.holdout=speaker split.val_fraction=0.02",
      ("split.val_fraction=0.02", "at least 2")),
-    ("too-few-unseen", "unseen validation speakers that leave none to train on (`split.val_fraction=0.99`)",
-     "split.val_fraction=0.99", ("split.holdout=unseen", "train-synth has 20 female", "one must remain")),
+    ("too-few-unseen", "unseen validation speakers that leave fewer than 2 of a gender to train on "
+     "(`data.generate.subsets.train-synth.female=5`)", "data.generate.subsets.train-synth.female=5",
+     ("split.holdout=unseen", "train-synth has 5 female", "2 must remain")),
     ("named-unseen-not-unseen", "unseen speakers named under another holdout "
      "(`split.holdout=speaker split.unseen_speakers=[19]`)", "split.holdout=speaker split.unseen_speakers=[19]",
      ("split.unseen_speakers", "split.holdout=speaker")),

@@ -269,8 +269,8 @@ def records(attack: str, evaluated: str, attacker: str, val: float, f: float, m:
     base = {"attack": attack, "anonymizer": evaluated, "attacker_anonymizer": attacker}
     return [{**base, "set": "test_f", "eer": f, "eer_ci_low": f - 0.02, "eer_ci_high": f + 0.04},
             {**base, "set": "test_m", "eer": m, "eer_ci_low": m - 0.02, "eer_ci_high": m + 0.04},
-            {**base, "anonymizer": attacker, "set": "val", "eer": val, "eer_ci_low": val - 0.01,
-             "eer_ci_high": val + 0.01, "n_target": 90, "n_nontarget": 360, "eer_speakers": 10}]
+            *({**base, "anonymizer": attacker, "set": f"val_{g}", "eer": val, "eer_ci_low": val - 0.01,
+               "eer_ci_high": val + 0.01, "n_target": 45, "n_nontarget": 180, "eer_speakers": 5} for g in "fm")]
 
 
 def test_pairs_of_an_experiment_average_female_and_male_with_an_interval():
@@ -279,8 +279,8 @@ def test_pairs_of_an_experiment_average_female_and_male_with_an_interval():
     low, high = row["eer_test_ci"]
     assert low == pytest.approx(0.25 - np.sqrt(2 * 0.02 ** 2) / 2)
     assert high == pytest.approx(0.25 + np.sqrt(2 * 0.04 ** 2) / 2)
-    assert row["eer_val_ci"] == [pytest.approx(0.09), pytest.approx(0.11)]
-    assert row["val_trials"] == [90, 360] and row["val_speakers"] == 10 and row["attacker_origin"] == "trained"
+    assert row["eer_val_ci"] == [pytest.approx(0.1 - np.sqrt(2) * 0.01 / 2), pytest.approx(0.1 + np.sqrt(2) * 0.01 / 2)]
+    assert row["val_trials"] == [90, 360] and row["val_speakers"] == 5 and row["attacker_origin"] == "trained"
 
 
 def test_single_experiment_says_a_sweep_or_csv_is_needed():
@@ -319,7 +319,8 @@ def test_suspects_are_judged_never_fitted():
 def test_relative_drop_is_the_papers_with_a_bootstrap_interval():
     """panariello2025 §4: (B3,B3) EER_test 27 % falls to EER_val 11 %, a relative drop of 60 %."""
     rng = np.random.default_rng(0)
-    replicates = {"AA/val": list(0.11 + rng.normal(0, 0.01, 500)),
+    replicates = {"AA/val_f": list(0.11 + rng.normal(0, 0.01 * np.sqrt(2), 500)),
+                  "AA/val_m": list(0.11 + rng.normal(0, 0.01 * np.sqrt(2), 500)),
                   "AA/test_f": list(0.27 + rng.normal(0, 0.02, 500)),
                   "AA/test_m": list(0.27 + rng.normal(0, 0.02, 500))}
     (row,) = pairs(records("AA", "b3", "b3", 0.11, 0.27, 0.27), replicates=replicates)

@@ -83,7 +83,7 @@ def test_the_grid_is_in_the_evaluate_key():
 
 def test_report_section_tabulates_and_draws_from_the_records(tmp_path):
     found = run_metrics(condition(0.3)[0], (*reidentification_metrics(SETTINGS, 1), RANK_DISCLOSURE))
-    records = [{"attack": "OO", "set": "test_f", **found}, {"attack": "OO", "set": "val", "eer": 0.1}]
+    records = [{"attack": "OO", "set": "test_f", **found}, {"attack": "OO", "set": "val_f", "eer": 0.1}]
     [section] = reidentification_sections(records, tmp_path)
     rates, disclosure = section.tables
     assert len(rates[1]) == 2 * 2 + 2 * 2 and rates[1][0][:3] == ["OO/test_f", "singling out", "N=2, L=1"]

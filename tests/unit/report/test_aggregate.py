@@ -17,7 +17,7 @@ SYSTEMS = {"s1": (0.20, 0.185), "s2": (0.27, 0.262), "s3": (0.33, 0.318), "s4": 
 def records(evaluated: str, attacker: str, eer_val: float, eer_test: float) -> list[dict]:
     base = {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "n_target": 10}
     return [{**base, "set": "test_f", "eer": eer_test}, {**base, "set": "test_m", "eer": eer_test},
-            {**base, "anonymizer": attacker, "set": "val", "eer": eer_val}]
+            *({**base, "anonymizer": attacker, "set": f"val_{g}", "eer": eer_val} for g in "fm")]
 
 
 def write_job(sweep: Path, num: int | str, evaluated: str, attacker: str, eer_val: float, eer_test: float,
@@ -74,7 +74,7 @@ def test_aggregate_reports_matrix_detection_and_failed_points(sweep):
     assert pairs[("original", "original")]["verdict"] == "undetermined"
     (fit,) = found["detection_fit"]
     assert fit["n_points"] == 4 and fit["source"] == "trusted pairs"
-    assert len(found["records"]) == 15 and all("job" in r for r in found["records"])
+    assert len(found["records"]) == 20 and all("job" in r for r in found["records"])
     text = (out / "report.md").read_text()
     assert "## Failed points" in text and "out of memory" in text and "anonymizer=s3" in text
     assert "| s4 | – | 44.00 | – | 40.00 |" in text  # EER matrix row of attacker s4: on s2 and on s4

@@ -42,7 +42,7 @@ def b4_run(**changes) -> RunResults:
     eers = {"OO": (0.05, 0.04), "AA-lazy": (0.23, 0.17759), "AA": (0.17958, 0.14333)}
     records = [{"attack": attack, "set": f"{split}_mixed", "eer_threshold": eer}
                for attack, values in eers.items() for split, eer in zip(("dev", "test"), values)]
-    records.append({"attack": "AA", "set": "val", "eer_threshold": 0.3})
+    records.append({"attack": "AA", "set": "val_f", "eer_threshold": 0.3})
     utility = {"splits": {"dev": {"wer_original": 0.01802, "wer_anonymized": 0.06163},
                           "test": {"wer_original": 0.01844, "wer_anonymized": 0.05901}}}
     return RunResults(**{"dataset": "libri", "eval_splits": ["dev", "test"], "records": records,

@@ -15,7 +15,7 @@ def records(eers: dict[str, list[float]]) -> list[dict]:
     sets = ["dev_f", "dev_m", "test_f", "test_m"]
     return [{"attack": attack, "set": name, "eer_threshold": eer, "eer": 0.5}
             for attack, values in eers.items() for name, eer in zip(sets, values)] + [
-        {"attack": attack, "set": "val", "eer_threshold": 0.3, "eer": 0.3} for attack in eers]
+        {"attack": attack, "set": "val_f", "eer_threshold": 0.3, "eer": 0.3} for attack in eers]
 
 
 def test_rows_columns_and_rounding_as_vpc_writes_them(tmp_path):
