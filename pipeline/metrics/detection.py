@@ -409,8 +409,11 @@ def verdict(row: dict, model: Model | str, column: dict | None, settings: Settin
     beaten_reason = (f"{column['other']} reaches an EER_test {100 * column['difference']:.2f} points lower on the "
                      f"same trials (one-sided lower bound {100 * column['lower_bound']:.2f})") if beaten else ""
     speakers = fewest_speakers(row)
-    few = (f"its EER comes from {speakers} speaker(s), fewer than the {MIN_SPEAKERS} the speaker bootstrap needs: "
-           "the sampling variance of its gap is unknown") if speakers is not None and speakers < MIN_SPEAKERS else None
+    which = "EER_val" if speakers is not None and row.get("val_speakers") == speakers else "EER_test"
+    few = (f"its {which} comes from {speakers} speaker(s), fewer than the {MIN_SPEAKERS} the speaker bootstrap "
+           "needs: the sampling variance of its gap is unknown") if speakers is not None and speakers < MIN_SPEAKERS else None
+    if few and isinstance(model, str):
+        few = f"{few}; and {model}"
     if row.get("imported") or row.get("protocol_problem") or few or isinstance(model, str):
         reason = row.get("imported") or row.get("protocol_problem") or few or model
         return {**fields, "flag": beaten, "verdict": OVERESTIMATED if beaten else UNDETERMINED,

@@ -56,8 +56,8 @@ def test_report_has_every_condition(first):
     assert (aa["anonymizer"], aa["attacker_anonymizer"]) == ("mcadams", "mcadams")
     assert [d["attack"] for d in found["detection"]] == ["OO", "AA"]
     assert "relative_drop" in found["detection"][0]
-    assert found["detection"][1]["verdict"] == "undetermined"  # detect.trusted not set: no line
-    assert "detect.trusted" in found["detection"][1]["reason"]
+    assert found["detection"][1]["verdict"] == "undetermined"  # too few validation speakers, and detect.trusted not set
+    assert "detect.trusted" in found["detection"][1]["reason"], found["detection"][1]["reason"]
     low, high = found["detection"][1]["relative_drop_ci"]
     assert low <= found["detection"][1]["relative_drop"] <= high
     assert all(r["eer_ci_low"] <= r["eer"] <= r["eer_ci_high"] for r in found["records"])
@@ -266,5 +266,6 @@ def test_reidentification_on_builds_only_evaluate_and_carries_signal(first):
         assert r["identification_rate_detail"]["identification_rate_N2_L1"]["chance"] == 0.5
     oo = [r for r in records if r["attack"] == "OO"]
     assert sum(r["identification_rate_N2_L1"] for r in oo) / len(oo) > 0.5
-    assert all(r["rank_disclosure_bits"] > 0 for r in oo)
+    # on average: with 2 candidates and 8 items one list's ranks can split 4 / 4 (0 bits) for this tiny attacker
+    assert sum(r["rank_disclosure_bits"] for r in oo) / len(oo) > 0, [(r["set"], r["rank_disclosure_bits"]) for r in oo]
     assert "## Re-identification" in (run / "report.md").read_text() and (run / "figures" / "reidentification.png").is_file()
