@@ -148,7 +148,7 @@ def unseen_count(n: int, val_fraction: float, select_fraction: float | None = 0.
         raise VpevalError(
             f"split.holdout=unseen: the attacker's training list has {n} {name} speaker(s); holding out the "
             f"fewest unseen ({floor}: 2 for EER_val, split.select_fraction={select_fraction} for the epoch) leaves "
-            f"{n - n_val} to train on, below {MIN_TRAIN}: add {name} speakers, set split.select_fraction=null, "
+            f"{max(n - n_val, 0)} to train on, below {MIN_TRAIN}: add {name} speakers, set split.select_fraction=null, "
             "or use split.holdout=speaker")
     return n_val, holdout_warning(n, n_val, name, f"split.val_fraction={val_fraction}", least)
 
