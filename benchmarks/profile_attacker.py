@@ -11,7 +11,8 @@ Each is warmed up, then `--steps` steps are profiled; under `--out` each gets a 
 (`<name>_top20.txt`), printed too:
 
     python benchmarks/profile_attacker.py --device cuda --precision bf16 --compile --out $OUT/profile
-    python benchmarks/profile_attacker.py --device cpu --ecapa ecapa_tiny --ssl ecapa_ssl_tiny --batch-size 4
+    python benchmarks/profile_attacker.py --device cpu --ecapa ecapa_tiny --ssl ecapa_ssl_tiny --batch-size 4 \\
+        --extract-seconds 2 --steps 2 --out /tmp/profile
 """
 from __future__ import annotations
 
