@@ -75,14 +75,14 @@ def problems(layout: dict) -> list[str]:
 
 
 def screenshot(report: Path, png: Path, width: int = WIDTH, height: int = HEIGHT) -> Path:
-    """The first screen of `report` as a PNG, reduced to a 64-colour palette."""
+    """The first screen of `report` as a PNG, reduced to a 128-colour palette."""
     from PIL import Image
 
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     _run(Path(report).resolve().as_uri(), f"--screenshot={png.resolve()}", width=width, height=height)
     with Image.open(png) as image:
-        small = image.convert("RGB").quantize(colors=64)
+        small = image.convert("RGB").quantize(colors=128)
     small.save(png, optimize=True)
     return png
 
