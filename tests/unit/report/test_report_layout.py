@@ -76,3 +76,14 @@ def test_in_chromium_no_sideways_overflow_and_the_verdicts_in_the_first_screen(t
     assert problems(layout) == [], layout
     assert 0 < layout["summary_top"] < layout["headline_bottom"] <= min(layout["screen"], HEIGHT)
     assert layout["client_width"] >= 1200  # the window was 1280 px wide, the page fits it
+
+
+def test_the_matrix_cells_carry_their_pairs_verdicts_and_seeds_that_disagree_are_counted():
+    rows = [{"attack": "AA", "anonymizer": "s2", "attacker_anonymizer": "s4", "eer_test": 0.4, "verdict": v}
+            for v in ("overestimated", "not flagged", "overestimated")]
+    rows += [{"attack": "AA", "anonymizer": "s4", "attacker_anonymizer": "s4", "eer_test": 0.4, "verdict": "trustworthy"},
+             {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_test": 0.02}]
+    matrix, attackers, evaluated = report.eer_matrix(rows)
+    cells = report.matrix_verdicts(rows, attackers, evaluated)
+    assert attackers == ["s4"] and evaluated == ["s2", "s4"]
+    assert cells.tolist() == [["2/3 overestimated", "trustworthy"]]
