@@ -17,6 +17,8 @@ aggregate (`<sweep>/aggregate/` by default) holds:
   (ρF0 and WER of every evaluated system per set and pooled split, when measured),
   `report.md`, `report.html`, `figures/`: the EER matrix (attacker system x evaluated
   system), the EER_val vs EER_test scatter and privacy against utility (`privacy_utility.png`).
+  The report leads with the verdicts in words and the EER matrix with each pair's verdict,
+  then the detail; the failed points and the job list come last.
 
 `vpeval aggregate DIR` runs it; a multirun runs it after every job (`pipeline.app.sweep`).
 Jobs that share corpus, attacker configuration and backend form a group (their
@@ -168,27 +170,11 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     utility = [row for system, found in utilities.items() for row in utility_rows(found, system)]
     if utility:
         write_text(out / "utility.csv", results_csv(utility))
-    sections = [
-        Section("Jobs", f"{len(finished)} finished, {len(failed)} failed, {len(unfinished)} did not finish under {sweep}.",
-                tables=[(["job", "overrides", "evaluated", "attacker trained on"],
-                         [[j["job"], " ".join(j["overrides"]), j["config"].get("anonymizer"),
-                           j["config"].get("attacker_anonymizer")] for j in jobs])]),
-    ]
-    if failed:
-        sections.append(Section(
-            "Failed points",
-            "These jobs raised; the rest of the report leaves them out. Rerun the same multirun command "
-            "with `hydra.sweep.dir=<this folder>` (or a new folder): finished points reuse every stage "
-            "from the cache, so only the failed ones do work.",
-            tables=[(["job", "overrides", "error"], [[f["job"], " ".join(f["overrides"]), f["error"]] for f in failed])]))
-    if unfinished:
-        sections.append(Section(
-            "Points that did not finish",
-            "These points were launched but left neither results nor a failure record: still running, or "
-            "killed from outside (scancel, time limit after the last requeue, out of memory, node lost). Rerun "
-            "the multirun with `hydra.sweep.dir=<this folder>` to finish them from the cache.",
-            tables=[(["job", "overrides"], [[u["job"], " ".join(u["overrides"])] for u in unfinished])]))
-    sections += detection_sections(judged, fit, out / "figures", seeds)
+    missing = [f"{n} {what}" for n, what in ((len(failed), "failed"), (len(unfinished), "did not finish")) if n]
+    note = (f"Of {len(finished) + len(failed) + len(unfinished)} jobs, {' and '.join(missing)}: their pairs are "
+            "missing here (listed before the jobs, at the end)." if missing else "")
+    # the answer first (verdicts, EER matrix), then the detail, the failed points and the jobs last
+    sections = detection_sections(judged, fit, out / "figures", seeds, note)
     if similarity:
         variants = sorted({key[len("deid_"):] for row in similarity for key in row if key.startswith("deid_")})
         sections.append(Section(
@@ -206,6 +192,25 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                    for metric, reason in found.get("skipped", {}).items()}
         sections.append(utility_section(utility, skipped, [r for s, f in utilities.items() for r in emotion_rows(f, s)],
                                         semi_informed_points(judged, utilities), out / "figures"))
+    if failed:
+        sections.append(Section(
+            "Failed points",
+            "These jobs raised; the rest of the report leaves them out. Rerun the same multirun command "
+            "with `hydra.sweep.dir=<this folder>` (or a new folder): finished points reuse every stage "
+            "from the cache, so only the failed ones do work.",
+            tables=[(["job", "overrides", "error"], [[f["job"], " ".join(f["overrides"]), f["error"]] for f in failed])]))
+    if unfinished:
+        sections.append(Section(
+            "Points that did not finish",
+            "These points were launched but left neither results nor a failure record: still running, or "
+            "killed from outside (scancel, time limit after the last requeue, out of memory, node lost). Rerun "
+            "the multirun with `hydra.sweep.dir=<this folder>` to finish them from the cache.",
+            tables=[(["job", "overrides"], [[u["job"], " ".join(u["overrides"])] for u in unfinished])]))
+    sections.append(Section(
+        "Jobs", f"{len(finished)} finished, {len(failed)} failed, {len(unfinished)} did not finish under {sweep}.",
+        tables=[(["job", "overrides", "evaluated", "attacker trained on"],
+                 [[j["job"], " ".join(j["overrides"]), j["config"].get("anonymizer"), j["config"].get("attacker_anonymizer")]
+                  for j in jobs])]))
     title = f"vpeval sweep aggregate: {sweep.name}"
     write_text(out / "report.md", render_markdown(title, sections, base=out))
     write_text(out / "report.html", render_html(title, sections))

@@ -4,7 +4,8 @@
   OO | OP over PO | PP, with PO = OP transposed (noe2020 Fig. 1, noe2022 Fig. 5);
 - `ece_profiles_figure`: ZEBRA ECE profiles (noe2022 Figs. 7, 10);
 - `det_figure`: DET curves on probit axes, with the ROC convex hull and the ROCCH-EER;
-- `eer_matrix_figure`: EER of every attacker system x evaluated system (panariello2025 Table 1);
+- `eer_matrix_figure`: EER of every attacker system x evaluated system (panariello2025 Table 1),
+  with each pair's verdict;
 - `detection_figure`: EER_val against EER_test with the matched line, its one-sided
   prediction bound and the flagged pairs (panariello2025 Fig. 2); `detection_plot` draws it.
 
@@ -20,7 +21,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from scipy.stats import norm
 
 from pipeline.core.fileio import atomic_path
@@ -132,23 +133,32 @@ def _thin(n_points: int) -> np.ndarray:
 
 
 def eer_matrix_figure(matrix: np.ndarray, attackers: list[str], evaluated: list[str], path: str | Path,
-                      title: str | None = None) -> Path:
+                      title: str | None = None, verdicts: np.ndarray | None = None) -> Path:
     """Heat map of EER (fractions, NaN where missing): rows the attacker's system, columns the
-    evaluated system; each cell written in %."""
+    evaluated system; each cell written in %, with its verdict under it when `verdicts` (an
+    array of strings of the matrix's shape, "" where none) is given, an overestimated cell
+    framed in red."""
     matrix = np.asarray(matrix, dtype=float)
     figure = Figure(figsize=(1.6 + 1.1 * len(evaluated), 1.4 + 0.8 * len(attackers)))
     axes = figure.add_subplot()
     image = axes.imshow(np.ma.masked_invalid(100 * matrix), vmin=0, vmax=50, cmap="magma_r", aspect="auto")
     for (i, j), value in np.ndenumerate(matrix):
         if np.isfinite(value):
-            axes.text(j, i, f"{100 * value:.1f}", ha="center", va="center",
-                      color="white" if value > 0.3 else "black", fontsize="small")
+            verdict = "" if verdicts is None else str(verdicts[i, j])
+            colour = "white" if value > 0.3 else "black"
+            axes.text(j, i, f"{100 * value:.1f}", ha="center", va="bottom" if verdict else "center", color=colour,
+                      fontsize="small")
+            if verdict:
+                axes.text(j, i, verdict, ha="center", va="top", color=colour, fontsize="x-small",
+                          fontweight="bold" if OVERESTIMATED in verdict else "normal")
+            if OVERESTIMATED in verdict:
+                axes.add_patch(Rectangle((j - 0.46, i - 0.46), 0.92, 0.92, fill=False, edgecolor=FLAG, linewidth=2.5))
     axes.set_xticks(range(len(evaluated)), evaluated, rotation=30, ha="right")
     axes.set_yticks(range(len(attackers)), attackers)
     axes.set_xlabel("evaluated system (test data)")
     axes.set_ylabel("attacker trained on")
     figure.colorbar(image, ax=axes, label="EER_test [%]")
-    axes.set_title(title or "EER_test matrix")
+    axes.set_title(title or ("EER_test matrix" if verdicts is None else "EER_test [%] and verdict"))
     return save_figure(figure, path)
 
 

@@ -9,11 +9,14 @@
   "utility": everything `pipeline.app.utility.measure` found, skipped metrics with their reasons,
   and "speech_lost": the results whose utility says the anonymised speech was lost (a warning
   section first in the report, `pipeline.report.utility.speech_lost`);
-- `report.md` and `report.html` (self-contained: figures embedded), figures as PNG files in
-  `figures/`: detection scatter, EER matrix, DET curves, ZEBRA ECE profiles, voice similarity
-  matrices (`similarity_<set>.png`), privacy against utility (`privacy_utility.png`), the
-  test conditions' per-speaker EERs (`speaker_eer.png`), singling out and identification rates
-  against N and N' (`reidentification.png`; every estimate in the records' `*_detail` columns);
+- `report.md` and `report.html` (self-contained: figures embedded), the answer first: a
+  warning when the speech was lost, then the verdicts in words with the EER matrix and each
+  pair's verdict on it (`pipeline.report.verdicts`), the detail after them and the settings
+  last; figures as PNG files in `figures/`: detection scatter, EER matrix, DET curves, ZEBRA
+  ECE profiles, voice similarity matrices (`similarity_<set>.png`), privacy against utility
+  (`privacy_utility.png`), the test conditions' per-speaker EERs (`speaker_eer.png`),
+  singling out and identification rates against N and N' (`reidentification.png`; every
+  estimate in the records' `*_detail` columns);
   a "Training curves" section names where the curves of the attackers trained by the run went
   (`pipeline.runtime.curves`) and, for those reused from the cache, their training_log.jsonl.
 """
@@ -27,7 +30,7 @@ import numpy as np
 from pipeline.core.fileio import write_json, write_text
 from pipeline.core.layout import ORIGINAL
 from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
-from pipeline.metrics.detection import calibration_set, eer_interval
+from pipeline.metrics.detection import OVERESTIMATED, UNDETERMINED, calibration_set, eer_interval
 from pipeline.metrics.detectors import from_fit
 from pipeline.metrics.registry import sections
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
@@ -41,8 +44,10 @@ from pipeline.report.utility import (
     utility_rows,
     utility_section,
 )
+from pipeline.report.verdicts import summary_text
 
 log = logging.getLogger(__name__)
+VERDICTS = "Verdicts"  # the title of the report's first answer section
 SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
 
 
@@ -76,16 +81,16 @@ def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict
     built = [s for s in stages if not s["reused"]]
     activity = (f"Config hash `{config_hash}`. {len(built)} stage outputs built, {len(stages) - len(built)} "
                 f"reused from the cache ({sum(s['seconds'] for s in built):.0f} s of stage work).")
-    sections = [
+    sections = [  # the answer first (warnings, verdicts), then the detail, the settings last
         *speech_lost_sections(lost),
-        Section("Settings", activity, tables=[(["setting", "value"], [[k, v] for k, v in config_summary.items()])]),
+        *detection_sections(detection, fit, out / "figures"),
         *metrics_sections(records, str(config_summary.get("backend", "backend")), out / "figures"),
         *utility_sections(utility, config_summary.get("anonymizer"), detection, out / "figures"),
-        *detection_sections(detection, fit, out / "figures"),
         *score_sections(score_files, out / "figures"),
         *similarity_sections(similarity, out / "figures"),
         *reidentification_sections(records, out / "figures"),
         *curves_sections(curves or [], stages),
+        Section("Settings", activity, tables=[(["setting", "value"], [[k, v] for k, v in config_summary.items()])]),
     ]
     write_text(out / "report.md", render_markdown("vpeval report", sections, base=out))
     write_text(out / "report.html", render_html("vpeval report", sections))
@@ -257,15 +262,34 @@ def figure_title(fit: dict) -> str | None:
     return f"Overestimation detection: {where}" if where else None
 
 
+def matrix_verdicts(detection: list[dict], attackers: list[str], evaluated: list[str]) -> np.ndarray:
+    """The verdict of each cell of `eer_matrix`: its pair's, or `k/n overestimated` where its
+    seeds disagree; "" where none."""
+    found: dict[tuple[int, int], list[str]] = {}
+    for d in detection:
+        if d["anonymizer"] != ORIGINAL:
+            found.setdefault((attackers.index(_attacker_label(d)), evaluated.index(d["anonymizer"])), []).append(
+                d.get("verdict") or UNDETERMINED)
+    cells = np.full((len(attackers), len(evaluated)), "", dtype=object)
+    for (row, column), verdicts in found.items():
+        flagged = verdicts.count(OVERESTIMATED)
+        cells[row, column] = verdicts[0] if len(set(verdicts)) == 1 else f"{flagged}/{len(verdicts)} {OVERESTIMATED}"
+    return cells
+
+
 def detection_sections(detection: list[dict], fits: list[dict], figures: Path,
-                       seeds: list[dict] | None = None) -> list[Section]:
+                       seeds: list[dict] | None = None, note: str = "") -> list[Section]:
+    """The verdicts in words with the EER matrix figure (the report's answer; `note` is added
+    to its text), then the detection table and scatter, the seeds and the EER matrix table."""
     from pipeline.report.figures import detection_figure, eer_matrix_figure
 
     matrix, attackers, evaluated = eer_matrix(detection)
     drawn = [detection_figure([d for d in detection if calibration_set(d) == fit_set(fit)], fit,
                               figures / ("detection.png" if i == 0 else f"detection_{i}.png"), title=figure_title(fit))
              for i, fit in enumerate(fits)]
-    sections = [Section(
+    heat = [eer_matrix_figure(matrix, attackers, evaluated, figures / "eer_matrix.png",
+                              verdicts=matrix_verdicts(detection, attackers, evaluated))] if matrix.size else []
+    sections = [Section(VERDICTS, summary_text(detection) + (f"\n\n{note}" if note else ""), figures=heat), Section(
         "Overestimation detection (EER_val vs EER_test)",
         "EER_test is the mean of the female and male test trials; EER_val is measured on the attacker's "
         "held-out validation speakers (val trials: target / non-target). Relative drop = (EER_test − EER_val) / "
@@ -285,8 +309,7 @@ def detection_sections(detection: list[dict], fits: list[dict], figures: Path,
         sections.append(Section("EER matrix (attacker system × evaluated system)",
                                 "EER_test in %, rows the attacker's training system, columns the evaluated system; a "
                                 "cell run with several seeds shows their mean (each seed's row is in the detection table).",
-                                tables=[(["attacker \\ evaluated", *evaluated], table_rows)],
-                                figures=[eer_matrix_figure(matrix, attackers, evaluated, figures / "eer_matrix.png")]))
+                                tables=[(["attacker \\ evaluated", *evaluated], table_rows)]))
     return sections
 
 

@@ -142,7 +142,8 @@ def test_report_has_utility_beside_privacy_and_says_what_was_skipped(first):
     assert utility["skipped"]["wer"] == NO_WORDS
     assert utility["skipped"]["emotion"].startswith("off: set emotion.folder")
     text = (report / "report.md").read_text()
-    assert text.index("## Privacy metrics") < text.index("## Utility metrics") < text.index("## Overestimation")
+    assert (text.index("## Verdicts") < text.index("## Overestimation") < text.index("## Privacy metrics")
+            < text.index("## Utility metrics") < text.index("## Settings"))
     assert f"wer skipped: {NO_WORDS}." in text
     assert (report / "figures" / "privacy_utility.png").is_file()
 
