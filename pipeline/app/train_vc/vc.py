@@ -61,6 +61,7 @@ from pipeline.app.train_vc.recipe import (
     prepared_corpus,
     speaker_encoder_dir,
     training_utterances,
+    user_errors,
     utterance_embeddings,
 )
 from pipeline.asv.audio_cache import INT16_SCALE, build_audio_cache
@@ -94,7 +95,7 @@ class SegmentSampler:
         self.seed, self.hop_length = int(seed), int(hop_length)
         self.eligible = np.flatnonzero(self.lengths >= self.segment)
         if len(self.eligible) == 0:
-            raise VpevalError(f"vc training: no utterance is as long as a {segment}-sample segment "
+            raise VpevalError(f"no utterance is as long as a {segment}-sample segment "
                               f"(training.segment_seconds)")
 
     def batch(self, step: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,12 +111,12 @@ class VCTrainer(Trainer):
 
     checkpoint_format, what = CHECKPOINT_FORMAT, "voice-conversion"
 
-    def __init__(self, cfg: DictConfig, out_dir: Path, device: torch.device, curves: CurveLogger):
+    def __init__(self, cfg: DictConfig, out_dir: Path, prepared: Path, device: torch.device, curves: CurveLogger):
         self.cfg, self.out_dir, self.device, self.curves = cfg, Path(out_dir), device, curves
         training = cfg.training
         self.seed = int(cfg.seed)
         self.stage_cache = Cache(self.out_dir / "stages")
-        self.prepared = prepared_corpus(cfg, self.stage_cache)
+        self.prepared = prepared
         self.utterances = training_utterances(self.prepared)
         self.encoder_dir = speaker_encoder_dir(cfg, self.stage_cache, self.prepared, str(device))
         self.encoder = load_encoder(self.encoder_dir, device)
@@ -301,16 +302,15 @@ class VCTrainer(Trainer):
 def train_vc(cfg: DictConfig, out_dir: str | Path, device: str | torch.device = "auto") -> Path:
     """Train (or resume, or find finished) the recipe; returns the model folder."""
     device = device if isinstance(device, torch.device) else resolve_device(str(device))
+    prepared = prepared_corpus(cfg, Cache(Path(out_dir) / "stages"))  # a bad corpus stops before anything is written
     with open_curves(cfg.get("curves"), Path(out_dir) / "curves", "vc") as curves:
-        return VCTrainer(cfg, Path(out_dir), device, curves).fit()
+        return VCTrainer(cfg, Path(out_dir), prepared, device, curves).fit()
 
 
 @hydra.main(config_path=TRAIN_VC_CONFIG_SOURCE, config_name="small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    try:
+    with user_errors("vc"):
         model_dir = train_vc(cfg, Path(cfg.out), cfg.device)
-    except VpevalError as error:
-        raise SystemExit(f"vc training: error: {error}") from None
     summary = json.loads((model_dir / "model.json").read_text())
     log.info("validation: %s", summary["validation"])
     print(model_dir, flush=True)
