@@ -18,10 +18,12 @@ Hydra, which runs the other points, and the aggregate report (pipeline.app.sweep
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -223,6 +225,27 @@ def check_syntax(overrides: list[str]) -> None:
                               "override_grammar/basic/") from None
 
 
+HYDRA_MODES = {"-m": "--multirun", "--multirun": "--multirun", "-c": "--cfg", "--cfg": "--cfg", "-i": "--info",
+               "--info": "--info", "-r": "--run", "--run": "--run", "-sc": "--shell-completion",
+               "--shell-completion": "--shell-completion"}
+
+
+def check_modes(flags: list[str]) -> None:
+    """Hydra takes one of --run, --multirun, --cfg, --info (it ends two in a raw ValueError).
+
+    >>> check_modes(["-m", "--cfg"])
+    Traceback (most recent call last):
+    pipeline.core.errors.VpevalError: -m and --cfg cannot be combined (Hydra runs one of --run, --multirun, --cfg, --info); drop -m to print the config of one point (single values, e.g. seed=1), or --cfg to run the sweep
+    """
+    modes = list(dict.fromkeys(HYDRA_MODES[f.split("=", 1)[0]] for f in flags if f.split("=", 1)[0] in HYDRA_MODES))
+    if len(modes) > 1:
+        given = [next(f for f in flags if HYDRA_MODES.get(f.split("=", 1)[0]) == mode) for mode in modes[:2]]
+        hint = ("drop -m to print the config of one point (single values, e.g. seed=1), or --cfg to run the sweep"
+                if set(modes[:2]) == {"--multirun", "--cfg"} else "drop one")
+        raise VpevalError(f"{given[0]} and {given[1]} cannot be combined (Hydra runs one of --run, --multirun, "
+                          f"--cfg, --info); {hint}")
+
+
 def check_overrides(overrides: list[str], settings: bool = True) -> None:
     """Unknown keys, wrongly typed values, settings out of range (pipeline.app.settings, unless
     `settings` is false) and Slurm sweeps that cannot start (pipeline.app.slurm) stop here in one
@@ -230,15 +253,20 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
     value by value: every value of every swept key once, the other keys at their first value.
     Runs with other Hydra flags (--cfg, --config-name, ...) are left to Hydra."""
     flags = [arg for arg in overrides if arg.startswith("-")]
-    if any(flag not in ("-m", "--multirun") for flag in flags):
-        return
     from pipeline.app.settings import check_settings
     from pipeline.app.slurm import check_slurm_sweep
     from pipeline.app.sweep import sweep_variants
-    from pipeline.core.config import compose
+    from pipeline.core.config import compose, null_group_problem
 
     try:
-        check_syntax([arg for arg in overrides if not arg.startswith("-")])
+        check_modes(flags)
+        values = [arg for arg in overrides if "=" in arg and not arg.startswith("-")]
+        check_syntax(values)
+        null = null_group_problem(values)  # Hydra's compose, also under --cfg, ends in a raw ValueError
+        if null:
+            raise VpevalError(null)
+        if any(flag not in ("-m", "--multirun") for flag in flags):
+            return
         check_slurm_sweep(overrides)
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
             cfg = compose(variant)
@@ -250,15 +278,34 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
 
 
 def make_output_folders(cfg: DictConfig, overrides: list[str]) -> None:
-    """Create `paths.cache` and `paths.runs` (where Hydra puts the run folder, unless
-    `hydra.run.dir` / `hydra.sweep.dir` is given): an unwritable `paths.data` (read-only, no
-    permission, a file in the way) stops here in one line naming the folder, not in Hydra's chain
-    of OSErrors."""
-    keys = ["cache"] if any(arg.startswith(("hydra.run.dir=", "hydra.sweep.dir=")) for arg in overrides) \
-        else ["cache", "runs"]
-    for key in keys:
+    """Create `paths.cache` and `paths.runs` and check that the folder Hydra puts the run folder in
+    (`paths.runs`, or the folder a `hydra.run.dir` / `hydra.sweep.dir` override names) can be
+    written: an unwritable `paths.data` (read-only, even when it already holds a cache; no
+    permission; a file in the way) stops here in one line naming the folder, not in Hydra's
+    chain of OSErrors."""
+    given = {key: value.strip("'\"") for key, _, value in (arg.partition("=") for arg in overrides)
+             if key in ("hydra.run.dir", "hydra.sweep.dir")}
+    for key in ["cache"] if given else ["cache", "runs"]:
         folder = Path(str(cfg.paths[key]))
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            check_writable(folder)
         except OSError as error:
             raise write_error(f"paths.{key}={folder}", error) from None
+    for key, value in given.items():
+        literal = value.split("${", 1)[0]  # the part before an interpolation (${now:...})
+        if not literal:
+            continue
+        existing = next(p for p in (Path(literal), *Path(literal).parents) if p.exists())
+        try:
+            if not existing.is_dir():
+                raise OSError(errno.ENOTDIR, "Not a directory", str(existing))
+            check_writable(existing)
+        except OSError as error:
+            raise write_error(f"{key}={value}", error) from None
+
+
+def check_writable(folder: Path) -> None:
+    """Raise the OSError that creating a folder in `folder` meets (an existing folder on a
+    read-only mount takes mkdir with exist_ok, but not a new one inside it)."""
+    os.rmdir(tempfile.mkdtemp(prefix=".vpeval-probe-", dir=folder))
