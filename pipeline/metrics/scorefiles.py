@@ -77,12 +77,8 @@ def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[i
     mark dropped: it would become part of the first speaker id)."""
     if not path.is_file():
         raise input_error(path, f"{what} not found")
-    try:
-        text = read_text(path)
-    except UnicodeDecodeError:
-        raise input_error(path, "not a text file") from None
     rows, numbers = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         fields = line.split()
         if fields:
             rows.append(fields)
