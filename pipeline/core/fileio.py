@@ -120,9 +120,36 @@ def read_text(path: str | Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line_start = data.rfind(b"\n", 0, error.start) + 1
-        raise input_error(path, f"not UTF-8 text (byte 0x{data[error.start]:02x} at column "
-                                f"{error.start - line_start + 1}); save the file as UTF-8",
-                          data.count(b"\n", 0, error.start) + 1) from None
+        raise not_utf8(path, data, error, line_start, data.count(b"\n", 0, error.start) + 1) from None
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    r"""(line number, text) of every line of a UTF-8 file, read as it goes (a large file is
+    never held whole; a reader may stop at its first problem); the same lines, numbers and
+    errors as `read_text(path).splitlines()`.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "scores"
+    >>> _ = path.write_bytes(b"\xef\xbb\xbfa 1\r\n\nb 0\n")  # a BOM, CRLF, a blank line
+    >>> list(read_lines(path))
+    [(1, 'a 1'), (2, ''), (3, 'b 0')]
+    """
+    number = 0
+    with open(path, "rb") as stream:
+        for raw in stream:
+            try:
+                text = raw.decode("utf-8-sig" if number == 0 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise not_utf8(path, raw, error, 0, number + 1) from None
+            for line in text.splitlines() or [""]:
+                number += 1
+                yield number, line
+
+
+def not_utf8(path: str | Path, data: bytes, error: UnicodeDecodeError, line_start: int, line: int):
+    """`path:line: not UTF-8 text (byte 0x.. at column n)`, for the byte `error` met in `data`."""
+    return input_error(path, f"not UTF-8 text (byte 0x{data[error.start]:02x} at column "
+                             f"{error.start - line_start + 1}); save the file as UTF-8", line)
 
 
 def macos_metadata(name: str) -> bool:
