@@ -115,6 +115,8 @@ def _override_problem(error: Exception, overrides: list[str]) -> str:
     if unknown and any(line.startswith("To append") for line in lines):
         key = unknown.group(1)
         given = next((o for o in overrides if o.split("=", 1)[0] == key), key)
+        if key in group_options():  # a group the defaults list leaves out (experiment): not a misspelling
+            return f"config override '{given}': {key} is not in the config's defaults; add it with '+{given}'"
         add = f"; '+{given}' adds a new key" if typed_key(key) is not None else ""  # not under a schema without it
         return (f"config override '{given}': unknown key '{key}'{did_you_mean(key, known_keys())} "
                 f"(check the spelling{add})")

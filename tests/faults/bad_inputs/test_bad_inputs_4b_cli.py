@@ -96,3 +96,11 @@ def test_train_vc_missing_corpus_writes_nothing(tmp_path):
     record("train-vc-missing-corpus", "`vpeval train-vc vc data=librispeech data.root=<missing>`",
            "train-vc (exit 2, before anything is written)", message, tmp_path, "LibriSpeech",
            "corpus folder not found")
+
+
+def test_group_outside_the_defaults_needs_a_plus(tmp_path, capsys):
+    """Regression (issue 38): `experiment=smoke` suggested "did you mean 'experiment'?", without the `+`."""
+    err = cli_error(capsys, "experiment=smoke")
+    assert "did you mean" not in err
+    record("cli-experiment-without-plus", "`vpeval experiment=smoke` (a recipe without the `+`)",
+           "CLI (exit 2, before Hydra starts)", err, tmp_path, "'+experiment=smoke'")
