@@ -148,7 +148,7 @@ class Experiment:
         was trained on (`trained_on`)."""
         if kind not in self._attackers:
             training = self.data(trained_on(self.cfg, kind), "train", self.attacker_system)
-            held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
+            held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed, warned=True)  # check_split
             pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
             model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
                 self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team,
