@@ -9,7 +9,8 @@
     vpeval --help | --version         what vpeval takes (pipeline.app.usage) | its version
 
 An experiment prints the path of its report folder as its last line. Errors the user can
-fix print one line and exit with status 2; Ctrl-C prints one line and exits with 130. When the
+fix print one line and exit with status 2; Ctrl-C prints one line and exits with 130, SIGTERM
+(Slurm's preemption or time limit) the same line and 143; a rerun resumes from the finished stages. When the
 reader of the output closes it early (`vpeval metrics ... | head -1`), the rest is dropped
 quietly: a tool (metrics, aggregate, export, --help) exits with 141, the status of a program
 stopped by SIGPIPE; an experiment or validate finishes with its own status. A job that raises
@@ -22,6 +23,7 @@ import errno
 import logging
 import os
 import select
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -37,8 +39,19 @@ from pipeline.core.errors import VpevalError, write_error
 log = logging.getLogger("vpeval")
 
 
-INTERRUPTED = "vpeval: interrupted; rerun the same command to resume from the finished stages"
-EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT, 128 + SIGPIPE: what a shell shows for these signals
+INTERRUPTED = "vpeval: {how}; rerun the same command to resume from the finished stages"
+# 128 + SIGINT, 128 + SIGTERM, 128 + SIGPIPE: what a shell shows for these signals
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_BROKEN_PIPE = 130, 143, 141
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm sends on preemption or at the time limit, and `kill` by default),
+    raised where the main thread is, so that it stops as Ctrl-C does: every `finally` and lock
+    release runs, and the finished stages are kept for a rerun to resume from."""
+
+
+def terminate(signum, frame) -> None:
+    raise Terminated()
 
 
 def fail(error: VpevalError) -> None:
@@ -136,15 +149,18 @@ HYDRA_APPS = {"validate": validate_app}
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`vpeval ARGS`: one line, not a traceback, on Ctrl-C; quiet when the reader of stdout goes away."""
+    """`vpeval ARGS`: one line, not a traceback, on Ctrl-C or SIGTERM; quiet when the reader of
+    stdout goes away."""
+    signal.signal(signal.SIGTERM, terminate)
     try:
         try:
             dispatch(sys.argv[1:] if argv is None else argv)
         finally:
             sys.stdout.flush()  # a closed pipe fails here rather than in the interpreter's exit
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        print(INTERRUPTED.format(how="terminated (SIGTERM)" if terminated else "interrupted"), file=sys.stderr)
+        sys.exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
     except BrokenPipeError:
         if not reader_gone():  # a pipe other than stdout (a worker's, a subprocess's): a real error
             raise
