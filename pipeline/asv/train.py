@@ -49,7 +49,6 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-from tqdm import tqdm
 
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.augment import Augmentation
@@ -68,6 +67,7 @@ from pipeline.runtime.checkpoint import differences
 from pipeline.runtime.curves import CurveLogger
 from pipeline.runtime.distributed import World, use_global_batchnorm
 from pipeline.runtime.precision import autocast_dtype
+from pipeline.runtime.progress import progress
 from pipeline.runtime.trainer import Trainer, write_log
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
@@ -255,8 +255,8 @@ class _Trainer(Trainer):
         # stay on the device (no host sync per step) and are summed over ranks at checkpoints.
         sums = torch.zeros(2, dtype=torch.float64, device=device)
         self.step_module.train()
-        bar = tqdm(loader, total=steps_per_epoch, initial=state["step"], desc=f"epoch {epoch + 1}/{self.epochs}",
-                   unit="batch", disable=None if world.is_main else True)
+        bar = progress(loader, logger=log, total=steps_per_epoch, initial=state["step"], unit="batch",
+                       desc=f"train: epoch {epoch + 1}/{self.epochs}", disable=not world.is_main)
         for crops, labels, *contexts in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)

@@ -37,7 +37,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from anonymizers.vc.checkpoints import WEIGHTS, build
 from anonymizers.vc.content import LogMel
@@ -75,6 +74,7 @@ from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.runtime.curves import CurveLogger, open_curves
 from pipeline.runtime.precision import autocast_dtype
+from pipeline.runtime.progress import progress
 from pipeline.runtime.trainer import Trainer, write_log
 
 log = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ class VCTrainer(Trainer):
         if self.already_done:
             return
         self.model.train()
-        self.bar = tqdm(total=steps, initial=state["step"], desc="vc training", disable=None)
+        self.bar = progress(logger=log, total=steps, initial=state["step"], desc="vc training")
         self.started = time.monotonic()
 
     def finished(self) -> bool:
