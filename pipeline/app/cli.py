@@ -35,6 +35,7 @@ from omegaconf import DictConfig
 from pipeline.core.config import register_resolvers
 from pipeline.core.config_tree import CONFIG_SOURCE
 from pipeline.core.errors import VpevalError, write_error
+from pipeline.runtime.cpus import use_usable_cpus
 
 log = logging.getLogger("vpeval")
 
@@ -98,6 +99,7 @@ def experiment_app(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     clear_failure(run_dir)
+    use_usable_cpus(log)
     try:
         check_settings(cfg, build=True)
         report = run_experiment(cfg, run_dir)
@@ -122,6 +124,7 @@ def validate_app(cfg: DictConfig) -> None:
     from pipeline.stages import prepare, validate
 
     found = problems(cfg)
+    use_usable_cpus(log)
     if not any(p.startswith(("data.", "eval_splits")) for p in found):
         try:
             prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))

@@ -51,6 +51,7 @@ from pipeline.core.cache import Cache
 from pipeline.core.config_tree import TRAIN_VC_CONFIG_SOURCE
 from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
+from pipeline.runtime.cpus import use_usable_cpus
 from pipeline.runtime.curves import CurveLogger, open_curves
 from pipeline.runtime.trainer import Trainer, write_log
 
@@ -223,6 +224,7 @@ def train_ohnn(cfg: DictConfig, out_dir: str | Path, device: str | torch.device 
 
 @hydra.main(config_path=TRAIN_VC_CONFIG_SOURCE, config_name="ohnn_small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    use_usable_cpus(log)
     with user_errors("ohnn"):
         model_dir = train_ohnn(cfg, Path(cfg.out), cfg.device)
     log.info("final epoch: %s", json.loads((model_dir / "model.json").read_text())["final"])

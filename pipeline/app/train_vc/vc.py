@@ -72,6 +72,7 @@ from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
+from pipeline.runtime.cpus import use_usable_cpus
 from pipeline.runtime.curves import CurveLogger, open_curves
 from pipeline.runtime.precision import autocast_dtype
 from pipeline.runtime.progress import progress
@@ -309,6 +310,7 @@ def train_vc(cfg: DictConfig, out_dir: str | Path, device: str | torch.device = 
 
 @hydra.main(config_path=TRAIN_VC_CONFIG_SOURCE, config_name="small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    use_usable_cpus(log)
     with user_errors("vc"):
         model_dir = train_vc(cfg, Path(cfg.out), cfg.device)
     summary = json.loads((model_dir / "model.json").read_text())
