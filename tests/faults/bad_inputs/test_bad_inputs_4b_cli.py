@@ -104,3 +104,24 @@ def test_group_outside_the_defaults_needs_a_plus(tmp_path, capsys):
     assert "did you mean" not in err
     record("cli-experiment-without-plus", "`vpeval experiment=smoke` (a recipe without the `+`)",
            "CLI (exit 2, before Hydra starts)", err, tmp_path, "'+experiment=smoke'")
+
+
+def test_sigterm_is_one_line(tmp_path):
+    """Regression (issue 38): SIGTERM (Slurm's pre-emption or time limit) printed nothing. The
+    command here waits in place of a run (tests/unit/core/test_cli_exits.py stops a real one)."""
+    import signal
+    import subprocess
+    import sys
+
+    from pipeline.core.config import REPO_ROOT
+
+    waiting = ("import sys, time; from pipeline.app import cli; "
+               "cli.dispatch = lambda argv: (print('ready', file=sys.stderr, flush=True), time.sleep(60)); cli.main([])")
+    process = subprocess.Popen([sys.executable, "-c", waiting], cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stderr.readline().strip() == "ready"
+    process.send_signal(signal.SIGTERM)
+    err = process.communicate(timeout=60)[1]
+    assert process.returncode == 143 and "Traceback" not in err, err
+    record("sigterm", "SIGTERM during a run (Slurm's pre-emption or time limit)", "CLI (exit 143, resumable; Ctrl-C: "
+           "the same line with `interrupted`, exit 130)", err, tmp_path, "terminated (SIGTERM)", "resume")
