@@ -36,7 +36,7 @@ from anonymizers.checked_audio import (
     shown,
 )
 from pipeline.core.errors import VpevalError, input_error
-from pipeline.core.fileio import read_text
+from pipeline.core.fileio import macos_metadata, read_text
 from pipeline.data.kaldi import table_lines, wav_scp_path
 from pipeline.data.manifest import Utterance
 
@@ -158,10 +158,12 @@ def read_wav_scp(scp: Path) -> dict[str, Path]:
 
 
 def scan_audio(folder: Path) -> dict[str, Path]:
-    """Every .wav/.flac under `folder`, by file name without suffix; duplicates are an error."""
+    """Every .wav/.flac under `folder` (not macOS `._*` metadata), by file name without suffix; duplicates
+    are an error."""
     index: dict[str, Path] = {}
     duplicates = []
-    for path in sorted(p for p in folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file()):
+    for path in sorted(p for p in folder.rglob("*")
+                       if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file() and not macos_metadata(p.name)):
         if path.stem in index:
             duplicates.append(f"{path.stem} ({index[path.stem]} and {path})")
         index.setdefault(path.stem, path)

@@ -7,6 +7,8 @@
   removed, so test order never matters.
 - `single_thread`: tiny models run fastest on one torch thread, and multi-threaded kernels
   thrash on shared cores; modules use it with `pytestmark = pytest.mark.usefixtures("single_thread")`.
+- Lines logged once per process (`pipeline.metrics.detection.log_once`) are logged again in
+  every test, so a test that looks for one never depends on which test ran before.
 - `corpus`: the toy speakers of the ASV tests, written once per session (read-only).
 - `vpc_folder`: a VoicePrivacy recipe folder (Kaldi data dirs), built once per session (read-only;
   tests that damage it work on a copy, `tests.helpers.damaged`).
@@ -40,6 +42,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def fresh_log_once():
+    from pipeline.metrics.detection import logged_messages
+
+    logged_messages.cache_clear()
 
 
 @pytest.fixture(scope="module")

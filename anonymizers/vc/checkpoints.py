@@ -59,7 +59,7 @@ def read_spec(folder: Path, expected_format: str) -> dict:
     path = folder / SPEC
     try:
         spec = json.loads(read_text(path))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, json.JSONDecodeError) as exc:
         raise VpevalError(f"{path}: unreadable model description ({exc})") from None
     if not isinstance(spec, dict) or spec.get("format") != expected_format or "model" not in spec:
         found = spec.get("format") if isinstance(spec, dict) else type(spec).__name__

@@ -9,7 +9,8 @@
     vpeval --help | --version         what vpeval takes (pipeline.app.usage) | its version
 
 An experiment prints the path of its report folder as its last line. Errors the user can
-fix print one line and exit with status 2; Ctrl-C prints one line and exits with 130. When the
+fix print one line and exit with status 2; Ctrl-C prints one line and exits with 130, SIGTERM
+(Slurm's preemption or time limit) the same line and 143; a rerun resumes from the finished stages. When the
 reader of the output closes it early (`vpeval metrics ... | head -1`), the rest is dropped
 quietly: a tool (metrics, aggregate, export, --help) exits with 141, the status of a program
 stopped by SIGPIPE; an experiment or validate finishes with its own status. A job that raises
@@ -18,10 +19,13 @@ Hydra, which runs the other points, and the aggregate report (pipeline.app.sweep
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -31,12 +35,24 @@ from omegaconf import DictConfig
 from pipeline.core.config import register_resolvers
 from pipeline.core.config_tree import CONFIG_SOURCE
 from pipeline.core.errors import VpevalError, write_error
+from pipeline.runtime.cpus import use_usable_cpus
 
 log = logging.getLogger("vpeval")
 
 
-INTERRUPTED = "vpeval: interrupted; rerun the same command to resume from the finished stages"
-EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT, 128 + SIGPIPE: what a shell shows for these signals
+INTERRUPTED = "vpeval: {how}; rerun the same command to resume from the finished stages"
+# 128 + SIGINT, 128 + SIGTERM, 128 + SIGPIPE: what a shell shows for these signals
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_BROKEN_PIPE = 130, 143, 141
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm sends on preemption or at the time limit, and `kill` by default),
+    raised where the main thread is, so that it stops as Ctrl-C does: every `finally` and lock
+    release runs, and the finished stages are kept for a rerun to resume from."""
+
+
+def terminate(signum, frame) -> None:
+    raise Terminated()
 
 
 def fail(error: VpevalError) -> None:
@@ -83,6 +99,7 @@ def experiment_app(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     clear_failure(run_dir)
+    use_usable_cpus(log)
     try:
         check_settings(cfg, build=True)
         report = run_experiment(cfg, run_dir)
@@ -107,6 +124,7 @@ def validate_app(cfg: DictConfig) -> None:
     from pipeline.stages import prepare, validate
 
     found = problems(cfg)
+    use_usable_cpus(log)
     if not any(p.startswith(("data.", "eval_splits")) for p in found):
         try:
             prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
@@ -134,15 +152,18 @@ HYDRA_APPS = {"validate": validate_app}
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`vpeval ARGS`: one line, not a traceback, on Ctrl-C; quiet when the reader of stdout goes away."""
+    """`vpeval ARGS`: one line, not a traceback, on Ctrl-C or SIGTERM; quiet when the reader of
+    stdout goes away."""
+    signal.signal(signal.SIGTERM, terminate)
     try:
         try:
             dispatch(sys.argv[1:] if argv is None else argv)
         finally:
             sys.stdout.flush()  # a closed pipe fails here rather than in the interpreter's exit
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        print(INTERRUPTED.format(how="terminated (SIGTERM)" if terminated else "interrupted"), file=sys.stderr)
+        sys.exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
     except BrokenPipeError:
         if not reader_gone():  # a pipe other than stdout (a worker's, a subprocess's): a real error
             raise
@@ -223,6 +244,27 @@ def check_syntax(overrides: list[str]) -> None:
                               "override_grammar/basic/") from None
 
 
+HYDRA_MODES = {"-m": "--multirun", "--multirun": "--multirun", "-c": "--cfg", "--cfg": "--cfg", "-i": "--info",
+               "--info": "--info", "-r": "--run", "--run": "--run", "-sc": "--shell-completion",
+               "--shell-completion": "--shell-completion"}
+
+
+def check_modes(flags: list[str]) -> None:
+    """Hydra takes one of --run, --multirun, --cfg, --info (it ends two in a raw ValueError).
+
+    >>> check_modes(["-m", "--cfg"])
+    Traceback (most recent call last):
+    pipeline.core.errors.VpevalError: -m and --cfg cannot be combined (Hydra runs one of --run, --multirun, --cfg, --info); drop -m to print the config of one point (single values, e.g. seed=1), or --cfg to run the sweep
+    """
+    modes = list(dict.fromkeys(HYDRA_MODES[f.split("=", 1)[0]] for f in flags if f.split("=", 1)[0] in HYDRA_MODES))
+    if len(modes) > 1:
+        given = [next(f for f in flags if HYDRA_MODES.get(f.split("=", 1)[0]) == mode) for mode in modes[:2]]
+        hint = ("drop -m to print the config of one point (single values, e.g. seed=1), or --cfg to run the sweep"
+                if set(modes[:2]) == {"--multirun", "--cfg"} else "drop one")
+        raise VpevalError(f"{given[0]} and {given[1]} cannot be combined (Hydra runs one of --run, --multirun, "
+                          f"--cfg, --info); {hint}")
+
+
 def check_overrides(overrides: list[str], settings: bool = True) -> None:
     """Unknown keys, wrongly typed values, settings out of range (pipeline.app.settings, unless
     `settings` is false) and Slurm sweeps that cannot start (pipeline.app.slurm) stop here in one
@@ -230,15 +272,20 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
     value by value: every value of every swept key once, the other keys at their first value.
     Runs with other Hydra flags (--cfg, --config-name, ...) are left to Hydra."""
     flags = [arg for arg in overrides if arg.startswith("-")]
-    if any(flag not in ("-m", "--multirun") for flag in flags):
-        return
     from pipeline.app.settings import check_settings
     from pipeline.app.slurm import check_slurm_sweep
     from pipeline.app.sweep import sweep_variants
-    from pipeline.core.config import compose
+    from pipeline.core.config import compose, null_group_problem
 
     try:
-        check_syntax([arg for arg in overrides if not arg.startswith("-")])
+        check_modes(flags)
+        values = [arg for arg in overrides if "=" in arg and not arg.startswith("-")]
+        check_syntax(values)
+        null = null_group_problem(values)  # Hydra's compose, also under --cfg, ends in a raw ValueError
+        if null:
+            raise VpevalError(null)
+        if any(flag not in ("-m", "--multirun") for flag in flags):
+            return
         check_slurm_sweep(overrides)
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):
             cfg = compose(variant)
@@ -250,15 +297,34 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
 
 
 def make_output_folders(cfg: DictConfig, overrides: list[str]) -> None:
-    """Create `paths.cache` and `paths.runs` (where Hydra puts the run folder, unless
-    `hydra.run.dir` / `hydra.sweep.dir` is given): an unwritable `paths.data` (read-only, no
-    permission, a file in the way) stops here in one line naming the folder, not in Hydra's chain
-    of OSErrors."""
-    keys = ["cache"] if any(arg.startswith(("hydra.run.dir=", "hydra.sweep.dir=")) for arg in overrides) \
-        else ["cache", "runs"]
-    for key in keys:
+    """Create `paths.cache` and `paths.runs` and check that the folder Hydra puts the run folder in
+    (`paths.runs`, or the folder a `hydra.run.dir` / `hydra.sweep.dir` override names) can be
+    written: an unwritable `paths.data` (read-only, even when it already holds a cache; no
+    permission; a file in the way) stops here in one line naming the folder, not in Hydra's
+    chain of OSErrors."""
+    given = {key: value.strip("'\"") for key, _, value in (arg.partition("=") for arg in overrides)
+             if key in ("hydra.run.dir", "hydra.sweep.dir")}
+    for key in ["cache"] if given else ["cache", "runs"]:
         folder = Path(str(cfg.paths[key]))
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            check_writable(folder)
         except OSError as error:
             raise write_error(f"paths.{key}={folder}", error) from None
+    for key, value in given.items():
+        literal = value.split("${", 1)[0]  # the part before an interpolation (${now:...})
+        if not literal:
+            continue
+        existing = next(p for p in (Path(literal), *Path(literal).parents) if p.exists())
+        try:
+            if not existing.is_dir():
+                raise OSError(errno.ENOTDIR, "Not a directory", str(existing))
+            check_writable(existing)
+        except OSError as error:
+            raise write_error(f"{key}={value}", error) from None
+
+
+def check_writable(folder: Path) -> None:
+    """Raise the OSError that creating a folder in `folder` meets (an existing folder on a
+    read-only mount takes mkdir with exist_ok, but not a new one inside it)."""
+    os.rmdir(tempfile.mkdtemp(prefix=".vpeval-probe-", dir=folder))

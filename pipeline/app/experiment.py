@@ -26,12 +26,13 @@ from pipeline.core import faults
 from pipeline.core.cache import Cache, content_hash, plain
 from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
+from pipeline.core.errors import VpevalError
 from pipeline.core.layout import ORIGINAL, manifest_path, trials_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.data.protocol import trial_lists
 from pipeline.metrics.detection import Settings
-from pipeline.metrics.legal import check_grid
+from pipeline.metrics.legal import grid_error, grid_problems
 from pipeline.metrics.registry import metric_list
 from pipeline.metrics.reidentification import grid_of
 from pipeline.report.vpc2026_results import RunResults, write_vpc2026_results
@@ -148,7 +149,7 @@ class Experiment:
         was trained on (`trained_on`)."""
         if kind not in self._attackers:
             training = self.data(trained_on(self.cfg, kind), "train", self.attacker_system)
-            held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed)
+            held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed, warned=True)  # check_split
             pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
             model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
                 self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team,
@@ -249,15 +250,23 @@ class Experiment:
 def check_reidentification(cfg: DictConfig, prepared: Path) -> None:
     """Refuse a `reidentification` grid that an evaluation set's speakers cannot serve, from the
     prepared lists, before any long work (anonymised lists keep the original ids and speakers).
-    The candidates are the enrolled speakers the set's trial list tries."""
+    The candidates are the enrolled speakers the set's trial list tries. Every bad value of every
+    set is named in one line, with the largest grid that fits them all."""
     if not cfg.get("reidentification", {}).get("enabled"):
         return
     grid = grid_of(plain(cfg.reidentification), int(cfg.seed))
+    problems, fits = [], []
     for split_name in cfg.eval_splits:
         enrolled = {u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_enrolls"))}
         for g in GENDERS:
             counts = Counter(u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_trials_{g}")))
-            check_grid(grid, dict(counts), enrolled & set(counts), data=f"{split_name}_{g}")
+            found, fit = grid_problems(grid, dict(counts), enrolled & set(counts), data=f"{split_name}_{g}")
+            if found and not fit:  # a setting no set can take (M < 1): nothing else to say
+                raise VpevalError(found[0])
+            problems += found
+            fits.append(fit)
+    if problems:
+        raise VpevalError(grid_error(problems, fits))
 
 
 def attacker_system(cfg: DictConfig) -> DictConfig:

@@ -127,6 +127,9 @@ def read_files(paths: list[str], trials: list[str], utt2spk: str | None = None) 
     return [read_scores(path, next(pending) if flag else None, speakers) for path, flag in zip(paths, is_vpc)]
 
 
+FLIPPED = 0.6  # a threshold-sweep EER above it hints at flipped labels (chance is 50 %)
+
+
 def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:
     entry = {
         "path": scores.path,
@@ -134,6 +137,11 @@ def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:
         "summary": evaluate(condition_of(scores, {"p_target": args.p_target, "c_miss": args.c_miss, "c_fa": args.c_fa}),
                             CLI_METRICS),
     }
+    eer_vpc = entry["summary"]["eer_threshold"]
+    if eer_vpc > FLIPPED:
+        entry.setdefault("notes", {})["labels"] = (
+            f"EER-VPC {100 * eer_vpc:.2f} % is far above 50 %: target trials mostly score below non-target ones; "
+            "are the labels (or the sign of the scores) flipped? (the ROCCH EER stops at 50 %)")
     has_speakers = scores.target_speakers is not None
     if args.bootstrap:
         if args.bootstrap_unit == "speakers" and not has_speakers:
@@ -143,16 +151,19 @@ def _file_report(scores: ScoreFile, args: argparse.Namespace) -> dict:
             raise VpevalError(f"{scores.path}: the speaker bootstrap resamples test speakers too, and these test "
                               "utterance ids do not name theirs (LibriSpeech 19-198-0001 or VCTK p225_001 form): "
                               "give --utt2spk FILE, or --bootstrap-unit trials")
-        entry["bootstrap"] = bootstrap_ci(
-            scores.target_scores, scores.nontarget_scores, n_resamples=args.bootstrap,
-            unit=args.bootstrap_unit, **scores.speaker_sides(), confidence=args.confidence, seed=args.seed,
-        ).as_dict()
+        try:
+            entry["bootstrap"] = bootstrap_ci(
+                scores.target_scores, scores.nontarget_scores, n_resamples=args.bootstrap,
+                unit=args.bootstrap_unit, **scores.speaker_sides(), confidence=args.confidence, seed=args.seed,
+            ).as_dict()
+        except VpevalError as error:  # which file it is about
+            raise VpevalError(f"{scores.path}: {error}") from None
     if args.zoo and has_speakers:
         entry["zoo"] = [s.as_dict() for s in speaker_breakdown(
             scores.target_scores, scores.nontarget_scores, scores.target_speakers, scores.nontarget_speakers)]
     elif args.zoo:
         entry["zoo"] = None
-        entry["notes"] = {"zoo": "`score label` files carry no speaker ids"}
+        entry.setdefault("notes", {})["zoo"] = "`score label` files carry no speaker ids"
     return entry
 
 

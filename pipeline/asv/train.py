@@ -49,7 +49,6 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-from tqdm import tqdm
 
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache
 from pipeline.asv.augment import Augmentation
@@ -65,9 +64,11 @@ from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import Attacker
 from pipeline.data.manifest import Utterance
 from pipeline.runtime.checkpoint import differences
+from pipeline.runtime.cpus import usable_cpus
 from pipeline.runtime.curves import CurveLogger
 from pipeline.runtime.distributed import World, use_global_batchnorm
 from pipeline.runtime.precision import autocast_dtype
+from pipeline.runtime.progress import progress
 from pipeline.runtime.trainer import Trainer, write_log
 
 CHECKPOINT_FORMAT = "vpeval-asv-checkpoint-1"
@@ -183,7 +184,10 @@ class _Trainer(Trainer):
         self.checkpoint_path = out_dir / "checkpoint.pt"
         self.checkpoint_every = int(training.checkpoint_every or 0)
         self.log_every = max(1, int(training.log_every or 10))
-        self.num_workers = int(training.num_workers)
+        self.num_workers = min(int(training.num_workers), usable_cpus()[0])  # no more loaders than CPUs
+        if self.num_workers < int(training.num_workers) and world.is_main:
+            log.info("train: %d crop-loading workers, not attacker.training.num_workers=%d: %s usable CPU(s)",
+                     self.num_workers, int(training.num_workers), usable_cpus()[1])
         self.epoch_started = time.monotonic()
         # Progress of the run; saved in every checkpoint. loss_sum / correct / seen cover the
         # current epoch's steps so far, over every rank.
@@ -255,8 +259,8 @@ class _Trainer(Trainer):
         # stay on the device (no host sync per step) and are summed over ranks at checkpoints.
         sums = torch.zeros(2, dtype=torch.float64, device=device)
         self.step_module.train()
-        bar = tqdm(loader, total=steps_per_epoch, initial=state["step"], desc=f"epoch {epoch + 1}/{self.epochs}",
-                   unit="batch", disable=None if world.is_main else True)
+        bar = progress(loader, logger=log, total=steps_per_epoch, initial=state["step"], unit="batch",
+                       desc=f"train: epoch {epoch + 1}/{self.epochs}", disable=not world.is_main)
         for crops, labels, *contexts in bar:
             wavs = crops.to(device, non_blocking=True).float() / INT16_SCALE
             labels = labels.to(device, non_blocking=True)

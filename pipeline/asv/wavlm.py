@@ -178,9 +178,14 @@ def _load_hf_folder(path: Path) -> WavLMModel:
     if not weights:
         raise VpevalError(f"{path}: no model.safetensors or pytorch_model.bin")
     if weights[0].suffix == ".safetensors":
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
-        state = load_file(weights[0])
+        try:
+            state = load_file(weights[0])
+        except (SafetensorError, OSError) as exc:  # a truncated download: "incomplete metadata, ..."
+            raise VpevalError(f"{weights[0]}: not a readable safetensors file ({str(exc).strip() or type(exc).__name__}); "
+                              "truncated? copy it again") from None
     else:
         state = load_checkpoint(weights[0])
     state = {name.removeprefix("wavlm."): tensor for name, tensor in state.items()}  # a WavLMFor... head's body

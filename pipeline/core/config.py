@@ -79,12 +79,32 @@ def _compose(overrides: list[str], config_name: str) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
 
+    null = null_group_problem(overrides)
+    if null:
+        raise config_error(null)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         try:
             return hydra_compose(config_name=config_name, overrides=overrides)
         except HydraException as error:
             problem = error
     raise config_error(_override_problem(problem, overrides)) from None
+
+
+def null_group_problem(overrides: list[str]) -> str | None:
+    """A config group given null (`anonymizer@attacker_anonymizer=null`), which Hydra's compose
+    ends in a raw ValueError, as one line with the group's options; None when there is none.
+
+    >>> null_group_problem(["anonymizer@attacker_anonymizer=null"])[:100]
+    "config override 'anonymizer@attacker_anonymizer=null': a config group takes an option name, not null"
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for override in OverridesParser.create().parse_overrides(overrides):
+        group = override.key_or_group
+        if override.value() is None and not override.is_delete() and group in group_options():
+            return (f"config override '{override.input_line}': a config group takes an option name, not null "
+                    f"(leave the override out for the config's default); options: {', '.join(group_options()[group])}")
+    return None
 
 
 def _override_problem(error: Exception, overrides: list[str]) -> str:
@@ -95,6 +115,8 @@ def _override_problem(error: Exception, overrides: list[str]) -> str:
     if unknown and any(line.startswith("To append") for line in lines):
         key = unknown.group(1)
         given = next((o for o in overrides if o.split("=", 1)[0] == key), key)
+        if key in group_options():  # a group the defaults list leaves out (experiment): not a misspelling
+            return f"config override '{given}': {key} is not in the config's defaults; add it with '+{given}'"
         add = f"; '+{given}' adds a new key" if typed_key(key) is not None else ""  # not under a schema without it
         return (f"config override '{given}': unknown key '{key}'{did_you_mean(key, known_keys())} "
                 f"(check the spelling{add})")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.core import faults
-from pipeline.core.errors import WriteError, write_error
+from pipeline.core.errors import WriteError, input_error, write_error
 
 
 @contextmanager
@@ -103,15 +103,63 @@ def read_text(path: str | Path) -> str:
     r"""The text of a UTF-8 file without the byte-order mark (U+FEFF) some editors put first,
     which would otherwise become part of the first id (speaker "\ufeff1272"). Every reader of
     a user's text file (lists, score files, corpus metadata) goes through it; a file that is not
-    UTF-8 text raises UnicodeDecodeError.
+    UTF-8 text is a VpevalError naming the file, line and byte.
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "utt2spk"
     >>> _ = path.write_bytes(b"\xef\xbb\xbfu1 1272\n")  # a BOM, then one line
     >>> read_text(path)
     'u1 1272\n'
+    >>> _ = path.write_bytes(b"u1 1272\nu2 Ren\xe9\n")  # Latin-1
+    >>> read_text(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    pipeline.core.errors.VpevalError: .../utt2spk:2: not UTF-8 text (byte 0xe9 at column 7); save the file as UTF-8
     """
-    return Path(path).read_text(encoding="utf-8-sig")
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        raise not_utf8(path, data, error, line_start, data.count(b"\n", 0, error.start) + 1) from None
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    r"""(line number, text) of every line of a UTF-8 file, read as it goes (a large file is
+    never held whole; a reader may stop at its first problem); the same lines, numbers and
+    errors as `read_text(path).splitlines()`.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "scores"
+    >>> _ = path.write_bytes(b"\xef\xbb\xbfa 1\r\n\nb 0\n")  # a BOM, CRLF, a blank line
+    >>> list(read_lines(path))
+    [(1, 'a 1'), (2, ''), (3, 'b 0')]
+    """
+    number = 0
+    with open(path, "rb") as stream:
+        for raw in stream:
+            try:
+                text = raw.decode("utf-8-sig" if number == 0 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise not_utf8(path, raw, error, 0, number + 1) from None
+            for line in text.splitlines() or [""]:
+                number += 1
+                yield number, line
+
+
+def not_utf8(path: str | Path, data: bytes, error: UnicodeDecodeError, line_start: int, line: int):
+    """`path:line: not UTF-8 text (byte 0x.. at column n)`, for the byte `error` met in `data`."""
+    return input_error(path, f"not UTF-8 text (byte 0x{data[error.start]:02x} at column "
+                             f"{error.start - line_start + 1}); save the file as UTF-8", line)
+
+
+def macos_metadata(name: str) -> bool:
+    """Whether a file name is macOS Finder metadata (`._<name>` AppleDouble files, `.DS_Store`),
+    which copies from a Mac leave beside the real files: never corpus data.
+
+    >>> [macos_metadata(n) for n in ("._84-121123.trans.txt", ".DS_Store", "84-121123.trans.txt")]
+    [True, True, False]
+    """
+    return name.startswith("._") or name == ".DS_Store"
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.core.errors import VpevalError, input_error
-from pipeline.core.fileio import read_text
+from pipeline.core.fileio import macos_metadata, read_text
 from pipeline.data.corpus import Entry, listed_once
 from pipeline.data.manifest import Utterance
 from pipeline.data.screening import probe, thread_map
@@ -48,7 +48,7 @@ class LibriSpeech:
             raise VpevalError(f"{folder}: subset folder not found")
         genders = read_speakers(self.root / "SPEAKERS.TXT")
         entries = []
-        for trans in sorted(folder.glob("*/*/*.trans.txt")):
+        for trans in sorted(p for p in folder.glob("*/*/*.trans.txt") if not macos_metadata(p.name)):
             speaker = trans.parent.parent.name
             if speaker not in genders:
                 raise input_error(self.root / "SPEAKERS.TXT", f"speaker {speaker} of {trans} is not listed")

@@ -62,6 +62,9 @@ class MultilingualLibriSpeech:
             if not raw.strip():
                 continue
             utt, _, text = raw.partition("\t")
+            if len(utt.split()) > 1:
+                raise input_error(transcripts, f"no TAB between the id and the text (a space instead?): {raw!r}",
+                                  number)
             parts = utt.strip().split("_")
             if len(parts) != 3 or not all(parts):
                 raise input_error(transcripts, f"expected '<speaker>_<book>_<n> TAB text', got {raw!r}", number)

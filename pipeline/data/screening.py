@@ -16,7 +16,6 @@ script that prepares or validates needs the usual `if __name__ == "__main__":` g
 from __future__ import annotations
 
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from pipeline.core.errors import VpevalError
 from pipeline.data.audio import audio_info, convert_audio, decode_problem
 from pipeline.data.corpus import Entry, Problems
 from pipeline.data.manifest import Utterance
+from pipeline.runtime.cpus import usable_cpus
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -35,7 +35,8 @@ HEADER_THREADS = 8
 
 
 def default_workers(workers: int | None) -> int:
-    return max(1, workers or os.cpu_count() or 1)
+    """`workers`, or one per usable CPU (pipeline.runtime.cpus: affinity, cgroup quota, Slurm)."""
+    return max(1, workers or usable_cpus()[0])
 
 
 def _single_threaded() -> None:

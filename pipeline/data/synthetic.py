@@ -52,6 +52,7 @@ from pipeline.core.fileio import write_json, write_lines, write_text
 from pipeline.data.audio import write_audio
 from pipeline.data.phones import VOWELS, frame_tracks, plan_utterance
 from pipeline.signal.synthesis import Session, Voice, frame_count, synthesise
+from pipeline.runtime.cpus import usable_cpus
 
 FORMAT_VERSION = 1
 MARKER = "synthetic.json"
@@ -258,7 +259,7 @@ def generate_corpus(
     staging.mkdir()  # not tempfile.mkdtemp, whose 0700 would hide a shared VPEVAL_DATA's corpus from other users
     try:
         tasks = plan_speakers(options, staging)
-        n_workers = max(1, min(workers or len(os.sched_getaffinity(0)), len(tasks)))
+        n_workers = max(1, min(workers or usable_cpus()[0], len(tasks)))
         seconds = {}
         with tqdm(total=len(tasks), desc=f"synthetic corpus {root.name}", unit="spk", disable=not progress) as bar:
             with _mapper(n_workers) as mapper:

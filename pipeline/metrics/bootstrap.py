@@ -107,8 +107,8 @@ def bootstrap_ci(tar, non, n_resamples: int = 1000, unit: str = "speakers",
             (tar_speakers, tar_test_speakers, non_speakers, non_test_speakers), len(tar_group), len(non_group))
         if np.any(tar_enrol != tar_test):  # one speaker under two names would be resampled as two
             k = int(np.flatnonzero(tar_enrol != tar_test)[0])
-            raise ScoreError(f"a target trial's enrolment speaker {tar_speakers[k]!r} and test speaker "
-                             f"{tar_test_speakers[k]!r} differ: the speaker bootstrap needs one name per speaker "
+            raise ScoreError(f"a target trial's enrolment speaker {str(tar_speakers[k])!r} and test speaker "
+                             f"{str(tar_test_speakers[k])!r} differ: the speaker bootstrap needs one name per speaker "
                              "(map test utterances to the enrolment ids, e.g. --utt2spk, or resample trials)")
 
         def resample():

@@ -38,6 +38,7 @@ power: no EER_val >= 0 could have been flagged).
 from __future__ import annotations
 
 import csv
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ def read_trusted(spec) -> Trusted:
             points, protocol = read_reference(spec)
             return Trusted(points=tuple(points), protocol=protocol, source=str(spec))
         except VpevalError as error:
-            log.error("detection: %s", error)
+            log_once(logging.ERROR, ("csv", str(spec)), f"detection: {error}")
             return Trusted(source=str(spec), problem=str(error))
     return Trusted(systems=tuple(str(s) for s in spec), source="trusted pairs")
 
@@ -329,27 +330,44 @@ def assess(rows: list[dict], *, trusted: Trusted, settings: Settings = Settings(
                      "false_alarm": settings.false_alarm, "n_points": n_points,
                      "band_false_alarm": settings.false_alarm / (2 if compared else 1),
                      **(as_fit(model) if not isinstance(model, str) else {"method": settings.method, "reason": model})})
-    if problem is None and trusted.systems and all("reason" in f for f in fits):
-        log.error("detection: no calibration set has a trusted model: %s", fits[0]["reason"] if fits else "no pairs")
+    if problem is None and trusted.systems and all("reason" in f for f in fits):  # as in a run of one system
+        log_once(logging.INFO, ("no model", trusted.systems), "detection: no calibration set has a trusted model: "
+                 + (fits[0]["reason"] if fits else "no pairs"))
     return judged, fits
+
+
+def log_once(level: int, key: tuple, message: str) -> None:
+    """Log `message` the first time this process meets `key`: a sweep's points, run in one
+    process, and the aggregate report rebuilt after each of them meet the same condition once
+    per point; it is one line per sweep, and each report still gives it as its reason."""
+    logged = logged_messages(key)
+    if not logged:
+        logged.append(message)
+        log.log(level, message)
+
+
+@functools.cache
+def logged_messages(key: tuple) -> list[str]:
+    """The message logged under `key` in this process (`logged_messages.cache_clear()` forgets them)."""
+    return []
 
 
 def _trusted_problem(rows: list[dict], trusted: Trusted) -> str | None:
     """Why `trusted.systems` cannot calibrate (a system with no matched pair, or an imported
-    attacker); logged as one line."""
+    attacker); logged as one line, once per process (`log_once`)."""
     matched = [r for r in rows if is_matched(r)]
     in_sweep = {r["anonymizer"] for r in matched}
     absent = [s for s in trusted.systems if s not in in_sweep]
     imported = sorted({r["anonymizer"] for r in matched if r["anonymizer"] in trusted.systems and r.get("imported")})
     problem = None
-    if absent:
+    if absent:  # expected in a sweep's every point that lacks a trusted system: INFO, once
         problem = (f"detect.trusted names {', '.join(absent)}: no matched pair of it here (matched systems: "
                    f"{', '.join(sorted(in_sweep)) or 'none'})")
+        log_once(logging.INFO, ("absent", trusted.systems), f"detection: {problem}")
     elif imported:
         problem = (f"detect.trusted names {', '.join(imported)}, whose attacker is imported with unknown training "
                    "data: its EER_val may be on speakers it saw, so it cannot calibrate the detector")
-    if problem:
-        log.error("detection: %s", problem)
+        log_once(logging.ERROR, ("imported", tuple(imported)), f"detection: {problem}")
     return problem
 
 

@@ -185,19 +185,39 @@ def utterances_by_speaker(speakers) -> dict[str, np.ndarray]:
 
 def check_grid(grid: Grid, test_counts: dict[str, int], enrolled: set[str], key: str = "reidentification",
                data: str = "") -> None:
-    """Refuse, in one line naming the key (and the evaluation set `data`) and what the data
-    allows, a grid the data cannot serve: before any embedding is read. `test_counts`: the
-    utterances of each test speaker; `enrolled`: the enrolled speakers (the candidates)."""
+    """Refuse, in one line naming every bad key (and the evaluation set `data`), what the data
+    allows and the largest grid that fits, a grid the data cannot serve: before any embedding
+    is read. `test_counts`: the utterances of each test speaker; `enrolled`: the enrolled
+    speakers (the candidates)."""
+    problems, fits = grid_problems(grid, test_counts, enrolled, key, data)
+    if problems:
+        raise VpevalError(grid_error(problems, [fits], key))
+
+
+def grid_error(problems: list[str], fits: list[dict[str, list[int]]], key: str = "reidentification") -> str:
+    """One line: every problem, then the largest grid that fits every evaluation set (`fits`:
+    the values of each set that fit it)."""
+    largest = {name: [v for v in values if all(v in fit[name] for fit in fits)] for name, values in fits[0].items()}
+    shown = " ".join(f"{key}.{name}=[{','.join(map(str, values))}]" for name, values in largest.items())
+    return "; ".join(dict.fromkeys(problems)) + f"; the largest grid that fits: {shown}"
+
+
+def grid_problems(grid: Grid, test_counts: dict[str, int], enrolled: set[str], key: str = "reidentification",
+                  data: str = "") -> tuple[list[str], dict[str, list[int]]]:
+    """(every problem of `grid` on this data, one line each; the values of `populations`,
+    `candidates` and `lengths` that fit it)."""
     where = f" ({data})" if data else ""
     m = grid.calibration_conversations
     if m < 1:
-        raise VpevalError(f"{key}.calibration_conversations={m}{where}: must be at least 1")
+        return [f"{key}.calibration_conversations={m}{where}: must be at least 1"], {}
     if grid.short_speakers not in SHORT_SPEAKERS:
-        raise VpevalError(f"{key}.short_speakers={grid.short_speakers}{where}: must be one of {', '.join(SHORT_SPEAKERS)}")
+        return [f"{key}.short_speakers={grid.short_speakers}{where}: must be one of {', '.join(SHORT_SPEAKERS)}"], {}
+    problems, lengths, populations = [], [], list(grid.populations)
     most = max(test_counts.values(), default=0)
     for length in grid.lengths:
         if length < 1 or length > most:
-            raise VpevalError(f"{key}.lengths{where}: L={length} but the test speakers have at most {most} utterances")
+            problems.append(f"{key}.lengths{where}: L={length} but the test speakers have at most {most} utterances")
+            continue
         eligible = [s for s, n in test_counts.items() if conversations_of(n, length, m, grid.short_speakers)]
         most_enrolled = max((n for s, n in test_counts.items() if s in enrolled), default=0)
         if grid.short_speakers == "drop":
@@ -207,19 +227,27 @@ def check_grid(grid: Grid, test_counts: dict[str, int], enrolled: set[str], key:
             need, rule, bad = 2 * length, "2*L", f"{key}.lengths"
             hint = f": L <= {most_enrolled // 2}" if most_enrolled >= 2 else ""
         if grid.populations and not set(eligible) & enrolled:
-            raise VpevalError(
-                f"{bad}{where}: at L={length} a speaker needs {rule}={need} test utterances for singling out, "
-                f"and no enrolled test speaker has that many (they have at most {most_enrolled}{hint})")
+            problems.append(f"{bad}{where}: at L={length} a speaker needs {rule}={need} test utterances for singling "
+                            f"out, and no enrolled test speaker has that many (they have at most {most_enrolled}{hint})")
+            continue
+        if grid.candidates and not any(n >= length for s, n in test_counts.items() if s in enrolled):
+            problems.append(f"{key}.lengths{where}: L={length} but no enrolled test speaker has that many utterances")
+            continue
+        lengths.append(length)
         for n in grid.populations:
             if not 2 <= n <= len(eligible):
-                raise VpevalError(f"{key}.populations{where}: N={n} but at L={length} only {len(eligible)} test "
-                                  f"speakers have {rule}={need} utterances (N must be in 2..{len(eligible)})")
-        if grid.candidates and not any(n >= length for s, n in test_counts.items() if s in enrolled):
-            raise VpevalError(f"{key}.lengths{where}: L={length} but no enrolled test speaker has that many utterances")
+                problems.append(f"{key}.populations{where}: N={n} but at L={length} only {len(eligible)} test "
+                                f"speakers have {rule}={need} utterances (N must be in 2..{len(eligible)})")
+                if n in populations:
+                    populations.remove(n)
+    candidates = []
     for n in grid.candidates:
-        if not 2 <= n <= len(enrolled):
-            raise VpevalError(f"{key}.candidates{where}: N'={n} but {len(enrolled)} speakers are enrolled "
-                              f"(N' must be in 2..{len(enrolled)})")
+        if 2 <= n <= len(enrolled):
+            candidates.append(n)
+        else:
+            problems.append(f"{key}.candidates{where}: N'={n} but {len(enrolled)} speakers are enrolled "
+                            f"(N' must be in 2..{len(enrolled)})")
+    return problems, {"populations": populations, "candidates": candidates, "lengths": lengths}
 
 
 def singling_out_rate(test_emb, test_spk, enroll_emb, enroll_spk, population: int, length: int,

@@ -26,9 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.core.errors import input_error
-from pipeline.core.fileio import read_text
+from pipeline.core.fileio import read_lines
 from pipeline.data.corpus import listed_once
-from pipeline.metrics.inputs import first_repeat
 from pipeline.metrics.similarity import TrialTable
 
 FORMATS = {2: "score_label", 3: "vpc", 4: "trials", 5: "table"}
@@ -39,6 +38,7 @@ LAYOUTS = {
     "table": "speaker_a segment_a speaker_b segment_b score",
 }
 SCORE_FIELD = {"score_label": 0, "vpc": 2, "trials": 2, "table": 4}
+TRIAL_SIDES = {3: (0, 1), 4: (0, 1), 5: (1, 3)}  # fields -> the two sides of a trial (enroll, test / segments)
 LABELS = {"score_label": ("1", "0"), "trials": ("target", "nontarget")}
 SPEAKER_IN_ID = (re.compile(r"^([^-\s]+)-[^-\s]+-\d+$"),  # LibriSpeech: speaker-chapter-utterance
                  re.compile(r"^(p\d{3}|s\d+)_\d{3}(?:_mic\d)?$"))  # VCTK: p225_001, p225_001_mic1, s5_001
@@ -68,25 +68,32 @@ class ScoreFile:
 
 def field_count(path: str | Path) -> int:
     """Fields of the first non-blank line (which format a score file is); 0 if there is none."""
-    rows, _ = _rows(Path(path))
-    return len(rows[0]) if rows else 0
+    if not Path(path).is_file():
+        raise input_error(path, "score file not found")
+    return next((len(line.split()) for _, line in read_lines(path) if line.split()), 0)
 
 
 def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[int]]:
     """Non-blank lines split into fields, with their 1-based line numbers (a leading byte-order
-    mark dropped: it would become part of the first speaker id)."""
+    mark dropped: it would become part of the first speaker id). Read as it goes: a trial
+    (the same two sides, in the same order) listed twice would count twice and stops the read
+    at its second listing, so a file of repeated trials fails at once, not after the whole
+    file is held in memory."""
     if not path.is_file():
         raise input_error(path, f"{what} not found")
-    try:
-        text = read_text(path)
-    except UnicodeDecodeError:
-        raise input_error(path, "not a text file") from None
-    rows, numbers = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+    rows, numbers, seen = [], [], {}
+    for number, line in read_lines(path):
         fields = line.split()
-        if fields:
-            rows.append(fields)
-            numbers.append(number)
+        if not fields:
+            continue
+        sides = TRIAL_SIDES.get(len(fields))  # (a 2-field utt2spk or score_label line has none)
+        if sides is not None:
+            trial = (fields[sides[0]], fields[sides[1]])
+            earlier = seen.setdefault(trial, number)
+            if earlier != number:
+                raise input_error(path, f"trial {trial[0]} {trial[1]} repeats line {earlier}", number)
+        rows.append(fields)
+        numbers.append(number)
     return rows, numbers
 
 
@@ -138,7 +145,6 @@ def read_scores(path: str | Path, trials: str | Path | None = None, utt2spk: dic
     scores = _parse_scores(path, [fields[SCORE_FIELD[fmt]] for fields in rows], numbers)
     if fmt == "table":
         columns = [np.asarray([fields[k] for fields in rows]) for k in range(4)]
-        _refuse_repeats(path, columns[1], columns[3], numbers)
         table = TrialTable(*columns, score=scores, source=str(path), lines=numbers)
         # a segment against itself, or an utterance against its own anonymised version, is no trial
         distinct = columns[1] != columns[3]
@@ -153,7 +159,6 @@ def read_scores(path: str | Path, trials: str | Path | None = None, utt2spk: dic
         table, speakers, tested = None, None, None
         if fmt in ("trials", "vpc"):
             speakers = np.asarray([fields[0] for fields in rows])
-            _refuse_repeats(path, speakers, np.asarray([fields[1] for fields in rows]), numbers)
             tested = speakers_of_utterances([fields[1] for fields in rows], utt2spk, path, numbers)
     if not target.any() or target.all():
         missing = "target" if not target.any() else "non-target"
@@ -220,12 +225,3 @@ def _parse_labels(path: Path, fmt: str, fields: list[str], numbers: np.ndarray) 
         raise input_error(path, f"unknown label {fields[bad]!r}; expected {target_label!r} or "
                           f"{nontarget_label!r} ({LAYOUTS[fmt]})", int(numbers[bad]))
     return target
-
-
-def _refuse_repeats(path: Path, first: np.ndarray, second: np.ndarray, numbers: np.ndarray) -> None:
-    """A trial (same two sides, same order) listed twice would count twice."""
-    repeat = first_repeat(first, second)
-    if repeat is not None:
-        earlier, later = repeat
-        raise input_error(path, f"trial {first[later]} {second[later]} repeats line {numbers[earlier]}",
-                          int(numbers[later]))

@@ -20,16 +20,18 @@ The stage summary lists the evaluation sets (`eval_sets`), counts, conversions a
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from pipeline.core.cache import Cache, content_hash, plain
 from pipeline.core.config import instantiate
-from pipeline.core.errors import VpevalError
-from pipeline.core.fileio import write_lines
+from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.fileio import macos_metadata, write_lines
 from pipeline.core.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
@@ -58,13 +60,40 @@ def corpus_root(data: DictConfig) -> Path:
 
 
 def fingerprint(root: Path) -> str:
-    """A cheap identity of a corpus tree: every file's relative path, size and mtime."""
-    entries = []
+    """A cheap identity of a corpus tree: every file's relative path, size and mtime. macOS
+    metadata files (`._*`, `.DS_Store`; no reader uses them) are left out and counted in one
+    log line; what no reader could use safely stops here, by name: a symlink loop or a dangling
+    link (which the walk cannot stat), a FIFO, socket or device (reading a FIFO waits forever)."""
+    entries, metadata = [], []
     for folder, _, files in os.walk(root):
         for name in files:
-            info = os.stat(os.path.join(folder, name))
-            entries.append((os.path.relpath(os.path.join(folder, name), root), info.st_size, info.st_mtime_ns))
+            path = os.path.join(folder, name)
+            if macos_metadata(name):
+                metadata.append(path)
+                continue
+            try:
+                info = os.stat(path)
+            except OSError as error:
+                loop = " (a symlink loop)" if error.errno == errno.ELOOP else ""
+                raise input_error(path, f"cannot read ({error.strerror}){loop}; remove it from the corpus") from None
+            if not stat.S_ISREG(info.st_mode):
+                raise input_error(path, f"not a regular file ({file_kind(info.st_mode)}); remove it from the corpus")
+            entries.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns))
+    if metadata:
+        log.info("prepare: skipped %d macOS metadata file(s) (._*, .DS_Store) under %s, e.g. %s", len(metadata), root,
+                 sorted(metadata)[0])
     return content_hash(sorted(entries))
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words.
+
+    >>> file_kind(stat.S_IFIFO)
+    'a FIFO'
+    """
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "not a regular file")
 
 
 def run(data: DictConfig, cache: Cache) -> Path:
@@ -85,14 +114,16 @@ def _build(out: Path, data: DictConfig, root: Path) -> dict:
     skip_bad = bool(data.get("skip_bad", False))
     problems = Problems()
     train_subsets = [data.subsets.train] if isinstance(data.subsets.train, str) else data.subsets.train
-    listed = {"train": [e for subset in train_subsets for e in _entries(lambda: reader.entries(subset), problems)]}
-    listed.update({split: _entries(lambda: protocol.entries(reader, data.subsets[split]), problems)
-                   for split in SPLITS})
+    listed = {"train": [e for subset in train_subsets
+                        for e in _entries(lambda: reader.entries(subset), problems) or []]}
+    read = {split: _entries(lambda: protocol.entries(reader, data.subsets[split]), problems) for split in SPLITS}
+    unreadable = {split for split, entries in read.items() if entries is None}  # already a problem: no protocol
+    listed.update({split: entries or [] for split, entries in read.items()})
     _check_unseen(listed, root, problems)
     screened, multichannel = _screen_lists(listed, problems, data)
     train = screened["train"]
     try:
-        sets = _protocols(protocol, reader, screened, data, root, problems)
+        sets = _protocols(protocol, reader, screened, data, root, problems, unreadable)
     except VpevalError as error:  # the lists' own problems may be its cause: all of them are named
         problems.whole(str(error))
     problems.stop_unless(skip_bad, out / PROBLEM_LIST)
@@ -123,14 +154,14 @@ def _screen_lists(listed: dict[str, list[Entry]], problems: Problems,
     return screened, result.multichannel
 
 
-def _entries(read, problems: Problems) -> list[Entry]:
-    """A list's entries; a list that cannot be read at all is a corpus problem (the others are
-    still read, so every problem is named in one run)."""
+def _entries(read, problems: Problems) -> list[Entry] | None:
+    """A list's entries; a list that cannot be read at all is a corpus problem and None (the
+    others are still read, so every problem is named in one run)."""
     try:
         return read()
     except VpevalError as error:
         problems.whole(str(error))
-        return []
+        return None
 
 
 def _check_unseen(listed: dict[str, list[Entry]], root: Path, problems: Problems) -> None:
@@ -143,12 +174,13 @@ def _check_unseen(listed: dict[str, list[Entry]], root: Path, problems: Problems
 
 
 def _protocols(protocol: ProtocolSource, reader: Reader, screened: dict[str, list[Utterance]], data: DictConfig,
-               root: Path, problems: Problems) -> dict[tuple[str, str], Protocol]:
-    """Every split's protocols by (split, variant)."""
+               root: Path, problems: Problems, unreadable: set[str]) -> dict[tuple[str, str], Protocol]:
+    """Every split's protocols by (split, variant); none of a split whose list could not be read
+    (its empty list would add a wrong consequence: "0 'f' speakers")."""
     eval_trials = data.get("eval_trials", "same_gender")
     mixed = MIXED in trial_lists(eval_trials)
     sets = {}
-    for split in SPLITS:
+    for split in (s for s in SPLITS if s not in unreadable):
         subset = data.subsets[split]
         genders = sorted({u.gender for u in screened[split]})
         if mixed and len(genders) < 2:

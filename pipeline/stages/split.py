@@ -163,12 +163,15 @@ def holdout_warning(n: int, n_val: int, name: str, wanted: str, least: int) -> s
             f"{n - n_val} {name} speaker(s) and EER_val of that gender comes from few speakers")
 
 
-def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int) -> Path:
-    """Split `train_manifest` into training and validation data; returns the stage folder."""
+def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int, warned: bool = False) -> Path:
+    """Split `train_manifest` into training and validation data; returns the stage folder.
+    `warned`: the caller has logged the holdout's warnings already (`hold_out` on the same list,
+    as the experiment's check does), so they are not logged twice."""
     settings = {**plain(split), "unseen_speakers": named_speakers(split.get("unseen_speakers"))}
     inputs = {"train": file_digest(train_manifest)}
     return cache.build("split", {**settings, "seed": seed}, inputs,
-                       lambda out: _build(out, read_manifest(train_manifest), seed, **settings), code=__name__)
+                       lambda out: _build(out, read_manifest(train_manifest), seed, warn=not warned, **settings),
+                       code=__name__)
 
 
 def named_speakers(spec) -> list[str] | None:
@@ -185,10 +188,10 @@ def named_speakers(spec) -> list[str] | None:
 
 
 def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str = "speaker",
-             unseen_speakers: list[str] | None = None,
-             select_fraction: float | None = 0.5) -> tuple[list[Utterance], list[Utterance]]:
+             unseen_speakers: list[str] | None = None, select_fraction: float | None = 0.5,
+             warn: bool = True) -> tuple[list[Utterance], list[Utterance]]:
     """(train, val): every utterance of `unseen_count` of each gender's n speakers
-    (`holdout="unseen"`, warnings logged); `round(val_fraction * n)` utterances of every
+    (`holdout="unseen"`, warnings logged unless `warn` is false); `round(val_fraction * n)` utterances of every
     speaker, at least 1 (`"speaker"`); or `round(val_fraction * n)` of all n utterances, at
     least 1 (`"list"`). `unseen_speakers` names the unseen speakers instead of a draw."""
     if unseen_speakers is not None:
@@ -210,7 +213,7 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
                     f"training list, leaving {len(speakers) - n_val} to train on, below {MIN_TRAIN}: name fewer "
                     f"{name} speakers in split.unseen_speakers or add {name} speakers")
             if n_val and (warning := holdout_warning(len(speakers), n_val, name, "named in split.unseen_speakers",
-                                                     unseen_wanted(select_fraction))):
+                                                     unseen_wanted(select_fraction))) and warn:
                 log.warning(warning)
         return [u for u in utts if u.speaker not in held], [u for u in utts if u.speaker in held]
     if holdout == "unseen":
@@ -220,7 +223,7 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
             if not speakers:
                 continue
             n_val, warning = unseen_count(len(speakers), val_fraction, select_fraction, gender)
-            if warning:
+            if warning and warn:
                 log.warning(warning)
             rng = np.random.default_rng(stable_seed(seed, f"split:unseen:{gender}"))
             held.update(speakers[i] for i in rng.permutation(len(speakers))[:n_val])
@@ -245,8 +248,8 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
 
 def _build(out: Path, utts: list[Utterance], seed: int, val_fraction: float, enroll_utterances: int,
            select_fraction: float | None = 0.5, sparse_trials: dict | None = None, holdout: str = "speaker",
-           unseen_speakers: list[str] | None = None) -> dict:
-    train, val = hold_out(utts, seed, val_fraction, holdout, unseen_speakers, select_fraction)
+           unseen_speakers: list[str] | None = None, warn: bool = True) -> dict:
+    train, val = hold_out(utts, seed, val_fraction, holdout, unseen_speakers, select_fraction, warn)
     held = by_speaker(val)
     too_few = sorted(speaker for speaker, own in held.items() if len(own) < 2)
     if too_few and holdout == "speaker":

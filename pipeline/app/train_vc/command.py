@@ -8,15 +8,37 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.core.config_tree import CONFIG_SEARCHPATH, TRAIN_VC_CONFIG_DIR
+from pipeline.core.config_tree import CONFIG_SEARCHPATH, TRAIN_VC_CONFIG_DIR, did_you_mean
 
 SYSTEMS = ("vc", "ohnn")
 # The training configs' corpus, attacker and paths come from the experiment's config groups (conf/).
 SEARCHPATH_OVERRIDE = f"hydra.searchpath=['{CONFIG_SEARCHPATH}']"
 
 
+def configs() -> list[str]:
+    return sorted(p.stem for p in TRAIN_VC_CONFIG_DIR.glob("*.yaml"))
+
+
+def config_name_problem(argv: list[str]) -> str | None:
+    """`--config-name NAME` (`-cn NAME`, `--config-name=NAME`) naming no config of
+    conf_train_vc/, as one line (Hydra prints a block and exits 1).
+
+    >>> config_name_problem(["--config-name", "smal"])
+    "--config-name smal: no such training config (did you mean 'small'?); configs: gpu, ohnn_gpu, ohnn_small, ohnn_tiny, small, tiny"
+    """
+    for i, arg in enumerate(argv):
+        flag, sep, name = arg.partition("=")
+        if flag not in ("--config-name", "-cn"):
+            continue
+        name = name if sep else (argv[i + 1] if i + 1 < len(argv) else "")
+        if name.removesuffix(".yaml") not in configs():
+            return (f"--config-name {name}: no such training config{did_you_mean(name, configs())}; "
+                    f"configs: {', '.join(configs())}")
+    return None
+
+
 def usage() -> str:
-    configs = ", ".join(sorted(p.stem for p in TRAIN_VC_CONFIG_DIR.glob("*.yaml")))
+    configs_ = ", ".join(configs())
     return "\n".join([
         "usage: vpeval train-vc vc|ohnn [--config-name NAME] [OVERRIDE...]",
         "",
@@ -24,7 +46,7 @@ def usage() -> str:
         "ohnn_small) of the xvector and ohnn anonymisers; prints the model folder (recipes/train_vc/README.md).",
         "",
         "arguments:",
-        f"  NAME        a config of conf_train_vc/: {configs}",
+        f"  NAME        a config of conf_train_vc/: {configs_}",
         "  OVERRIDE    KEY=VALUE (Hydra syntax), e.g. out=runs/vc_small data=librispeech data.root=...;",
         "              --cfg job prints the composed config and stops",
         "  -h, --help  this text",
@@ -40,6 +62,10 @@ def main(argv: list[str]) -> int:
     if system not in SYSTEMS:
         print(f"vpeval: error: train-vc takes vc or ohnn first, got {system!r} (vpeval train-vc --help)",
               file=sys.stderr)
+        return 2
+    problem = config_name_problem(argv[1:])
+    if problem:
+        print(f"vpeval: error: {problem}", file=sys.stderr)
         return 2
     from pipeline.app.train_vc import ohnn, vc  # here, not at the top: --help and a bad system load no torch
 

@@ -44,12 +44,14 @@ from pipeline.runtime.seeds import stable_seed
 from pipeline.app.train_vc.recipe import (
     prepared_corpus,
     training_utterances,
+    user_errors,
     utterance_embeddings,
 )
 from pipeline.core.cache import Cache
 from pipeline.core.config_tree import TRAIN_VC_CONFIG_SOURCE
 from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
+from pipeline.runtime.cpus import use_usable_cpus
 from pipeline.runtime.curves import CurveLogger, open_curves
 from pipeline.runtime.trainer import Trainer, write_log
 
@@ -74,7 +76,7 @@ def pseudo_targets(genders: list[str], seed: int, same_gender: bool) -> torch.Te
     targets = torch.empty(len(genders), dtype=torch.long)
     for name, members in groups.items():
         if len(members) < 2:
-            raise VpevalError(f"ohnn training: {len(members)} training speaker(s) in group {name!r}; need 2 or more "
+            raise VpevalError(f"{len(members)} training speaker(s) in group {name!r}; need 2 or more "
                               f"for distinct pseudo-speaker targets")
         order = np.random.default_rng(stable_seed(seed, f"ohnn-targets:{name}")).permutation(members)
         for i, k in enumerate(order):
@@ -222,10 +224,9 @@ def train_ohnn(cfg: DictConfig, out_dir: str | Path, device: str | torch.device 
 
 @hydra.main(config_path=TRAIN_VC_CONFIG_SOURCE, config_name="ohnn_small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    try:
+    use_usable_cpus(log)
+    with user_errors("ohnn"):
         model_dir = train_ohnn(cfg, Path(cfg.out), cfg.device)
-    except VpevalError as error:
-        raise SystemExit(f"ohnn training: error: {error}") from None
     log.info("final epoch: %s", json.loads((model_dir / "model.json").read_text())["final"])
     print(model_dir, flush=True)
 

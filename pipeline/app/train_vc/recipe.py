@@ -4,13 +4,16 @@ with the pipeline's own attacker training on the original speech), utterance emb
 cached by content, and resumable-run bookkeeping."""
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
 
 from anonymizers.vc.checkpoints import WEIGHTS
 from anonymizers.vc.pool import utterances_key
@@ -24,6 +27,21 @@ from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.stages import prepare, split, train
 
 EMBEDDINGS_FORMAT = "vpeval-utterance-embeddings-1"
+
+
+@contextmanager
+def user_errors(recipe: str) -> Iterator[None]:
+    """A recipe's VpevalError, or a required key left unset (`out`, `data.root`), as one
+    `vpeval: error:` line and exit status 2, as every vpeval command."""
+    try:
+        yield
+    except VpevalError as error:
+        print(f"vpeval: error: {recipe} training: {error}", file=sys.stderr)
+        sys.exit(2)
+    except MissingMandatoryValue as error:
+        print(f"vpeval: error: {recipe} training: {error.full_key} is required (add {error.full_key}=...)",
+              file=sys.stderr)
+        sys.exit(2)
 
 
 def prepared_corpus(cfg: DictConfig, cache: Cache) -> Path:

@@ -37,7 +37,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from anonymizers.vc.checkpoints import WEIGHTS, build
 from anonymizers.vc.content import LogMel
@@ -61,6 +60,7 @@ from pipeline.app.train_vc.recipe import (
     prepared_corpus,
     speaker_encoder_dir,
     training_utterances,
+    user_errors,
     utterance_embeddings,
 )
 from pipeline.asv.audio_cache import INT16_SCALE, build_audio_cache
@@ -72,8 +72,10 @@ from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
+from pipeline.runtime.cpus import use_usable_cpus
 from pipeline.runtime.curves import CurveLogger, open_curves
 from pipeline.runtime.precision import autocast_dtype
+from pipeline.runtime.progress import progress
 from pipeline.runtime.trainer import Trainer, write_log
 
 log = logging.getLogger(__name__)
@@ -94,7 +96,7 @@ class SegmentSampler:
         self.seed, self.hop_length = int(seed), int(hop_length)
         self.eligible = np.flatnonzero(self.lengths >= self.segment)
         if len(self.eligible) == 0:
-            raise VpevalError(f"vc training: no utterance is as long as a {segment}-sample segment "
+            raise VpevalError(f"no utterance is as long as a {segment}-sample segment "
                               f"(training.segment_seconds)")
 
     def batch(self, step: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,12 +112,12 @@ class VCTrainer(Trainer):
 
     checkpoint_format, what = CHECKPOINT_FORMAT, "voice-conversion"
 
-    def __init__(self, cfg: DictConfig, out_dir: Path, device: torch.device, curves: CurveLogger):
+    def __init__(self, cfg: DictConfig, out_dir: Path, prepared: Path, device: torch.device, curves: CurveLogger):
         self.cfg, self.out_dir, self.device, self.curves = cfg, Path(out_dir), device, curves
         training = cfg.training
         self.seed = int(cfg.seed)
         self.stage_cache = Cache(self.out_dir / "stages")
-        self.prepared = prepared_corpus(cfg, self.stage_cache)
+        self.prepared = prepared
         self.utterances = training_utterances(self.prepared)
         self.encoder_dir = speaker_encoder_dir(cfg, self.stage_cache, self.prepared, str(device))
         self.encoder = load_encoder(self.encoder_dir, device)
@@ -214,7 +216,7 @@ class VCTrainer(Trainer):
         if self.already_done:
             return
         self.model.train()
-        self.bar = tqdm(total=steps, initial=state["step"], desc="vc training", disable=None)
+        self.bar = progress(logger=log, total=steps, initial=state["step"], desc="vc training")
         self.started = time.monotonic()
 
     def finished(self) -> bool:
@@ -301,16 +303,16 @@ class VCTrainer(Trainer):
 def train_vc(cfg: DictConfig, out_dir: str | Path, device: str | torch.device = "auto") -> Path:
     """Train (or resume, or find finished) the recipe; returns the model folder."""
     device = device if isinstance(device, torch.device) else resolve_device(str(device))
+    prepared = prepared_corpus(cfg, Cache(Path(out_dir) / "stages"))  # a bad corpus stops before anything is written
     with open_curves(cfg.get("curves"), Path(out_dir) / "curves", "vc") as curves:
-        return VCTrainer(cfg, Path(out_dir), device, curves).fit()
+        return VCTrainer(cfg, Path(out_dir), prepared, device, curves).fit()
 
 
 @hydra.main(config_path=TRAIN_VC_CONFIG_SOURCE, config_name="small", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    try:
+    use_usable_cpus(log)
+    with user_errors("vc"):
         model_dir = train_vc(cfg, Path(cfg.out), cfg.device)
-    except VpevalError as error:
-        raise SystemExit(f"vc training: error: {error}") from None
     summary = json.loads((model_dir / "model.json").read_text())
     log.info("validation: %s", summary["validation"])
     print(model_dir, flush=True)

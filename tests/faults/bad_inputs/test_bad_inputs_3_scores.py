@@ -53,3 +53,35 @@ def test_cli_metrics_utt2spk_missing_an_utterance(tmp_path):
     message = cli_message(vpeval("metrics", str(path), "--bootstrap", "10", "--utt2spk", str(utt2spk), tmp=tmp_path))
     record("utt2spk-missing", "`vpeval metrics --utt2spk` whose file lacks a test utterance", "CLI (exit 2)",
            message, tmp_path, "scores.txt:2", "u2", "utt2spk")
+
+
+def test_repeated_trials_stop_at_the_first_repeat(tmp_path):
+    """Regression (issue 38): a 200 MB file of one repeated trial got its error after 153 s and
+    6 GB, the whole file read first. The read streams: the bad byte at the end is never reached."""
+    path = tmp_path / "scores.txt"
+    path.write_bytes(b"e1 u1 2.5 target\n" * 200_000 + b"\xff\n")
+    record("repeated-trials-streamed", "a score file of one trial repeated 200 000 times (and a bad byte at its end)",
+           "evaluate (score reader, at the second line)", raised(read_scores, path), tmp_path, "scores.txt:2",
+           "repeats line 1")
+
+
+def test_speaker_names_print_as_text(tmp_path):
+    """Regression (issue 38): the bootstrap's error printed `np.str_('s1')`."""
+    path = write_lines(tmp_path / "scores.txt", GOOD_SCORES)
+    utt2spk = write_lines(tmp_path / "utt2spk", ["u1 s1", "u2 s1"])
+    message = cli_message(vpeval("metrics", str(path), "--bootstrap", "10", "--utt2spk", str(utt2spk), tmp=tmp_path))
+    assert "np.str_" not in message
+    record("utt2spk-other-names", "`vpeval metrics --utt2spk` naming speakers other than the enrolment ids",
+           "CLI (exit 2)", message, tmp_path, "scores.txt", "'e1'", "'s1'")
+
+
+def test_flipped_labels_get_a_hint(tmp_path, capsys):
+    """Regression (issue 38): EER 50.00 (ROCCH) beside EER-VPC 87.78 with no hint."""
+    from pipeline.app import metrics_cli
+
+    flipped = [" ".join([*line.split()[:3], "nontarget" if line.endswith(" target") else "target"])
+               for line in GOOD_SCORES]
+    assert metrics_cli.main([str(write_lines(tmp_path / "scores.txt", flipped))]) == 0
+    (hint,) = [line for line in capsys.readouterr().out.splitlines() if ": labels: " in line]
+    record("flipped-labels", "a score file whose labels are flipped (exit 0: the metrics are printed)",
+           "metrics CLI (a note under the table)", hint, tmp_path, "flipped", "EER-VPC 100.00 %")

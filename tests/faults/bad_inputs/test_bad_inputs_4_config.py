@@ -268,14 +268,15 @@ def test_augment_rows(tmp_path, row, what, override, needles):
            raised(check_settings, cfg, build=True), tmp_path, *needles)
 
 
-def tried_ten_times(prepared: Path) -> Path:
-    """The `prepared` folder with every female test speaker tried with 10 utterances."""
+def tried_ten_times(prepared: Path, genders: str = "f") -> Path:
+    """The `prepared` folder with every test speaker of `genders` tried with 10 utterances."""
     from pipeline.core.layout import manifest_path
     from pipeline.data.manifest import read_manifest, write_manifest
 
-    path = manifest_path(prepared, "test_trials_f")
-    utts = read_manifest(path)
-    write_manifest(path, [replace(u, id=f"{u.id}-{i}") for u in utts for i in range(10)])
+    for g in genders:
+        path = manifest_path(prepared, f"test_trials_{g}")
+        utts = read_manifest(path)
+        write_manifest(path, [replace(u, id=f"{u.id}-{i}") for u in utts for i in range(10)])
     return prepared
 
 
@@ -309,3 +310,19 @@ def test_reidentification_grid_rows(prepared, tmp_path, row, what, overrides, te
                    *overrides])
     record(row, what, "experiment (the prepared lists, before the attacker trains)",
            raised(check_reidentification, cfg, tried_ten_times(prepared) if ten else prepared), tmp_path, *needles)
+
+
+def test_reidentification_grid_names_every_bad_key_and_what_fits(prepared, tmp_path):
+    """Regression (issue 38): recipes/legal_eval's grid on a small corpus named only its first bad
+    key (`populations`), and the user met `candidates` next."""
+    from pipeline.app.experiment import check_reidentification
+
+    cfg = compose(["eval_splits=[test]", "reidentification.enabled=true", "reidentification.populations=[2,5]",
+                   "reidentification.candidates=[2,3]", "reidentification.lengths=[1,11]"])
+    message = raised(check_reidentification, cfg, tried_ten_times(prepared, "fm"))
+    record("reidentification-grid-all-keys", "a singling-out grid with several values the corpus cannot serve "
+           "(`populations=[2,5] candidates=[2,3] lengths=[1,11]`)", "experiment (the prepared lists, before the "
+           "attacker trains)", message, tmp_path, "reidentification.populations (test_f): N=5",
+           "reidentification.candidates", "reidentification.lengths", "L=11",
+           "the largest grid that fits: reidentification.populations=[2] reidentification.candidates=[2] "
+           "reidentification.lengths=[1]")

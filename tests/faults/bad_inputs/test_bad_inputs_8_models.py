@@ -64,3 +64,15 @@ def test_wavlm_checkpoint_with_foreign_keys(tmp_path):
     torch.save(checkpoint, path)
     record("wavlm-keys", "WavLM checkpoint (Microsoft `.pt`) with keys WavLM does not have", "attacker model build",
            raised(load_wavlm, path), tmp_path, "WavLM-Large.pt", "unexpected keys", "decoder.proj.weight")
+
+
+def test_wavlm_truncated_safetensors(tmp_path):
+    """Regression (issue 38): safetensors' "incomplete metadata, file not fully covered" named no file."""
+    from pipeline.asv.wavlm import load_wavlm
+    from tests.helpers import wavlm_hf_folder
+
+    folder = wavlm_hf_folder(tmp_path / "wavlm")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    record("wavlm-truncated", "a WavLM folder whose `model.safetensors` is truncated (an interrupted copy)",
+           "attacker model build", raised(load_wavlm, folder), tmp_path, "wavlm/model.safetensors", "truncated")

@@ -1,10 +1,12 @@
-"""How `vpeval` ends when it is stopped from outside: Ctrl-C, a reader that closes the pipe early."""
+"""How `vpeval` ends when it is stopped from outside: Ctrl-C, SIGTERM, a reader that closes the pipe early."""
 import os
 import signal
 import subprocess
 import sys
 
-from pipeline.app.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, INTERRUPTED
+import pytest
+
+from pipeline.app.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TERMINATED, INTERRUPTED
 from pipeline.core.config import REPO_ROOT
 from pipeline.core.fileio import write_lines
 
@@ -33,16 +35,19 @@ def test_validate_whose_reader_is_gone_still_says_its_verdict(tmp_path):
     assert process.wait(timeout=300) == 0 and "Traceback" not in err and "Error" not in err, err[-2000:]
 
 
-def test_ctrl_c_prints_one_line_and_exits_130(tmp_path):
-    """Regression: Ctrl-C printed a 40-line traceback. Interrupted once it is at work (its first log
-    line: the run folder exists, the corpus is being generated or prepared)."""
+@pytest.mark.parametrize("stop, status, how", [(signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
+                                               (signal.SIGTERM, EXIT_TERMINATED, "terminated (SIGTERM)")])
+def test_ctrl_c_or_sigterm_prints_one_line_and_exits(tmp_path, stop, status, how):
+    """Regression: Ctrl-C printed a 40-line traceback; SIGTERM (Slurm's preemption or time limit)
+    printed nothing (issue 38). Stopped once it is at work (its first log line: the run folder
+    exists, the corpus is being generated or prepared)."""
     # a shell's background job (CI's, a nohup'ed `make test`) ignores SIGINT, and children inherit it
     process = start("+experiment=smoke", tmp_path=tmp_path,
                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     logged = process.stderr.readline()
     assert logged, "vpeval ended before logging anything"
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     out, err = process.communicate(timeout=120)
     lines = [line for line in (logged + err).splitlines() if line.strip()]
-    assert process.returncode == EXIT_INTERRUPTED, err[-2000:]
-    assert lines[-1] == INTERRUPTED and "Traceback" not in err and out == ""
+    assert process.returncode == status, err[-2000:]
+    assert lines[-1] == INTERRUPTED.format(how=how) and "Traceback" not in err and out == ""

@@ -94,3 +94,14 @@ def test_reported_trials_are_written_per_gender_and_a_gender_without_them_is_sai
                         select_fraction=None)
     assert manifest_path(one, "val_trials_m").is_file() and not manifest_path(one, "val_trials_f").exists()
     assert any("no female EER_val" in r.getMessage() for r in caplog.records)
+
+
+def test_warning_logged_once_when_the_experiment_checked_first(tmp_path, caplog):
+    """Regression (issue 38): "split.holdout=unseen: 6 of the 13 male training speakers held out..."
+    was logged twice per run, by the experiment's check and again by the split stage."""
+    manifest = write_manifest(tmp_path / "train.jsonl", utterances(corpus(20, 7), 6))
+    cfg = OmegaConf.create({"val_fraction": 0.1, "holdout": "unseen", "enroll_utterances": 2, "select_fraction": 0.5})
+    with caplog.at_level(logging.WARNING, logger=split.__name__):
+        split.hold_out(utterances(corpus(20, 7), 6), seed=1, val_fraction=0.1, holdout="unseen")  # the check
+        split.run(cfg, manifest, Cache(tmp_path / "cache"), seed=1, warned=True)
+    assert len([r for r in caplog.records if "held out unseen" in r.getMessage()]) == 1

@@ -2,6 +2,7 @@
 reasons, the trusted systems or CSV, imported attackers, groups and seeds, the column test,
 relative drop and bootstrap intervals. The false-alarm and power simulations are in
 test_detect_simulation.py."""
+import logging
 import re
 
 import numpy as np
@@ -198,11 +199,23 @@ def test_reference_file_with_a_byte_order_mark_reads_its_first_column(tmp_path):
 def test_bad_trusted_input_leaves_verdicts_undetermined_with_one_line(tmp_path, monkeypatch, caplog, trusted, problem):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "columns.csv").write_text("eer_test,val,protocol\n0.2,0.1,a\n")
+    caplog.set_level(logging.INFO)
     judged, (fit,) = assess(gap_sweep(), trusted=read_trusted(trusted))
     assert all(r["verdict"] == UNDETERMINED for r in judged)
     assert all(re.search(problem, r["reason"]) for r in judged) and re.search(problem, fit["reason"])
     if trusted is not None:
-        assert len([r for r in caplog.records if r.levelname == "ERROR"]) == 1
+        assert len([r for r in caplog.records if r.getMessage().startswith("detection:")]) == 1
+
+
+def test_a_sweep_point_without_a_trusted_system_is_logged_once_at_info(caplog):
+    """Regression (issue 38): a 25-job sweep logged 49 `[ERROR] detection: detect.trusted names ...:
+    no matched pair of it here` lines, one per point and per aggregate report; an expected condition."""
+    caplog.set_level(logging.INFO)
+    for system in ("s0", "s1", "s3"):  # one point per system, then the aggregate of each point
+        assess([pair(system, system, 0.3, 0.29)], trusted=read_trusted(["s9"]))
+        assess(gap_sweep()[:4], trusted=read_trusted(["s9"]))
+    lines = [r for r in caplog.records if "no matched pair" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelname == "INFO"
 
 
 def test_each_group_and_seed_is_calibrated_on_its_own():

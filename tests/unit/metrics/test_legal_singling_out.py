@@ -192,6 +192,6 @@ def test_grid_the_data_cannot_serve_is_refused_in_one_line(grid, message):
     counts = {"a": 12, "b": 10, "c": 10, "d": 3}
     with pytest.raises(VpevalError) as error:
         check_grid(grid, counts, {"b", "c", "x"})
-    assert str(error.value) == message
+    assert str(error.value).startswith(message + "; the largest grid that fits: ")
     with pytest.raises(VpevalError, match=r"^reidentification.populations \(dev_f\): N=5"):
         check_grid(Grid(populations=(5,), candidates=(2,), lengths=(1,)), counts, {"a"}, data="dev_f")

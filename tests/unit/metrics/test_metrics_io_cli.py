@@ -154,7 +154,7 @@ def test_missing_and_binary_files(tmp_path):
     with pytest.raises(VpevalError, match="score file not found"):
         read_scores(tmp_path / "nope.txt")
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00\x81")
-    with pytest.raises(VpevalError, match="not a text file"):
+    with pytest.raises(VpevalError, match="not UTF-8 text"):
         read_scores(tmp_path / "bin.txt")
 
 
