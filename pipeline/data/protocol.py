@@ -33,6 +33,7 @@ from pipeline.data.corpus import MAIN, Entry, Problems, Reader
 from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
 
 MIXED = "mixed"
+SEX = {"f": "female", "m": "male"}
 EVAL_TRIALS = {"same_gender": GENDERS, MIXED: (MIXED,), "both": (*GENDERS, MIXED)}
 
 
@@ -148,6 +149,10 @@ def make_protocol(utterances: list[Utterance], *, seed: int, enroll_fraction: fl
     for gender in GENDERS:
         names = [s for s, utts in speakers.items() if utts[0].gender == gender]
         n_enroll = int(round(enroll_fraction * len(names)))
+        if not names:
+            present = SEX["m" if gender == "f" else "f"]
+            raise VpevalError(f"{name}: no {SEX[gender]} speaker (all {len(speakers)} are {present}); the "
+                              "verification protocol is per gender and needs at least 2 speakers of each, 1 enrolled")
         if len(names) < 2 or n_enroll < 1:
             raise VpevalError(f"{name}: {len(names)} '{gender}' speakers and {n_enroll} enrolled; "
                               "a protocol needs at least 2 speakers and 1 enrolled speaker per gender")

@@ -129,6 +129,20 @@ def test_cli_evaluation_speaker_in_training_data(tmp_path):
            tmp_path, "['11']", "training data")
 
 
+def test_cli_evaluation_split_of_one_gender(tmp_path):
+    """Issue 37: a voice corpus whose test split has male speakers only; a male-only training
+    split is legitimate (the real-voice corpus of ../shared/voices is one) and not named."""
+    root = librispeech_tree(tmp_path / "LibriSpeech", {
+        "train-clean-360": {"11": "M", "12": "M", "13": "M"}, "dev-clean": {"21": "F", "22": "F", "23": "M", "24": "M"},
+        "test-clean": {"31": "M", "32": "M", "33": "M"}}, utterances=3, seconds=0.2)
+    process = vpeval("validate", "data=librispeech", f"data.root={root}", tmp=tmp_path)
+    errors = [line for line in process.stderr.splitlines() if line.startswith("vpeval: error:")]
+    assert process.returncode == 2 and len(errors) == 1, process.stderr[-2000:]
+    record("cli-one-gender", "`vpeval validate` on a corpus whose test split has male speakers only",
+           "CLI / prepare (exit 2, in seconds: before anonymisation or training)", errors[0], tmp_path,
+           "test-clean", "no female speaker", "3 are male")
+
+
 def test_split_names_unseen_speakers_absent_from_the_training_list(tmp_path):
     from omegaconf import OmegaConf
 
