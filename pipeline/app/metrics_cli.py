@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_json
-from pipeline.metrics.bootstrap import UNITS, bootstrap_ci, few_speakers_note
+from pipeline.metrics.bootstrap import UNITS, bootstrap_ci, coverage_note, few_speakers_note
 from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve
 from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, field_count, read_scores, read_utt2spk
@@ -213,7 +213,8 @@ def render(report: dict) -> str:
                 f"{_num(b['eer']['high'], 2, 100)}] %, min Cllr [{_num(b['min_cllr']['low'], 3)}, "
                 f"{_num(b['min_cllr']['high'], 3)}]"
                 + (f", {b['n_redrawn']} resamples drawn again (one class missing)" if b["n_redrawn"] else "")
-                + (f"; {few_speakers_note(b['n_speakers'])}" if few_speakers_note(b["n_speakers"]) else "")
+                + "".join(f"; {note}" for note in (few_speakers_note(b["n_speakers"]), coverage_note(b["n_speakers"]))
+                          if note)
             )
     extra.append(UNCALIBRATED_NOTE)
     lines = [_table(header, rows)]

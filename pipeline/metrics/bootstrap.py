@@ -26,6 +26,10 @@ from pipeline.metrics.roc import group_scores, pav, pav_bins, trial_groups
 UNITS = ("speakers", "trials")
 MAX_REDRAWS = 10  # resamples lacking a class, per resample asked, before giving up
 MIN_SPEAKERS = 5  # a speaker bootstrap over fewer has few distinct resamples (1 speaker: one, of zero width)
+# Speakers of one trial list below which the 95 % EER interval was measured to cover the true EER less than
+# 90 % of the time (recipes/detection_power/coverage.py, docs/metrics.md "Coverage"): no count measured, 2 to
+# 16, reached 0.90 under every model, so one past the largest.
+COVERED_SPEAKERS = 17
 
 
 def few_speakers_note(n_speakers: int | None) -> str:
@@ -37,6 +41,15 @@ def few_speakers_note(n_speakers: int | None) -> str:
     if n_speakers is None or n_speakers == 0 or n_speakers >= MIN_SPEAKERS:
         return ""
     return f"{n_speakers} speaker(s): too few for a speaker interval"
+
+
+def coverage_note(n_speakers: int | None) -> str:
+    """'' for an EER interval from `COVERED_SPEAKERS` speakers or more (or too few for any
+    interval: `few_speakers_note` says so), else the note that it covers less than nominal."""
+    if n_speakers is None or n_speakers < MIN_SPEAKERS or n_speakers >= COVERED_SPEAKERS:
+        return ""
+    return (f"{n_speakers} speakers: a 95 % interval was measured to cover less than 90 % below "
+            f"{COVERED_SPEAKERS}")
 
 
 @dataclass(frozen=True)
