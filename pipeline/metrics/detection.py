@@ -224,6 +224,33 @@ def relative_drop(eer_test: float, eer_val: float) -> float | None:
     return (eer_test - eer_val) / eer_test if eer_test > 0 else None
 
 
+DROP_MAX_WIDTH = 1.0  # a relative-drop interval wider than 100 points tells nothing
+
+
+def drop_interval_problem(row: dict) -> str | None:
+    """Why a row's relative-drop interval carries no information (the report prints "–" and
+    this; results.json keeps the numbers), None when it does: an EER from fewer than
+    `MIN_SPEAKERS` speakers of a gender; an EER_test interval that reaches 0, where the drop
+    (EER_test - EER_val) / EER_test is unbounded; an interval wider than `DROP_MAX_WIDTH`.
+
+    >>> drop_interval_problem({"relative_drop_ci": [-3.0, 0.9], "eer_test_ci": [0.05, 0.2]})
+    'uninformative: 390 points wide'
+    """
+    ci = row.get("relative_drop_ci")
+    if not ci:
+        return None
+    speakers = fewest_speakers(row)
+    if speakers is not None and speakers < MIN_SPEAKERS:
+        return f"too few speakers ({speakers})"
+    test = row.get("eer_test_replicates")
+    low = percentile_interval(test, row.get("ci_level", 0.95))[0] if test else (row.get("eer_test_ci") or [1.0])[0]
+    if low <= 0:
+        return "uninformative: the EER_test interval reaches 0"
+    if ci[1] - ci[0] > DROP_MAX_WIDTH:
+        return f"uninformative: {100 * (ci[1] - ci[0]):.0f} points wide"
+    return None
+
+
 def paired_replicates(conditions: list[list[float]], n_val: int = 1) -> tuple[list[float], list[float]]:
     """(EER_val, EER_test) replicates: the mean of the first `n_val` conditions' replicates
     (the validation genders) and of the others (the test sets). The conditions share no

@@ -29,8 +29,15 @@ import numpy as np
 
 from pipeline.core.fileio import write_json, write_text
 from pipeline.core.layout import ORIGINAL
-from pipeline.metrics.bootstrap import MIN_SPEAKERS, few_speakers_note
-from pipeline.metrics.detection import OVERESTIMATED, UNDETERMINED, calibration_set, eer_interval
+from pipeline.metrics.bootstrap import COVERED_SPEAKERS, MIN_SPEAKERS, coverage_note, few_speakers_note
+from pipeline.metrics.detection import (
+    OVERESTIMATED,
+    UNDETERMINED,
+    calibration_set,
+    drop_interval_problem,
+    eer_interval,
+    fewest_speakers,
+)
 from pipeline.metrics.detectors import from_fit
 from pipeline.metrics.registry import sections
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
@@ -114,11 +121,16 @@ def curves_sections(curves: list[dict], stages: list[dict]) -> list[Section]:
                                                                  for c in curves])] if curves else [])]
 
 
-def interval(ci, n_speakers: int | None = None) -> str:
-    """`[low, high]` in %, marked when it comes from too few speakers to mean anything."""
+def interval(ci, n_speakers: int | None = None, problem: str | None = None) -> str:
+    """`[low, high]` in % of a speaker-bootstrap interval; "–" with the reason when it comes
+    from too few speakers to mean anything (or has another `problem`), marked when from fewer
+    than the speakers from which its coverage was measured near nominal."""
     if not ci:
         return "–"
-    note = few_speakers_note(n_speakers)
+    problem = problem or few_speakers_note(n_speakers)
+    if problem:
+        return f"– ({problem})"
+    note = coverage_note(n_speakers)
     return f"[{percent(ci[0])}, {percent(ci[1])}]" + (f" ({note})" if note else "")
 
 
@@ -136,7 +148,8 @@ def metrics_sections(records: list[dict], backend: str, figures: Path) -> list[S
                 cells.append(lambda r: interval(eer_interval(r), r.get("eer_speakers")))
         rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], *(cell(r) for cell in cells)]
                 for r in records]
-        found.append(Section(title, SECTION_TEXT.get(title, "").format(backend=backend, min_speakers=MIN_SPEAKERS)
+        found.append(Section(title, SECTION_TEXT.get(title, "").format(backend=backend, min_speakers=MIN_SPEAKERS,
+                                                                covered_speakers=COVERED_SPEAKERS)
                              + (COSINE_NOTE if title == "Privacy metrics" and "cosine" in backend else ""),
                              tables=[(headers, rows)], figures=_speaker_figures(records, figures) if title == SPEAKERS else []))
     return found
@@ -147,7 +160,8 @@ COSINE_NOTE = " Cosine scores are not LLRs: their Cllr measures their miscalibra
 SECTION_TEXT = {
     "Privacy metrics": (
         "EER is the ROCCH-EER (BOSARIS) with its 95 % two-way speaker-bootstrap interval (enrolment and test "
-        "speakers resampled; an interval from fewer than {min_speakers} speakers is marked as too few); the VPC "
+        "speakers resampled; an interval from fewer than {min_speakers} speakers of a trial list is not shown, one from "
+        "fewer than {covered_speakers} is marked: its measured coverage is below 90 %, docs/metrics.md); the VPC "
         "column is the threshold-sweep EER of the VPC 2024 toolkit. Cllr, min Cllr and D_ECE in bits. "
         "Cllr is computed on the uncalibrated {backend} scores read as LLRs, so it includes their miscalibration; "
         "min Cllr (PAV-calibrated) is the calibrated value. Every metric of every condition is in results.csv."),
@@ -202,9 +216,11 @@ def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
         row = [d["attack"], d["anonymizer"], d["attacker_anonymizer"], d.get("role", "–"), percent(d["eer_val"]),
                interval(d.get("eer_val_ci"), d.get("val_speakers")),
                "–" if trials[0] is None else f"{trials[0]} / {trials[1]}",
-               percent(d["eer_test"]), interval(d.get("eer_test_ci")),
-               percent(d.get("relative_drop")), interval(d.get("relative_drop_ci")), percent(d.get("residual")),
-               interval(d.get("residual_ci")), percent(d.get("margin")), percent(d.get("flag_below")),
+               percent(d["eer_test"]), interval(d.get("eer_test_ci"), d.get("test_speakers")),
+               percent(d.get("relative_drop")),
+               interval(d.get("relative_drop_ci"), fewest_speakers(d), drop_interval_problem(d)),
+               percent(d.get("residual")), interval(d.get("residual_ci"), fewest_speakers(d)),
+               percent(d.get("margin")), percent(d.get("flag_below")),
                "–" if not column else (f"{column['other']}: {percent(column['difference'])} "
                                        f"({percent(column['lower_bound'])})"),
                d.get("verdict"), with_notes(d.get("reason"), d.get("notes"))]
@@ -297,7 +313,9 @@ def detection_sections(detection: list[dict], fits: list[dict], figures: Path,
         "split.holdout=unseen a matched pair's drop is near 0, not the paper's 60 %). Residual: EER_val minus the "
         "matched pairs' prediction; a flag needs the residual below −margin, i.e. EER_val below the value shown. "
         "Best other attacker: the attacker whose EER_test on the same trials is most surely lower (the column "
-        "test; paired bootstrap). Intervals are two-way speaker-bootstrap percentile intervals. Verdicts: "
+        "test; paired bootstrap). Intervals are two-way speaker-bootstrap percentile intervals; a relative-drop "
+        "interval is shown as \"–\" with the reason when it tells nothing (an EER from too few speakers, an EER_test "
+        "interval reaching 0, or wider than 100 points; results.json keeps it). Verdicts: "
         "overestimated (a test flags), trustworthy (the excess gap is surely below detect.tolerance), not flagged, "
         "undetermined (with the reason). Role: `trusted` pairs (detect.trusted) calibrate, `judged` pairs never "
         "do. " + " ".join(describe_fit(f) for f in fits),
