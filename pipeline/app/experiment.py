@@ -356,11 +356,13 @@ def detection_group(cfg: DictConfig) -> str:
 
 
 def validation_protocol(cfg: DictConfig) -> str:
-    """The validation protocol in one line: what a trusted CSV must have been measured with.
+    """The validation protocol in one line: what a trusted CSV must have been measured with
+    (the split settings, the corpus, attacker and backend by name, and the test split: a matched
+    pair's gap depends on every one of them).
 
     >>> from pipeline.core.config import compose
     >>> validation_protocol(compose([]))
-    'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn test_split=test eer_val=gender_mean'
+    'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn corpus=synthetic attacker=ecapa_small backend=cosine test_split=test eer_val=gender_mean'
     """
     split_cfg = cfg.split
     sparse = split_cfg.get("sparse_trials")
@@ -369,6 +371,7 @@ def validation_protocol(cfg: DictConfig) -> str:
             f"enroll_utterances={split_cfg.enroll_utterances} select_fraction={split_cfg.select_fraction} "
             f"sparse_trials={plain(sparse) if sparse is not None else None} "
             f"unseen_speakers={'named:' + content_hash(plain(named), 6) if named is not None else 'drawn'} "
+            f"corpus={cfg.data.name} attacker={cfg.attacker.name} backend={cfg.backend.name} "
             f"test_split={cfg.detect.test_split} eer_val=gender_mean")
 
 

@@ -81,3 +81,15 @@ def test_noe2022_recipe_keeps_its_protocol_and_says_it_cannot_judge():
     cfg = compose(["+experiment=noe2022", "data.root=/nowhere"])
     assert cfg.split.holdout == "speaker" and protocol_problem(cfg).startswith("split.holdout=speaker cannot judge")
     assert validation_protocol(cfg).endswith("eer_val=gender_mean")
+
+
+def test_the_protocol_names_corpus_attacker_and_backend():
+    """A trusted CSV from another corpus, attacker or backend measures another gap: its
+    protocol line differs, so it is refused (regression: only the split settings were named)."""
+    from pipeline.app.experiment import validation_protocol
+    from pipeline.core.config import compose
+
+    base = validation_protocol(compose([]))
+    assert "corpus=synthetic attacker=ecapa_small backend=cosine" in base
+    for override in ("data=synthetic_tiny", "attacker=ecapa_tiny", "backend=plda"):
+        assert validation_protocol(compose([override])) != base, override
