@@ -57,20 +57,25 @@ class Stages:
         """`action()`; `count(result)` gives the items it processed (utterances, crops, trials)."""
         Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
         workers_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         result = action()
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
         hwm = int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
         workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         items = count(result) if count else 0
-        self.rows.append({"stage": name, "seconds": seconds, "items": items, "unit": unit, "peak_mib": hwm / 1024,
+        self.rows.append({"stage": name, "seconds": seconds, "cpu_seconds": cpu, "items": items, "unit": unit, "peak_mib": hwm / 1024,
                           "worker_peak_mib": workers / 1024 if workers > workers_before else None})
         row = self.rows[-1]
         per_item = f"{1e3 * seconds / items:8.3f} ms/{unit}" if items else ""
         worker = f", worker {row['worker_peak_mib']:.0f} MiB" if row["worker_peak_mib"] else ""
-        print(f"== {name:<16} {seconds:8.1f} s  {items:9d} {unit:<6} {per_item}  peak RSS {row['peak_mib']:.0f} MiB"
-              f"{worker}", flush=True)
+        print(f"== {name:<16} {seconds:8.1f} s  {cpu:8.1f} s CPU  {items:9d} {unit:<6} {per_item}  "
+              f"peak RSS {row['peak_mib']:.0f} MiB{worker}", flush=True)
         return result
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished workers."""
+    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
 
 
 def disk_use(path: Path) -> int:
@@ -137,14 +142,16 @@ def rehearse(args, scale: float) -> dict:
 
 
 def compare(results: list[dict]) -> None:
-    """Time per item of every stage at every scale, and its growth from the smallest scale."""
+    """Wall and CPU time per item of every stage at every scale, and their growth from the
+    smallest scale to the largest (CPU time is the steadier on a shared machine)."""
     results = sorted(results, key=lambda r: r["scale"])
-    print("\n" + f"{'stage':<16}" + "".join(f"{'scale ' + format(r['scale'], 'g'):>16}" for r in results)
-          + "   growth (ms per item, largest / smallest scale)")
+    print("\nms per item, wall / CPU, by scale; growth = largest scale / smallest")
+    print(f"{'stage':<16}" + "".join(f"{'scale ' + format(r['scale'], 'g'):>20}" for r in results) + "   growth")
     for i, row in enumerate(results[0]["rows"]):
-        per_item = [r["rows"][i]["seconds"] / max(1, r["rows"][i]["items"]) * 1e3 for r in results]
-        print(f"{row['stage']:<16}" + "".join(f"{x:13.3f} ms" for x in per_item)
-              + f"   {per_item[-1] / per_item[0]:.2f}x")
+        wall, cpu = ([1e3 * r["rows"][i][key] / max(1, r["rows"][i]["items"]) for r in results]
+                     for key in ("seconds", "cpu_seconds"))
+        print(f"{row['stage']:<16}" + "".join(f"{w:11.3f} / {c:6.3f}" for w, c in zip(wall, cpu))
+              + f"   {wall[-1] / wall[0]:.2f}x / {cpu[-1] / max(cpu[0], 1e-9):.2f}x")
 
 
 def main() -> None:
