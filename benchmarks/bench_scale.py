@@ -8,8 +8,10 @@ the training speakers (the evaluation sets keep their size). It then runs, throu
 pipeline's own stage functions and `Experiment` (`data=librispeech`, McAdams, `ecapa_tiny`, one
 epoch, the AA condition), prepare, validate, anonymisation, split, training, extraction and
 scoring with every metric, and prints per stage: wall time, what it processed, time per item,
-the peak RSS of this process in the stage (VmHWM, reset before each stage) and of its largest
-worker process, and the disk use of the corpus and of each cache stage.
+its CPU time (this process and its finished worker processes; validation's decoding workers
+belong to a forkserver and are not counted), the peak RSS of this process in the stage (VmHWM,
+reset before each stage; it counts the pages of the memory-mapped training cache that were
+read) and of its largest worker process, and the disk use of the corpus and of each cache stage.
 
 Several scales run one after the other, each in its own process (memory figures stay
 apart), followed by a table of time per item by scale: a stage whose time per item grows
