@@ -39,7 +39,6 @@ from omegaconf import OmegaConf
 from pipeline.app.experiment import Experiment
 from pipeline.core.cache import Cache
 from pipeline.core.config import compose
-from pipeline.core.layout import manifest_path
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.data.synthetic import generate_corpus
 from pipeline.stages import prepare, split, train, validate
@@ -55,7 +54,7 @@ class Stages:
     def __init__(self):
         self.rows: list[dict] = []
 
-    def run(self, name: str, action, count=None, unit: str = "utt"):
+    def run(self, name: str, action, count, unit: str = "utt"):
         """`action()`; `count(result)` gives the items it processed (utterances, crops, trials)."""
         Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
         workers_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -64,9 +63,10 @@ class Stages:
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
         hwm = int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
         workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        items = count(result) if count else 0
-        self.rows.append({"stage": name, "seconds": seconds, "cpu_seconds": cpu, "items": items, "unit": unit, "peak_mib": hwm / 1024,
-                          "worker_peak_mib": workers / 1024 if workers > workers_before else None})
+        items = count(result)
+        worker_peak = workers / 1024 if workers > workers_before else None
+        self.rows.append({"stage": name, "seconds": seconds, "cpu_seconds": cpu, "items": items, "unit": unit,
+                          "peak_mib": hwm / 1024, "worker_peak_mib": worker_peak})
         row = self.rows[-1]
         per_item = f"{1e3 * seconds / items:8.3f} ms/{unit}" if items else ""
         worker = f", worker {row['worker_peak_mib']:.0f} MiB" if row["worker_peak_mib"] else ""
@@ -77,7 +77,8 @@ class Stages:
 
 def cpu_seconds() -> float:
     """User + system CPU time of this process and its finished workers."""
-    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+    usages = map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
 def disk_use(path: Path) -> int:
@@ -128,7 +129,8 @@ def rehearse(args, scale: float) -> dict:
                                                             device="cpu"),
                        lambda out: json.loads((out / "training_log.jsonl").read_text().splitlines()[-1])["crops"],
                        unit="crop")
-    experiment._attackers["anonymized"] = (model, held_out)
+    if experiment.attacker("anonymized") != (model, held_out):  # the stages above, reused from the cache
+        raise SystemExit("the experiment's attacker is not the one timed above")
     embedded = [anonymized(name) for name in eval_lists] + sorted(
         p for p in (held_out / "manifests").glob("val_*.jsonl"))
     stages.run("extract", lambda: [experiment.embed(model, m) for m in embedded],
