@@ -1,9 +1,12 @@
 """torch.distributed on CPU (gloo): teams of torchrun workers, DDP training, sharded extraction.
 
+Training and extraction on 2 and on 4 ranks (4: `slow`, about a minute on 2 cores) are
+compared with one process; the other team tests use the shared 2-rank team.
+
 The functions named `*_task` run inside team workers (`function(world, **kwargs)` on every
 rank); the workers import this module, so the tests put its folder on PYTHONPATH.
 
-Tolerance of "2 ranks = 1 process": the global batch is the same, but gradient sums and
+Tolerance of "N ranks = 1 process": the global batch is the same, but gradient sums and
 batch-norm statistics are added in another order, so float32 results differ by rounding
 that Adam steps amplify. After 8 steps of the tiny model every parameter agrees within
 PARAMETER_TOLERANCE (measured: 2e-6) — except the bias of the attention logits
@@ -16,6 +19,8 @@ speaker. Element-wise, the same runs differ by up to 2.6e-3 of the largest eleme
 (3e-6 to 2e-4 on AMD EPYC): after 4 Adam steps a parameter whose gradient is rounding noise
 moves by about ±lr whatever the noise, so element-wise agreement depends on the CPU's kernels.
 Two runs with the same number of ranks are bitwise equal on CPU, killed or not.
+The same tolerances hold at 4 ranks (2 crops each): on AMD EPYC (2026-11-28) the largest
+parameter difference was 1.4e-5 at 2 ranks and 1.2e-5 at 4, the cosine distance 1.2e-7 at both.
 """
 import os
 import signal
@@ -77,6 +82,19 @@ def team(workers_import_this_module):
     """Two CPU ranks (gloo), shared by the tests of this module that leave it healthy."""
     with Team(local_spec()) as shared:
         yield shared
+
+
+@pytest.fixture(scope="module")
+def four_ranks(workers_import_this_module):
+    """Four CPU ranks (gloo) on however few cores: each holds 2 crops of the batch of 8."""
+    with Team(local_spec(ranks=4)) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module", params=[2, pytest.param(4, marks=pytest.mark.slow)], ids=lambda n: f"{n}ranks")
+def ranks(request) -> Team:
+    """The shared 2-rank team, or four ranks."""
+    return request.getfixturevalue("team" if request.param == 2 else "four_ranks")
 
 
 @pytest.fixture(scope="module")
@@ -155,11 +173,11 @@ def test_global_batchnorm_over_two_ranks_is_batchnorm_over_the_whole_batch(team,
         torch.testing.assert_close(half["var"], reference.running_var, rtol=1e-5, atol=1e-6)
 
 
-def test_sharded_extraction_equals_one_process_in_order(team, corpus, manifests, random_model, tmp_path):
+def test_sharded_extraction_equals_one_process_in_order(ranks, corpus, manifests, random_model, tmp_path):
     utts = corpus[1] + corpus[0]
     manifest = write_manifest(tmp_path / "utts.jsonl", utts)
     extraction = {"batch_seconds": 4.0, "precision": "fp32", "workers": 1}
-    team.run(extract_on_rank, model=str(random_model), manifest=str(manifest), out=str(tmp_path), extraction=extraction)
+    ranks.run(extract_on_rank, model=str(random_model), manifest=str(manifest), out=str(tmp_path), extraction=extraction)
     ids, alone = extract_embeddings(random_model, utts, device="cpu", progress=False, **extraction)
     assert (tmp_path / "ids.txt").read_text().split() == ids == [utt.id for utt in utts]
     np.testing.assert_array_equal(np.load(tmp_path / "embeddings.npy"), alone)  # same buckets, same numbers
@@ -174,6 +192,14 @@ def ddp_trained(team, manifests, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def trained_alone(manifests, tmp_path_factory) -> Path:
+    """The same training in this process alone."""
+    out = tmp_path_factory.mktemp("trained_alone")
+    train_task(World.single("cpu"), str(manifests[0]), str(manifests[1]), str(out), DDP_OVERRIDES)
+    return out
+
+
 def final_encoder(folder: Path) -> SpeakerEncoder:
     architecture = OmegaConf.to_container(attacker_config().model)
     encoder = SpeakerEncoder(**{k: v for k, v in architecture.items() if k != "_target_"})
@@ -181,17 +207,21 @@ def final_encoder(folder: Path) -> SpeakerEncoder:
     return encoder.eval()
 
 
-def test_ddp_on_two_ranks_matches_one_process(ddp_trained, corpus, manifests, tmp_path):
-    train_task(World.single("cpu"), str(manifests[0]), str(manifests[1]), str(tmp_path), DDP_OVERRIDES)
-    one, two = (torch.load(folder / "checkpoint.pt", weights_only=True) for folder in (tmp_path, ddp_trained))
-    assert (one["epoch"], one["step"]) == (two["epoch"], two["step"]) == (2, 0)
-    differences = {name: (one["model"][name].double() - two["model"][name].double()).abs().max().item()
+def test_ddp_matches_one_process(ranks, request, trained_alone, corpus, manifests, tmp_path):
+    if ranks.spec.world_size == 2:
+        trained = request.getfixturevalue("ddp_trained")
+    else:
+        trained = tmp_path
+        ranks.run(train_task, train=str(manifests[0]), val=str(manifests[1]), out=str(trained), overrides=DDP_OVERRIDES)
+    one, many = (torch.load(folder / "checkpoint.pt", weights_only=True) for folder in (trained_alone, trained))
+    assert (one["epoch"], one["step"]) == (many["epoch"], many["step"]) == (2, 0)
+    differences = {name: (one["model"][name].double() - many["model"][name].double()).abs().max().item()
                    for name in one["model"] if one["model"][name].is_floating_point() and name != SHIFT_FREE}
     assert max(differences.values()) < PARAMETER_TOLERANCE, max(differences.items(), key=lambda item: item[1])
     embeddings = [embed_utterances(final_encoder(folder), corpus[1], device="cpu", progress=False)[1]
-                  for folder in (tmp_path, ddp_trained)]
+                  for folder in (trained_alone, trained)]
     assert cosine_distance(*embeddings).max() < EMBEDDING_TOLERANCE
-    for a, b in zip(read_log(tmp_path / "training_log.jsonl"), read_log(ddp_trained / "training_log.jsonl")):
+    for a, b in zip(read_log(trained_alone / "training_log.jsonl"), read_log(trained / "training_log.jsonl")):
         assert (a["crops"], a["steps"]) == (b["crops"], b["steps"])
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4) and a["accuracy"] == pytest.approx(b["accuracy"], abs=0.02)
 
