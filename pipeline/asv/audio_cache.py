@@ -12,14 +12,17 @@ matches the inputs is complete. The key covers each utterance's id, speaker, pat
 and modification time, and the sample rate; any change rebuilds the cache.
 
 Audio is decoded in a thread pool (libsndfile and resampling release the GIL) and streamed to
-disk in manifest order, so memory stays bounded whatever the corpus size.
+disk in manifest order, so memory stays bounded whatever the corpus size. Before decoding, a
+cache that would not fit the free space of its disk is refused (`check_free_space`).
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import math
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -27,14 +30,15 @@ from typing import Iterable, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from pipeline.core.errors import VpevalError, byte_size
 from pipeline.core.fileio import atomic_path, write_json, write_npy
-from pipeline.data.audio import read_audio
+from pipeline.data.audio import DURATION_TOLERANCE, read_audio
 from pipeline.data.manifest import Utterance
 from pipeline.runtime.ordered import ordered_map
 
 INT16_SCALE = 32768.0
 CACHE_VERSION = 1
-
+SPACE_MARGIN = 0.05  # free space asked for beyond the estimate, as a fraction of it
 
 
 def to_int16(wav: np.ndarray) -> np.ndarray:
@@ -91,9 +95,33 @@ def open_audio_cache(folder: str | Path) -> AudioCache:
     )
 
 
+def cache_bytes(utterances: Sequence[Utterance], sample_rate: int) -> int:
+    """The bytes a cache of `utterances` will take, from the manifest alone (nothing decoded).
+
+    Every manifest line has a duration (`validate` checks it against the decoded file within
+    DURATION_TOLERANCE); a manifest may not have been validated, so each utterance is counted
+    that much longer, and the index (offsets, labels, ids) as 80 bytes per utterance.
+    """
+    samples = sum(math.ceil((utt.duration + DURATION_TOLERANCE) * sample_rate) for utt in utterances)
+    return 2 * samples + 80 * len(utterances)
+
+
+def check_free_space(folder: Path, needed: int, folder_key: str) -> None:
+    """Refuse, in one line, a cache of `needed` bytes (plus SPACE_MARGIN) that the free space
+    of `folder`'s disk cannot hold; `folder_key` is the setting that moves the cache."""
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    needed = math.ceil(needed * (1 + SPACE_MARGIN))
+    free = shutil.disk_usage(existing).free
+    if needed > free:
+        raise VpevalError(f"{folder}: the decoded audio cache needs {byte_size(needed)}, {byte_size(free)} free: "
+                          f"free space or set {folder_key} to a folder on another disk")
+
+
 def build_audio_cache(utterances: Sequence[Utterance], folder: str | Path, *, sample_rate: int = 16000,
-                      workers: int = 4, progress: bool | None = None) -> AudioCache:
-    """Decode `utterances` into `folder` unless a complete cache of the same inputs is there.
+                      workers: int = 4, progress: bool | None = None,
+                      folder_key: str = "paths.cache") -> AudioCache:
+    """Decode `utterances` into `folder` unless a complete cache of the same inputs is there;
+    one that would not fit the disk is refused first, naming `folder_key` (what moves `folder`).
 
     >>> cache = build_audio_cache(utts, "run/audio_cache")  # doctest: +SKIP
     >>> cache.waveform(0).shape                              # doctest: +SKIP
@@ -103,6 +131,7 @@ def build_audio_cache(utterances: Sequence[Utterance], folder: str | Path, *, sa
     marker = folder / "cache.json"
     if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
         return open_audio_cache(folder)
+    check_free_space(folder, cache_bytes(utterances, sample_rate), folder_key)
     decoded = ordered_map(lambda utt: to_int16(read_audio(utt.path, sample_rate)), utterances, workers=workers)
     return write_audio_cache(folder, key, utterances, tqdm(decoded, total=len(utterances), desc="caching audio",
                                                            unit="utt",

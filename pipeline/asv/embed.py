@@ -8,10 +8,15 @@ With a `World` of several ranks the buckets are dealt round-robin (longest first
 ranks, each embeds its own, and a sum over ranks (every row comes from exactly one rank,
 zeros elsewhere) gives every rank all embeddings in manifest order: the same buckets, so
 the same numbers as one process.
+
+A batch that does not fit the device's memory is embedded in halves, down to one utterance;
+one utterance that does not fit is a one-line error naming attacker.extraction.batch_seconds
+and the memory (`pipeline.core.devices.out_of_memory`).
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Sequence
@@ -25,7 +30,7 @@ from tqdm import tqdm
 
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache, cache_key
 from pipeline.asv.encoder import check_encoder, check_module_targets, class_path
-from pipeline.core.devices import autocast, module_device
+from pipeline.core.devices import autocast, module_device, out_of_memory
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import read_text, write_json
 from pipeline.data.audio import read_audio
@@ -34,6 +39,8 @@ from pipeline.runtime.checkpoint import load_checkpoint, load_state_checked, sav
 from pipeline.runtime.distributed import World
 from pipeline.runtime.ordered import ordered_map
 from pipeline.runtime.precision import autocast_dtype
+
+log = logging.getLogger(__name__)
 
 
 def load_encoder(model_dir: str | Path, device: str | torch.device) -> nn.Module:
@@ -131,14 +138,16 @@ def length_buckets(durations: Sequence[float], batch_seconds: float) -> list[lis
 def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
                      batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
                      progress: bool | None = None, world: World | None = None,
-                     audio_cache: str | Path | None = None) -> tuple[list[str], np.ndarray]:
+                     audio_cache: str | Path | None = None,
+                     audio_cache_key: str = "attacker.extraction.audio_cache") -> tuple[list[str], np.ndarray]:
     """Embed whole utterances with `encoder` (eval mode, no grad; autocast on CUDA for bf16/fp16).
 
     Audio is read by `workers` threads ahead of the model: decoded from the files, or, with
     `audio_cache` (a folder), from an int16 `audio_cache` of these utterances built there on
     first use (one subfolder per utterance list), so repeated extractions (validation every
-    epoch) decode once. Batches hold utterances of similar length padded to one of a fixed
-    set of lengths (`bucket_length`), with their sample counts, so results do not depend on
+    epoch) decode once; `audio_cache_key`, the setting that moves it, is named if it would not
+    fit the disk. Batches hold utterances of similar length padded to one of a fixed set of
+    lengths (`bucket_length`), with their sample counts, so results do not depend on
     `batch_seconds`. The embeddings stay on the device until the end: no host sync per batch.
     Runs on the encoder's device (a `device`, or a `world` on another device, is an error);
     with `world` every rank calls this with the same utterances, embeds its share of the
@@ -154,10 +163,10 @@ def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: s
         folder = Path(audio_cache) / cache_key(utts, encoder.sample_rate)[:24]
         with world.main_first():
             cache = build_audio_cache(utts, folder, sample_rate=encoder.sample_rate, workers=workers,
-                                      progress=False if not world.is_main else progress)
+                                      progress=False if not world.is_main else progress, folder_key=audio_cache_key)
     batches = length_buckets([utt.duration for utt in utts], batch_seconds)[world.rank::world.size]
     embeddings = _embed_batches(encoder, utts, batches, device, dtype, workers, cache,
-                                progress if world.is_main else False)
+                                progress if world.is_main else False, batch_seconds)
     if world.size > 1:
         embeddings = world.sum(embeddings)
     return [utt.id for utt in utts], embeddings.float().cpu().numpy()
@@ -176,8 +185,9 @@ def check_lengths(encoder: nn.Module, utts: Sequence[Utterance]) -> None:
 
 def _embed_batches(encoder: nn.Module, utts: Sequence[Utterance], batches: list[list[int]], device: torch.device,
                    dtype: torch.dtype | None, workers: int, cache: AudioCache | None,
-                   progress: bool | None) -> torch.Tensor:
-    """(len(utts), D) embeddings on `device`, zero outside `batches`; never waits for the device."""
+                   progress: bool | None, batch_seconds: float) -> torch.Tensor:
+    """(len(utts), D) embeddings on `device`, zero outside `batches`; never waits for the device
+    (except to split a batch that ran out of memory, see `embed_fitting`)."""
     hop, min_samples = encoder.frame_hop, encoder.min_samples
     pin = device.type == "cuda"
 
@@ -191,14 +201,39 @@ def _embed_batches(encoder: nn.Module, utts: Sequence[Utterance], batches: list[
     embeddings = torch.zeros(len(utts), encoder.embedding_dim, device=device)
     bar = tqdm(total=sum(map(len, batches)), desc="embedding", unit="utt",
                disable=None if progress is None else not progress)
+    split: list[int] = []  # sizes of the batches that were split
     with torch.inference_mode():
         for padded, lengths, rows in ordered_map(load, batches, workers=workers):
             wavs = padded.to(device, non_blocking=True)
             if wavs.dtype == torch.int16:
                 wavs = wavs.float() / INT16_SCALE
-            with autocast(device.type, dtype):
-                output = encoder.embed_samples(wavs, lengths.to(device, non_blocking=True))
+            output = embed_fitting(encoder, wavs, lengths.to(device, non_blocking=True), dtype, batch_seconds, split)
             embeddings.index_copy_(0, rows.to(device, non_blocking=True), output.float())
             bar.update(len(rows))
     bar.close()
+    if split:
+        log.warning("extraction: batches of up to %d utterances did not fit %s's memory and were embedded in "
+                    "halves (%d splits); a lower attacker.extraction.batch_seconds (now %g) avoids the retries",
+                    max(split), device, len(split), batch_seconds)
     return embeddings
+
+
+def embed_fitting(encoder: nn.Module, wavs: torch.Tensor, lengths: torch.Tensor, dtype: torch.dtype | None,
+                  batch_seconds: float, split: list[int]) -> torch.Tensor:
+    """`encoder.embed_samples(wavs, lengths)`, in halves (recursively, each size appended to
+    `split`) while a batch runs out of memory; one utterance that does not fit is a one-line error."""
+    try:
+        with autocast(wavs.device.type, dtype):
+            return encoder.embed_samples(wavs, lengths)
+    except torch.OutOfMemoryError as error:
+        if len(wavs) == 1:
+            seconds = int(lengths[0]) / encoder.sample_rate
+            advice = "cut such utterances shorter" + (
+                ", or lower attacker.model.max_seconds to refuse them" if hasattr(encoder, "max_samples") else "") + (
+                ", or set attacker.extraction.precision=bf16" if wavs.device.type == "cuda" and dtype is None else "")
+            raise out_of_memory(error, wavs.device, f"embedding one {seconds:.1f} s utterance",
+                                f"attacker.extraction.batch_seconds={batch_seconds:g}", advice) from None
+    split.append(len(wavs))  # outside the except block: the failed attempt's tensors are freed first
+    half = (len(wavs) + 1) // 2
+    return torch.cat([embed_fitting(encoder, wavs[:half], lengths[:half], dtype, batch_seconds, split),
+                      embed_fitting(encoder, wavs[half:], lengths[half:], dtype, batch_seconds, split)])

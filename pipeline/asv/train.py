@@ -59,7 +59,7 @@ from pipeline.asv.finetune import init_folder
 from pipeline.asv.model import AAMSoftmaxHead
 from pipeline.asv.speechbrain_folder import load_attacker_folder
 from pipeline.core import faults
-from pipeline.core.devices import compile_mode
+from pipeline.core.devices import compile_mode, out_of_memory
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import Attacker
 from pipeline.data.manifest import Utterance
@@ -161,7 +161,8 @@ class _Trainer(Trainer):
         cache_dir = Path(training.cache_dir) if training.cache_dir else out_dir / "audio_cache"
         with world.main_first():
             self.cache = build_audio_cache(train_utts, cache_dir, sample_rate=self.model.sample_rate,
-                                           workers=int(training.cache_workers), progress=None if world.is_main else False)
+                                           workers=int(training.cache_workers), progress=None if world.is_main else False,
+                                           folder_key="attacker.training.cache_dir")
         if len(self.cache.speakers) < 2:
             raise VpevalError(f"attacker training set has {len(self.cache.speakers)} speaker(s); at least 2 are needed")
         self.plan = CropPlan(self.cache.lengths, crop_samples, int(training.batch_size), seed,
@@ -230,7 +231,8 @@ class _Trainer(Trainer):
 
     def _forward_backward(self, wavs: torch.Tensor, labels: torch.Tensor,
                           context: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(loss, cosines) of one batch, gradients accumulated; a torch.compile failure is one line."""
+        """(loss, cosines) of one batch, gradients accumulated; a torch.compile failure, or a batch
+        that does not fit the device's memory, is one line (never split: that would change the result)."""
         if self.compile_mode:
             torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: this step's outputs are new
         try:
@@ -241,6 +243,13 @@ class _Trainer(Trainer):
             reason = " ".join([line.strip() for line in str(exc).splitlines() if line.strip()][:2])
             raise VpevalError(f"attacker.training.compile={self.compile_mode}: torch.compile failed "
                               f"({reason}); set attacker.training.compile=false") from None
+        except torch.OutOfMemoryError as error:
+            advice = ("lower attacker.training.batch_size or attacker.training.crop_seconds (either changes "
+                      "the result)" + (", or set attacker.training.precision=bf16"
+                                       if self.device.type == "cuda" and not self.amp_dtype else ""))
+            raise out_of_memory(error, self.device, f"a training step of {len(wavs)} crops of "
+                                f"{wavs.shape[-1] / self.model.sample_rate:g} s",
+                                f"attacker.training.batch_size={self.cfg.training.batch_size}", advice) from None
         return loss, cosines
 
     def train_epoch(self) -> None:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import re
 
 import torch
 
-from pipeline.core.errors import VpevalError
+from pipeline.core.errors import VpevalError, byte_size
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -95,3 +96,27 @@ def autocast(device_type: str, dtype: torch.dtype | None) -> contextlib.Abstract
     if not torch.compiler.is_compiling() and not torch.amp.is_autocast_available(device_type):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type, dtype=dtype, enabled=dtype is not None)
+
+
+_UNITS = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
+
+
+def out_of_memory(error: torch.OutOfMemoryError, device: torch.device, what: str, setting: str,
+                  advice: str) -> VpevalError:
+    """One line for an out-of-memory `error` while doing `what` on `device`: `setting` (the batch
+    size behind it), the memory it needed (on CUDA: what is allocated, called while `error` and
+    its frames' tensors are alive, plus what the failed allocation asked for) against the
+    device's, and `advice`.
+
+    >>> str(out_of_memory(torch.OutOfMemoryError("x"), torch.device("cpu"), "a step of 8 crops",
+    ...                   "attacker.training.batch_size=8", "lower it"))
+    "attacker.training.batch_size=8: a step of 8 crops ran out of the CPU's memory (the machine's RAM); lower it"
+    """
+    if device.type != "cuda":
+        return VpevalError(f"{setting}: {what} ran out of the {device.type.upper()}'s memory (the machine's RAM); "
+                           f"{advice}")
+    free, total = torch.cuda.mem_get_info(device)
+    asked = re.search(r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB|TiB)", str(error))
+    needed = torch.cuda.memory_allocated(device) + (float(asked[1]) * _UNITS[asked[2]] if asked else 0)
+    return VpevalError(f"{setting}: {what} needs more than {byte_size(needed)} of GPU memory; {device} has "
+                       f"{byte_size(total)} ({byte_size(free)} free after the failure); {advice}")

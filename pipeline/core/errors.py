@@ -19,6 +19,18 @@ def input_error(path: str | Path, problem: str, line: int | None = None) -> Vpev
     return VpevalError(f"{where}: {problem}")
 
 
+def byte_size(count: float) -> str:
+    """A byte count for a message, in decimal units.
+
+    >>> byte_size(41_234_000_000), byte_size(12_500_000), byte_size(900)
+    ('41.2 GB', '12.5 MB', '900 B')
+    """
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count:.0f} B"
+
+
 class WriteError(VpevalError, OSError):
     """A file could not be written (full disk, no permission, read-only file system): one line
     naming the file, the system's reason and what to do. Still an OSError for callers that catch it."""

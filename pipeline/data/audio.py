@@ -17,6 +17,7 @@ import soundfile as sf
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import atomic_path
 
+DURATION_TOLERANCE = 0.01  # seconds a manifest's duration may differ from its file's (`decode_problem`)
 
 @lru_cache(maxsize=16)
 def _resampler(orig: int, new: int):
@@ -90,7 +91,8 @@ def write_audio(path: str | Path, wav, sample_rate: int) -> Path:
     return Path(path)
 
 
-def decode_problem(path: str | Path, sample_rate: int, duration: float, tolerance: float = 0.01) -> str | None:
+def decode_problem(path: str | Path, sample_rate: int, duration: float,
+                   tolerance: float = DURATION_TOLERANCE) -> str | None:
     """What is wrong with a manifest entry's audio after decoding it fully, or None.
 
     Checks that the file exists and decodes to the end, is mono, non-empty, finite (a float

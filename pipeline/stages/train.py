@@ -47,7 +47,8 @@ def validation_eer(held_out: Path, world: World, batch_seconds: float, audio_cac
     labels = [t.target for t in trials]
 
     def validate(encoder) -> float:
-        kwargs = dict(batch_seconds=batch_seconds, progress=False, world=world, audio_cache=audio_cache)
+        kwargs = dict(batch_seconds=batch_seconds, progress=False, world=world, audio_cache=audio_cache,
+                      audio_cache_key="paths.cache")
         _, enroll_emb = embed_utterances(encoder, enrolls, **kwargs)
         ids, trial_emb = embed_utterances(encoder, trial_utts, **kwargs)
         scores = score_trials(CosineBackend(), enrolls, enroll_emb, dict(zip(ids, trial_emb)), trials)

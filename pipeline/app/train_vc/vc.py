@@ -125,7 +125,7 @@ class VCTrainer(Trainer):
         self.embeddings = utterance_embeddings(self.utterances, self.encoder, self.encoder_dir,
                                                self.out_dir / "embeddings.pt", device=device)
         self.audio = build_audio_cache(self.utterances, self.out_dir / "audio_cache",
-                                       sample_rate=int(cfg.model.sample_rate), progress=False)
+                                       sample_rate=int(cfg.model.sample_rate), progress=False, folder_key="out")
         self.spec = {**OmegaConf.to_container(cfg.model, resolve=True), "speaker_dim": self.encoder.embedding_dim}
         torch.manual_seed(self.seed)
         self.model: VoiceConverter = build(self.spec, Path("model"))

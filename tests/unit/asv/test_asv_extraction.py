@@ -58,7 +58,7 @@ def test_no_host_sync_per_batch(corpus):
     encoder = SpeakerEncoder(**TINY).to("meta").eval()
     val = corpus[1]
     batches = length_buckets([utt.duration for utt in val], 3.0)
-    embeddings = _embed_batches(encoder, val, batches, torch.device("meta"), None, 1, None, False)
+    embeddings = _embed_batches(encoder, val, batches, torch.device("meta"), None, 1, None, False, 3.0)
     assert embeddings.device.type == "meta" and embeddings.shape == (len(val), 12)
 
 
@@ -69,9 +69,28 @@ def test_extraction_batches_do_not_sync_on_cuda(corpus):
     batches = length_buckets([utt.duration for utt in val], 3.0)
     torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
     try:
-        embeddings = _embed_batches(encoder, val, batches, torch.device("cuda"), torch.bfloat16, 2, None, False)
+        embeddings = _embed_batches(encoder, val, batches, torch.device("cuda"), torch.bfloat16, 2, None, False, 3.0)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     _, reference = embed_utterances(encoder.cpu(), val, progress=False)
     cosine = torch.nn.functional.cosine_similarity(embeddings.cpu(), torch.from_numpy(reference))
     assert bool((cosine > 0.99).all())
+
+
+def test_a_batch_that_does_not_fit_memory_is_embedded_in_halves(corpus, monkeypatch, caplog):
+    """Issue 36: an out-of-memory batch is split (down to one utterance), with the same embeddings."""
+    torch.manual_seed(0)
+    encoder = SpeakerEncoder(**TINY)
+    val = corpus[1]
+    _, whole = embed_utterances(encoder, val, batch_seconds=30, progress=False)
+    real, sizes = SpeakerEncoder.embed_samples, []
+
+    def small_memory(self, wavs, lengths):
+        sizes.append(len(wavs))
+        if len(wavs) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, wavs, lengths)
+    monkeypatch.setattr(SpeakerEncoder, "embed_samples", small_memory)
+    _, split = embed_utterances(encoder, val, batch_seconds=30, progress=False)
+    np.testing.assert_allclose(split, whole, rtol=0, atol=1e-5 * np.abs(whole).max())
+    assert max(sizes) > 2 and "embedded in halves" in caplog.text

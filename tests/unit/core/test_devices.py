@@ -11,7 +11,7 @@ from pipeline.app.experiment import run_experiment
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.core.config import compose
-from pipeline.core.devices import module_device, resolve_device
+from pipeline.core.devices import module_device, out_of_memory, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.signal.f0 import YinPitch
 from tests.helpers import utterances
@@ -67,3 +67,14 @@ def test_device_and_compile_settings_fail_before_any_data_work(override, message
     with pytest.raises(VpevalError, match=message):
         run_experiment(cfg, tmp_path / "runs" / "x")
     assert not (tmp_path / "corpora").exists() and not list((tmp_path / "cache").glob("prepare*"))
+
+
+def test_out_of_memory_on_cuda_names_what_the_batch_needed_and_the_device_has(monkeypatch):
+    """Issue 36: allocated now + what the failed allocation asked for, against the card's total."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (300 * 2 ** 20, 80 * 10 ** 9))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 78 * 10 ** 9)
+    error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity ...")
+    message = str(out_of_memory(error, torch.device("cuda", 0), "a training step of 256 crops of 3 s",
+                                "attacker.training.batch_size=256", "lower it"))
+    assert message == ("attacker.training.batch_size=256: a training step of 256 crops of 3 s needs more than "
+                       "80.1 GB of GPU memory; cuda:0 has 80.0 GB (314.6 MB free after the failure); lower it")
