@@ -16,6 +16,7 @@ from pipeline.metrics.detection import NOT_FLAGGED, OVERESTIMATED, TRUSTWORTHY, 
 from pipeline.report.tables import percent
 
 JOB = "job"  # a sweep's rows name the job that measured them
+MAX_LISTED = 8  # undetermined pairs named per reason; the detection table has them all
 
 MEANING = {
     TRUSTWORTHY: "EER_val is surely within detect.tolerance of the matched pairs' prediction",
@@ -62,9 +63,32 @@ def summary_text(detection: list[dict]) -> str:
         if verdict in by_verdict:
             names = "; ".join(pair_label(r, seeds, groups) for r in by_verdict[verdict])
             parts.append(f"{verdict.capitalize()} ({len(by_verdict[verdict])}): {names}: {MEANING[verdict]}.")
-    reasons: dict[str, list[str]] = {}
+    reasons: dict[str, list[dict]] = {}
     for row in by_verdict.get(UNDETERMINED, []):
-        reasons.setdefault(str(row.get("reason")), []).append(pair_label(row, seeds, groups))
+        reasons.setdefault(reason_kind(str(row.get("reason"))), []).append(row)
     if reasons:
-        parts.append("\n".join(f"- Undetermined: {'; '.join(names)}: {reason}." for reason, names in reasons.items()))
+        parts.append("\n".join(undetermined_line(kind, rows, seeds, groups) for kind, rows in reasons.items()))
     return "\n\n".join(parts)
+
+
+def reason_kind(reason: str) -> str:
+    """What an undetermined verdict's reason says, without its figures: the text before its
+    first ':' when that text has no digit ('insufficient power: at EER_test 15.29 % ...' ->
+    'insufficient power'), else the whole reason.
+
+    >>> reason_kind("insufficient power: at EER_test 15.29 % a flag needs ...")
+    'insufficient power'
+    """
+    head = reason.split(":", 1)[0]
+    return head if head != reason and not any(c.isdigit() for c in head) else reason
+
+
+def undetermined_line(kind: str, rows: list[dict], seeds: bool, groups: bool) -> str:
+    """One line for the undetermined pairs of one kind of reason: the whole reason when they
+    share it, else its kind, at most MAX_LISTED pairs named and each one's figures left to
+    the detection table."""
+    names = [pair_label(r, seeds, groups) for r in rows]
+    shown = "; ".join(names[:MAX_LISTED]) + (f"; and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else "")
+    if len({str(r.get("reason")) for r in rows}) == 1:
+        return f"- Undetermined ({len(rows)}): {shown}: {rows[0].get('reason')}."
+    return f"- Undetermined ({len(rows)}), {kind}: {shown}; each one's figures are in the detection table."

@@ -47,7 +47,7 @@ def test_the_run_report_leads_with_the_verdicts_and_ends_with_the_settings(tmp_p
     assert "**1 of 4 pairs overestimate privacy** (1 overestimated, 1 trustworthy, 1 not flagged, 1 undetermined)" in summary
     assert ("- **AA s2 (attacker trained on s4)**: EER_test 44.00 %, EER_val 9.00 %: EER_val 33.90 points below the "
             "matched pairs' prediction, beyond the 0.83-point margin.") in summary
-    assert "Trustworthy (1): AA s1:" in summary and "- Undetermined: OO (original speech): no anonymisation" in summary
+    assert "Trustworthy (1): AA s1:" in summary and "- Undetermined (1): OO (original speech): no anonymisation" in summary
     assert "![eer_matrix](figures/eer_matrix.png)" in summary
     html = (out / "report.html").read_text()
     assert html.index("<section id='verdicts'>") < html.index("<section id='settings'>")
@@ -87,3 +87,16 @@ def test_the_matrix_cells_carry_their_pairs_verdicts_and_seeds_that_disagree_are
     cells = report.matrix_verdicts(rows, attackers, evaluated)
     assert attackers == ["s4"] and evaluated == ["s2", "s4"]
     assert cells.tolist() == [["2/3 overestimated", "trustworthy"]]
+
+
+def test_undetermined_pairs_of_one_kind_share_a_line_naming_a_few():
+    """Regression: a real-voice sweep listed 66 `insufficient power` pairs one line each, each
+    with its own figures, and pushed the EER matrix far below the first screen."""
+    from pipeline.report.verdicts import MAX_LISTED, summary_text
+
+    rows = [{"attack": "AA", "anonymizer": f"s{i}", "attacker_anonymizer": f"s{i}", "eer_val": 0.1, "eer_test": 0.2,
+             "verdict": "undetermined", "reason": f"insufficient power: at EER_test {10 + i}.00 % a flag needs more"}
+            for i in range(12)]
+    (line,) = [line for line in summary_text(rows).splitlines() if line.startswith("- Undetermined")]
+    assert line.startswith("- Undetermined (12), insufficient power: AA s0; AA s1")
+    assert f"and {12 - MAX_LISTED} more" in line and "detection table" in line
