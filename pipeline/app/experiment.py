@@ -348,7 +348,7 @@ def detection_group(cfg: DictConfig) -> str:
     """The detection group: jobs sharing corpus, attacker configuration, backend and
     validation protocol (split settings and `detect.test_split`, which decide what EER_val
     and EER_test measure) are calibrated together. Their names, and a hash of those configs
-    so that an override (e.g. `attacker.epochs=5`, `split.val_fraction=0.3`) makes another
+    so that an override (e.g. `attacker.training.epochs=5`, `split.val_fraction=0.3`) makes another
     group."""
     parts = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("data", "attacker", "backend", "split")}
     parts["test_split"] = str(cfg.detect.test_split)

@@ -26,3 +26,14 @@ def test_a_summary_stops_at_the_first_sentence_not_at_an_abbreviation():
 def test_the_catalogue_count_is_the_tables_rows():
     text = "# R\n\n## Bad inputs\n\nintro\n\n| input | message |\n|---|---|\n| a | b |\n| c | d |\n\n## Next\n| x |\n"
     assert catalogue_rows(text) == 2
+
+
+def test_the_recipes_table_of_the_detection_page_names_every_recipe_folder():
+    """docs/detection.md's hand-written recipe table (commands and what each is for) misses none
+    (regression: 5 of 12 were missing)."""
+    from pipeline.core.config_tree import RECIPES_DIR, REPO_ROOT
+    from pipeline.core.recipe_source import recipe_options
+
+    table = (REPO_ROOT / "docs" / "detection.md").read_text().split("## Recipes (", 1)[1].split("\n## ", 1)[0]
+    names = {*recipe_options(RECIPES_DIR)["experiment"], *(p.name for p in RECIPES_DIR.iterdir() if p.is_dir())}
+    assert {name for name in names if f"| `{name}` |" not in table} == set()
