@@ -46,9 +46,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def fresh_log_once():
-    from pipeline.metrics.detection import logged_messages
+    from pipeline.metrics.detection import LOGGED
 
-    logged_messages.cache_clear()
+    LOGGED.clear()
 
 
 @pytest.fixture(scope="module")

@@ -281,10 +281,10 @@ def check_overrides(overrides: list[str], settings: bool = True) -> None:
         check_modes(flags)
         values = [arg for arg in overrides if "=" in arg and not arg.startswith("-")]
         check_syntax(values)
-        null = null_group_problem(values)  # Hydra's compose, also under --cfg, ends in a raw ValueError
-        if null:
-            raise VpevalError(null)
-        if any(flag not in ("-m", "--multirun") for flag in flags):
+        if any(flag not in ("-m", "--multirun") for flag in flags):  # Hydra composes (--cfg, ...), not vpeval:
+            null = null_group_problem(values)  # its compose ends a null group in a raw ValueError
+            if null:
+                raise VpevalError(null)
             return
         check_slurm_sweep(overrides)
         for variant in sweep_variants([arg for arg in overrides if not arg.startswith("-")]):

@@ -185,10 +185,11 @@ class _Trainer(Trainer):
         self.checkpoint_path = out_dir / "checkpoint.pt"
         self.checkpoint_every = int(training.checkpoint_every or 0)
         self.log_every = max(1, int(training.log_every or 10))
-        self.num_workers = min(int(training.num_workers), usable_cpus()[0])  # no more loaders than CPUs
+        cpus, why = usable_cpus()
+        self.num_workers = min(int(training.num_workers), cpus)  # no more loaders than CPUs
         if self.num_workers < int(training.num_workers) and world.is_main:
             log.info("train: %d crop-loading workers, not attacker.training.num_workers=%d: %s usable CPU(s)",
-                     self.num_workers, int(training.num_workers), usable_cpus()[1])
+                     self.num_workers, int(training.num_workers), why)
         self.epoch_started = time.monotonic()
         # Progress of the run; saved in every checkpoint. loss_sum / correct / seen cover the
         # current epoch's steps so far, over every rank.

@@ -92,23 +92,30 @@ class Problems:
 
     Without `data.skip_bad` any of them stops preparation (all are listed in a file, the
     first is shown); with it bad utterances and trials are dropped and listed in the skip
-    list, and corpus problems still stop it. One problem is one line, counted once: met again (SPEAKERS.TXT, read for every subset), it
-    is not added again.
+    list, and corpus problems still stop it. One problem is one line, counted once: met again
+    (SPEAKERS.TXT, read for every subset), it is not added again.
     """
 
     utterances: list[str] = field(default_factory=list)
     trials: list[str] = field(default_factory=list)
     corpus: list[str] = field(default_factory=list)
 
+    seen: set[tuple[str, str]] = field(default_factory=set, repr=False)  # (kind, problem) already listed
+
     def utterance(self, where: str, problem: str) -> None:
-        _once(self.utterances, f"{where}: {problem}")
+        self._add("utterance", self.utterances, f"{where}: {problem}")
 
     def trial(self, where: str, problem: str) -> None:
-        _once(self.trials, f"{where}: {problem}")
+        self._add("trial", self.trials, f"{where}: {problem}")
 
     def whole(self, problem: str) -> None:
         """A problem of the corpus as a whole (already `where: problem`)."""
-        _once(self.corpus, problem)
+        self._add("corpus", self.corpus, problem)
+
+    def _add(self, kind: str, found: list[str], problem: str) -> None:
+        if (kind, problem) not in self.seen:
+            self.seen.add((kind, problem))
+            found.append(problem)
 
     def lines(self) -> list[str]:
         return ([f"corpus\t{p}" for p in self.corpus] + [f"utterance\t{p}" for p in self.utterances]
@@ -125,8 +132,3 @@ class Problems:
         mend = "" if self.corpus and found[0] in self.corpus else \
             "; fix the data or set data.skip_bad=true to skip bad utterances"
         raise PreparationProblems(f"{found[0]}{more}{mend}", found)
-
-
-def _once(found: list[str], problem: str) -> None:
-    if problem not in found:
-        found.append(problem)

@@ -38,7 +38,6 @@ power: no EER_val >= 0 could have been flagged).
 from __future__ import annotations
 
 import csv
-import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -363,20 +362,16 @@ def assess(rows: list[dict], *, trusted: Trusted, settings: Settings = Settings(
     return judged, fits
 
 
+LOGGED: set[tuple] = set()  # keys `log_once` has logged in this process (tests/conftest.py clears it)
+
+
 def log_once(level: int, key: tuple, message: str) -> None:
     """Log `message` the first time this process meets `key`: a sweep's points, run in one
     process, and the aggregate report rebuilt after each of them meet the same condition once
     per point; it is one line per sweep, and each report still gives it as its reason."""
-    logged = logged_messages(key)
-    if not logged:
-        logged.append(message)
+    if key not in LOGGED:
+        LOGGED.add(key)
         log.log(level, message)
-
-
-@functools.cache
-def logged_messages(key: tuple) -> list[str]:
-    """The message logged under `key` in this process (`logged_messages.cache_clear()` forgets them)."""
-    return []
 
 
 def _trusted_problem(rows: list[dict], trusted: Trusted) -> str | None:
