@@ -141,13 +141,34 @@ def validate_app(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
-# Subcommands: tools (name -> module with `main(argv) -> int`) and Hydra apps other than the experiment.
-TOOLS = {
-    "metrics": "pipeline.app.metrics_cli",
-    "aggregate": "pipeline.app.aggregate",
-    "export": "pipeline.app.export",
-    "train-vc": "pipeline.app.train_vc.command",
-}
+# The tools: each imports its command's module when it runs, not when vpeval starts (metrics and
+# aggregate load scipy and matplotlib, ~2 s that --help, --version and an experiment's checks skip).
+def metrics_tool(argv: list[str]) -> int:
+    from pipeline.app.metrics_cli import main
+
+    return main(argv)
+
+
+def aggregate_tool(argv: list[str]) -> int:
+    from pipeline.app.aggregate import main
+
+    return main(argv)
+
+
+def export_tool(argv: list[str]) -> int:
+    from pipeline.app.export import main
+
+    return main(argv)
+
+
+def train_vc_tool(argv: list[str]) -> int:
+    from pipeline.app.train_vc.command import main
+
+    return main(argv)
+
+
+# Subcommands: tools (name -> `main(argv) -> int`) and Hydra apps other than the experiment.
+TOOLS = {"metrics": metrics_tool, "aggregate": aggregate_tool, "export": export_tool, "train-vc": train_vc_tool}
 HYDRA_APPS = {"validate": validate_app}
 
 
@@ -185,9 +206,7 @@ def dispatch(argv: list[str]) -> None:
         sys.exit(0)
     command = argv[0] if argv and is_command(argv[0]) else None
     if command in TOOLS:
-        import importlib
-
-        sys.exit(importlib.import_module(TOOLS[command]).main(argv[1:]))
+        sys.exit(TOOLS[command](argv[1:]))
     if command is not None and command not in HYDRA_APPS:
         from pipeline.app.usage import unknown_command
 

@@ -1,4 +1,7 @@
 """`vpeval --help`, `--version`, "did you mean" for subcommands, group options and keys."""
+import subprocess
+import sys
+
 import pytest
 
 from pipeline import __version__
@@ -67,6 +70,25 @@ def test_train_vc_help_and_unknown_system(capsys):
     assert out.startswith("usage: vpeval train-vc vc|ohnn") and "gpu, ohnn_gpu, ohnn_small, ohnn_tiny, small, tiny" in out
     assert run_cli(capsys, "train-vc", "xvector") == (2, "", "vpeval: error: train-vc takes vc or ohnn first, got "
                                                      "'xvector' (vpeval train-vc --help)\n")
+
+
+@pytest.mark.parametrize("tool, usage", [("metrics", "usage: vpeval metrics"), ("aggregate", "usage: vpeval aggregate"),
+                                         ("export", "usage: vpeval export"), ("train-vc", "usage: vpeval train-vc")])
+def test_every_tool_runs_its_commands_main(capsys, tool, usage):
+    """The tools are imported statically (no module named in a string): each reaches its own `--help`."""
+    assert set(cli.TOOLS) == {"metrics", "aggregate", "export", "train-vc"}
+    code, out, err = run_cli(capsys, tool, "--help")
+    assert (code, err) == (0, "")
+    assert out.startswith(usage)
+
+
+def test_starting_vpeval_loads_no_numerical_library():
+    """`vpeval --help` / `--version` start fast: the CLI imports a tool's module only when the tool runs
+    (metrics and aggregate load scipy and matplotlib, ~2 s)."""
+    code = ("import sys; import pipeline.app.cli; "
+            "print(sorted(m for m in ('numpy', 'scipy', 'matplotlib', 'torch', 'pipeline.metrics') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_unrelated_word_gets_no_suggestion(capsys):
