@@ -27,7 +27,8 @@ from pipeline.core.cache import Cache, content_hash, plain
 from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
 from pipeline.core.errors import VpevalError
-from pipeline.core.layout import ORIGINAL, manifest_path, trials_path
+from pipeline.core.layout import manifest_path, trials_path
+from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.data.protocol import trial_lists
@@ -220,7 +221,7 @@ class Experiment:
             for g in GENDERS:
                 name = f"{split_name}_trials_{g}"
                 original = self.data(ORIGINAL, name, self.evaluated)
-                anonymized = self.data("anonymized", name, self.evaluated)
+                anonymized = self.data(ANONYMIZED, name, self.evaluated)
                 folder = similarity.run(self.embed(model, original), self.embed(model, anonymized), original,
                                         self.cache)
                 found[f"{split_name}_{g}"] = {"folder": str(folder), **similarity.load(folder)}

@@ -70,6 +70,7 @@ def export_data(out: Path, suffix: str | None, overrides: list[str]) -> list[Pat
     from pipeline.app.experiment import Experiment
     from pipeline.core.config import compose
     from pipeline.core.layout import trials_path
+    from pipeline.core.vocabulary import ANONYMIZED
     from pipeline.data.kaldi import write_data_dir
     from pipeline.data.manifest import read_manifest, read_trials
 
@@ -81,7 +82,7 @@ def export_data(out: Path, suffix: str | None, overrides: list[str]) -> list[Pat
     experiment = Experiment(cfg)
     written = []
     for folder, name in planned.items():
-        utts = read_manifest(experiment.data("anonymized", name, experiment.evaluated))
+        utts = read_manifest(experiment.data(ANONYMIZED, name, experiment.evaluated))
         trials = read_trials(trials_path(experiment.prepared, name)) if "_trials_" in name else None
         written.append(write_data_dir(folder, utts, enrolls=name.endswith("_enrolls"), trials=trials))
         write_json(folder / EXPORT_RECORD, system)

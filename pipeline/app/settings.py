@@ -27,6 +27,7 @@ from pipeline.core.checks import SEED, Check, Checked, integer, one_of, open_ran
 from pipeline.core.devices import COMPILE_MODES
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import checks, type_problems
+from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 from pipeline.metrics.wer import TEXT_RULES
 from pipeline.stages.split import MIN_TRAIN, unseen_floor
 
@@ -98,8 +99,8 @@ def _attacks(cfg: DictConfig) -> Iterator[str]:
     for name, attack in (cfg.get("attacks") or {}).items():
         for key in ("enroll", "trials", "attacker"):
             value = attack.get(key)
-            if value not in ("original", "anonymized"):
-                yield f"attacks.{name}.{key}={value}: must be original or anonymized"
+            if value not in CONDITIONS:
+                yield f"attacks.{name}.{key}={value}: must be {ORIGINAL} or {ANONYMIZED}"
 
 
 def _anonymization_seed(cfg: DictConfig) -> Iterator[str]:

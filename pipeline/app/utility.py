@@ -18,14 +18,13 @@ import logging
 import numpy as np
 
 from pipeline.core.errors import VpevalError
-from pipeline.core.layout import ORIGINAL
+from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
 from pipeline.recognition.emotion import class_recalls, unweighted_average_recall
 from pipeline.stages import anonymize, emotion, pitch, transcribe
 
 log = logging.getLogger(__name__)
-ANONYMIZED = "anonymized"
 NO_WORDS = "the built-in synthetic corpus has no words (its transcripts spell random phones)"
 EXPECTED_SKIPS = (NO_WORDS,)  # logged at INFO: nothing the user did wrong
 # A recogniser above this WER on original speech fails on the corpus itself: the anonymised
@@ -47,7 +46,7 @@ def measure(experiment) -> dict:
         result["skipped"]["utility"] = "no attack evaluates speech anonymised by the evaluated system"
         return result
     sets = {f"{split}_{g}": (split, f"{split}_trials_{g}") for split in cfg.eval_splits for g in GENDERS}
-    lists = {name: {kind: experiment.data(kind, trials, experiment.evaluated) for kind in (ORIGINAL, ANONYMIZED)}
+    lists = {name: {kind: experiment.data(kind, trials, experiment.evaluated) for kind in CONDITIONS}
              for name, (_, trials) in sets.items()}
     result["sets"] = {name: {} for name in sets}
     metrics = {"pitch_correlation": pitch_correlations, "wer": word_error_rates}
@@ -124,7 +123,7 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
             result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
         result["sets"][name]["words"] = counts[name, ORIGINAL].words
     for split in dict.fromkeys(split for split, _ in sets.values()):
-        for kind in (ORIGINAL, ANONYMIZED):
+        for kind in CONDITIONS:
             names = [name for name, (s, _) in sets.items() if s == split]
             errors = [e for name in names for e in counts[name, kind].per_utterance]
             words = [len(normalise(text).split()) for name in names for text in references[name].values()]

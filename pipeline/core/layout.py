@@ -16,7 +16,6 @@ EMBEDDING_IDS = "ids.txt"  # extract: the utterance ids of the rows of EMBEDDING
 RESULTS = Path("report") / "results.json"  # an experiment's records, under its output folder
 FAILED = "failed.json"  # a sweep job that stopped: its error line and overrides
 LAUNCHED = "launched.json"  # a sweep's launched points, in the multirun folder
-ORIGINAL = "original"  # the condition label of unanonymised speech (records, reports, utility)
 
 
 def manifest_path(prepared: Path, name: str) -> Path:

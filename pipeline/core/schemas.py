@@ -47,6 +47,7 @@ from pipeline.core.checks import (
     optional,
     positive,
 )
+from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 
 GROUP = "schema"
 ROOT = "_global_"  # the package of the top-level keys
@@ -249,7 +250,7 @@ class Extraction:
 class Attacker:
     name: str = MISSING
     pretrained: str | None = MISSING
-    pretrained_on: str = limited(Check("original or anonymized", one_of("original", "anonymized")))
+    pretrained_on: str = limited(Check(f"{ORIGINAL} or {ANONYMIZED}", one_of(*CONDITIONS)))
     init: str | None = MISSING
     finetune: bool | None = limited(Check("null, true or false", one_of(None, True, False)))
     model: Any = MISSING  # _target_ plugin (the speaker encoder)

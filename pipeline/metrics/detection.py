@@ -47,7 +47,7 @@ import numpy as np
 from scipy.stats import norm
 
 from pipeline.core.errors import VpevalError, input_error
-from pipeline.core.layout import ORIGINAL
+from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.bootstrap import MIN_SPEAKERS
 from pipeline.metrics.detectors import MODELS, Model, Point, as_fit, fit_model
 

@@ -13,11 +13,11 @@ from textwrap import fill
 
 from matplotlib.figure import Figure
 
+from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.report.document import Section
 from pipeline.report.figures import save_figure
 from pipeline.report.tables import fixed, percent
 
-ORIGINAL = "original"
 # Utility that says the anonymised speech is gone (the output check's second line, after the speech
 # screen of anonymizers.base): ρF0 under LOST_PITCH is no intonation left at all (VPC 2022 asks
 # > 0.3 of a usable system; the noise of issue 38 gave 0.000), and a WER
@@ -49,7 +49,7 @@ def speech_lost(records: list[dict], utility: dict | None) -> list[dict]:
     found = []
     for record in records:
         values = (utility or {}).get("sets", {}).get(record["set"])
-        if record.get("trials") != "anonymized" or not values:
+        if record.get("trials") != ANONYMIZED or not values:
             continue
         reasons = []
         if values.get("pitch_correlation") is not None and values["pitch_correlation"] < LOST_PITCH:

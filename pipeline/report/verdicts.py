@@ -11,7 +11,7 @@ and margin, or the better attacker), then the other verdicts with the pairs they
 """
 from __future__ import annotations
 
-from pipeline.core.layout import ORIGINAL
+from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.detection import NOT_FLAGGED, OVERESTIMATED, TRUSTWORTHY, UNDETERMINED
 from pipeline.report.tables import percent
 

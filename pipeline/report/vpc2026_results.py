@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from pipeline.core.fileio import write_lines
+from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL, VPC_LABELS
 
-ANON, ORIGINAL = "anon", "original"
-ASV_EVAL = ("anonymized", "anonymized", "original")  # enroll, trials, attacker: the pretrained attacker
-ASV_EVAL_ANON = ("anonymized", "anonymized", "anonymized")  # the semi-informed attacker
+ASV_EVAL = (ANONYMIZED, ANONYMIZED, ORIGINAL)  # enroll, trials, attacker: the pretrained attacker
+ASV_EVAL_ANON = (ANONYMIZED, ANONYMIZED, ANONYMIZED)  # the semi-informed attacker
 ASV_COLUMNS = ["dataset", "split", "gender", "enrollment", "trial", "EER"]
 ASR_COLUMNS = ["dataset", "split", "asr", "WER"]
 SCENARIOS_PER_LIST = 3  # VPC scores oo, oa, aa for every trial list: aa is row 3k + 2
@@ -96,7 +96,8 @@ def asv_table(runs: Sequence[RunResults], kind: tuple[str, str, str]) -> str | N
         for split in run.eval_splits:
             name = f"{split}_{run.trial_list}"
             if attack is not None and name in eers:
-                rows.append([run.dataset, split, run.trial_list, ANON, ANON, percent(eers[name])])
+                rows.append([run.dataset, split, run.trial_list, VPC_LABELS[ANONYMIZED], VPC_LABELS[ANONYMIZED],
+                             percent(eers[name])])
                 index.append(position * SCENARIOS_PER_LIST + SCENARIOS_PER_LIST - 1)
             position += 1
     return sorted_table(ASV_COLUMNS, rows, index) if rows else None
@@ -108,10 +109,10 @@ def asr_table(runs: Sequence[RunResults]) -> str | None:
     sets = [(run.dataset, split, run.utility.get("splits", {}).get(split, {})) for run in runs
             for split in run.eval_splits]
     rows, index = [], []
-    for offset, (kind, label) in enumerate((("original", ORIGINAL), ("anonymized", ANON))):
+    for offset, kind in enumerate(CONDITIONS):
         for position, (dataset, split, values) in enumerate(sets):
             if values.get(f"wer_{kind}") is not None:
-                rows.append([dataset, split, label, percent(values[f"wer_{kind}"])])
+                rows.append([dataset, split, VPC_LABELS[kind], percent(values[f"wer_{kind}"])])
                 index.append(offset * len(sets) + position)
     return sorted_table(ASR_COLUMNS, rows, index) if rows else None
 
@@ -126,16 +127,16 @@ def emotion_dataset(data: str) -> tuple[str, str]:
 def ser_table(runs: Sequence[RunResults]) -> str | None:
     """UAR and per-class recall (VPC's ACC_<label>) of the emotion data, anonymised then original."""
     measured = [run.utility["emotion"] for run in runs
-                if run.utility.get("emotion", {}).get("uar_original") is not None]
+                if run.utility.get("emotion", {}).get(f"uar_{ORIGINAL}") is not None]
     if not measured:
         return None
-    labels = sorted({label for found in measured for label in found.get("class_recall_original", {})})
+    labels = sorted({label for found in measured for label in found.get(f"class_recall_{ORIGINAL}", {})})
     rows = []
     for found in measured:
         dataset, split = emotion_dataset(found["data"])
-        for kind, label in (("anonymized", ANON), ("original", ORIGINAL)):
+        for kind in (ANONYMIZED, ORIGINAL):
             recalls = found.get(f"class_recall_{kind}", {})
-            rows.append([dataset, split, label, percent(found[f"uar_{kind}"]),
+            rows.append([dataset, split, VPC_LABELS[kind], percent(found[f"uar_{kind}"]),
                          *(percent(recalls[c]) for c in labels)])
     columns = ["dataset", "split", "ser", "UAR", *(f"ACC_{c}" for c in labels)]
     rows.sort(key=lambda row: (row[0], row[1], row[2]))  # VPC's groupby order
@@ -179,7 +180,7 @@ def run_of_results(results: Mapping, trial_list: str = "mixed") -> RunResults:
     records = [r for r in results.get("records", []) if r["set"].endswith(suffix)]
     splits = [s[: -len(suffix)] for s in dict.fromkeys(r["set"] for r in records)]
     attacks = {r["attack"]: {"enroll": r["enroll"], "trials": r["trials"],
-                             "attacker": "original" if r["attacker_anonymizer"] == "original" else "anonymized"}
+                             "attacker": ORIGINAL if r["attacker_anonymizer"] == ORIGINAL else ANONYMIZED}
                for r in records}
     return RunResults(str(results.get("config", {}).get("data_tag")), splits, records, attacks,
                       results.get("utility", {}), trial_list)

@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from pipeline.core.fileio import write_lines
+from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL, VPC_LABELS
 
 HEADER = ",dataset,split,gender,enrollment,trial,EER"
-ORIGINAL = "original"
-MODEL_FOLDERS = {"original": "asv_orig", "anonymized": "asv_anon_{attacker_system}"}
-SCENARIO_ORDER = [("original", "original"), ("original", "anonymized"), ("anonymized", "original"),
-                  ("anonymized", "anonymized")]  # oo, oa, (ao), aa as VPC lists them
+MODEL_FOLDERS = {ORIGINAL: "asv_orig", ANONYMIZED: "asv_anon_{attacker_system}"}
+SCENARIO_ORDER = [(ORIGINAL, ORIGINAL), (ORIGINAL, ANONYMIZED), (ANONYMIZED, ORIGINAL),
+                  (ANONYMIZED, ANONYMIZED)]  # oo, oa, (ao), aa as VPC lists them
 
 
 def vpc_row(dataset: str, split_name: str, gender: str, enroll: str, trials: str, eer: float) -> list[str]:
     """One row's fields (without the index): VPC splits `<tag>_<split>_trials_<g>[_common]` on '_'."""
     split, _, variant = split_name.partition("_")
     return [dataset, split, f"{gender}_{variant}" if variant else gender,
-            ORIGINAL if enroll == ORIGINAL else "anon", ORIGINAL if trials == ORIGINAL else "anon",
+            VPC_LABELS[enroll], VPC_LABELS[trials],
             repr(round(eer * 100, 3))]
 
 

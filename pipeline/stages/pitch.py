@@ -17,6 +17,7 @@ from tqdm import tqdm
 from pipeline.core.cache import Cache
 from pipeline.core.errors import input_error
 from pipeline.core.fileio import write_json
+from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, FRAME_SECONDS, f0_track, pitch_correlation
@@ -42,7 +43,7 @@ def run(original: Path, anonymized: Path, cache: Cache) -> Path:
         write_json(out / "pitch.json", result)
         return {"mean": result["mean"], "utterances": len(values)}
 
-    return cache.build("pitch", params, {"original": file_digest(original), "anonymized": file_digest(anonymized)},
+    return cache.build("pitch", params, {ORIGINAL: file_digest(original), ANONYMIZED: file_digest(anonymized)},
                        build, code=__name__)
 
 

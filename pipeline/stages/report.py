@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.core.fileio import write_json, write_text
-from pipeline.core.layout import ORIGINAL
+from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.bootstrap import COVERED_SPEAKERS, MIN_SPEAKERS, coverage_note, few_speakers_note
 from pipeline.metrics.detection import (
     OVERESTIMATED,

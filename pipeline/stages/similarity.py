@@ -26,6 +26,7 @@ from pipeline.asv.scoring import length_normalise
 from pipeline.core.cache import Cache
 from pipeline.core.fileio import atomic_path, write_json
 from pipeline.core.layout import read_embeddings
+from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.metrics import read_scores, similarity_metrics
 from pipeline.metrics.similarity import SETS
@@ -62,7 +63,7 @@ def run(original_emb: Path, anonymized_emb: Path, manifest: Path, cache: Cache) 
     """Trial tables and similarity metrics of the utterances of `manifest` (original ids and
     speakers; the anonymised version of an utterance keeps its id), from two extract-stage
     folders of the same model; returns the stage folder."""
-    inputs = {"original": Path(original_emb).name, "anonymized": Path(anonymized_emb).name,
+    inputs = {ORIGINAL: Path(original_emb).name, ANONYMIZED: Path(anonymized_emb).name,
               "manifest": file_digest(manifest)}
 
     def build(out: Path) -> dict:

@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from pipeline.app.aggregate import OUT, trusted_spec
 from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.fileio import write_json, write_text
-from pipeline.core.layout import ORIGINAL
+from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.detection import Settings, assess, is_matched, read_trusted, wilson_interval
 from pipeline.report.figures import save_figure
 from pipeline.report.tables import markdown_table
