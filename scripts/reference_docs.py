@@ -1,7 +1,7 @@
 """Write docs/reference.md: what the code holds, listed from the code itself.
 
 Config groups and their options (each option's file and the first sentence of its header
-comment), the recipes (`+experiment=<name>`), the metrics of `pipeline.metrics.registry`
+comment), the recipes (`+experiment=<name>`), the metrics of `pipeline.metrics.registry` (privacy and utility)
 and the size of the bad-input catalogue. tests/e2e/test_reference_docs.py fails when the
 committed page differs from this script's output. After adding an option, a recipe or a
 metric:
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline.core.config_tree import CONFIG_DIR, RECIPES_DIR, REPO_ROOT, group_options
 from pipeline.core.recipe_source import recipe_options
-from pipeline.metrics.registry import METRICS
+from pipeline.metrics.registry import METRICS, UTILITY_METRICS
 
 PAGE = REPO_ROOT / "docs" / "reference.md"
 ROBUSTNESS = REPO_ROOT / "docs" / "robustness.md"
@@ -100,6 +100,15 @@ def metrics_section() -> list[str]:
         columns = ", ".join(f"`{c.key}`" + (f": {c.header}" if c.header else "") for c in metric.columns)
         lines.append(f"| `{metric.name}` | {metric.needs} | {metric.version} | {metric.section} | {cell(columns)} "
                      f"| `{metric.compute.__module__}` |")
+    lines += ["", "Utility metrics: `pipeline.metrics.registry.UTILITY_METRICS`, in column order (the report's utility "
+              "tables; results.json's `utility` and utility.csv hold these columns only).", "",
+              "| metric | needs | better | report section | columns (key: header) | computed in | what | source |",
+              "|---|---|---|---|---|---|---|---|"]
+    for metric in UTILITY_METRICS:
+        columns = ", ".join(f"`{c.key}`" + (f": {c.header}" if c.header else "") for c in metric.columns)
+        lines.append(f"| `{metric.name}` | {metric.needs} | {'higher' if metric.higher_is_better else 'lower'} "
+                     f"| {metric.section} | {cell(columns)} | `{metric.compute.__module__}` | {cell(metric.description)} "
+                     f"| {cell(metric.reference)} |")
     return [*lines, ""]
 
 

@@ -1,6 +1,7 @@
 """Utility metrics of an experiment, measured beside its privacy metrics (README.md, "Utility").
 
-For every evaluation set `<split>_<gender>` whose trial utterances the evaluated system
+The metrics are those of `pipeline.metrics.registry.UTILITY_METRICS`, and the result holds their
+columns only. For every evaluation set `<split>_<gender>` whose trial utterances the evaluated system
 anonymises: ρF0 (VPC 2022, `stages.pitch`) and the word error rate of the recogniser
 `asr` on the original and the anonymised utterances (VPC 2020-2024, `stages.transcribe`);
 and, when `emotion.folder` and `emotion.data` are set, the emotion recognition UAR of that
@@ -20,8 +21,10 @@ import numpy as np
 from pipeline.core.errors import VpevalError
 from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 from pipeline.data.manifest import GENDERS, read_manifest
+from pipeline.metrics.registry import unlisted_utility_keys
+from pipeline.metrics.uar import class_recalls, unweighted_average_recall
+from pipeline.metrics.utility import EMOTION_RECALL, PITCH_CORRELATION, WORD_ERROR_RATE
 from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
-from pipeline.recognition.emotion import class_recalls, unweighted_average_recall
 from pipeline.stages import anonymize, emotion, pitch, transcribe
 
 log = logging.getLogger(__name__)
@@ -49,7 +52,7 @@ def measure(experiment) -> dict:
     lists = {name: {kind: experiment.data(kind, trials, experiment.evaluated) for kind in CONDITIONS}
              for name, (_, trials) in sets.items()}
     result["sets"] = {name: {} for name in sets}
-    metrics = {"pitch_correlation": pitch_correlations, "wer": word_error_rates}
+    metrics = {PITCH_CORRELATION.name: pitch_correlations, WORD_ERROR_RATE.name: word_error_rates}
     for metric, measure_metric in metrics.items():
         if not settings.get(metric, True):
             result["skipped"][metric] = f"off (utility.{metric}=false)"
@@ -61,7 +64,10 @@ def measure(experiment) -> dict:
     try:
         emotion_recognition(experiment, result)
     except VpevalError as error:
-        skip(result, "emotion", str(error))
+        skip(result, EMOTION_RECALL.name, str(error))
+    unlisted = unlisted_utility_keys(result)
+    if unlisted:
+        raise ValueError(f"utility keys {unlisted} are no column of pipeline.metrics.registry.UTILITY_METRICS")
     return result
 
 
@@ -135,8 +141,9 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
 def flag_weak_recogniser(result: dict) -> None:
     """A `wer_note` on every set and split whose original-speech WER is above MEANINGFUL_WER."""
     for values in (*result["sets"].values(), *result["splits"].values()):
-        if values.get("wer_original") is not None and values["wer_original"] > MEANINGFUL_WER:
-            values["wer_note"] = WEAK_RECOGNISER.format(wer=100 * values["wer_original"], limit=100 * MEANINGFUL_WER)
+        original = values.get(f"wer_{ORIGINAL}")
+        if original is not None and original > MEANINGFUL_WER:
+            values["wer_note"] = WEAK_RECOGNISER.format(wer=100 * original, limit=100 * MEANINGFUL_WER)
             log.warning("utility: %s", values["wer_note"])
 
 
@@ -144,7 +151,7 @@ def emotion_recognition(experiment, result: dict) -> None:
     """UAR of the labelled emotion data, original and anonymised; off without folder and data."""
     settings = experiment.cfg.get("emotion")
     if not settings or not settings.get("folder") or not settings.get("data"):
-        result["skipped"]["emotion"] = "off: set emotion.folder (a SpeechBrain emotion model) and emotion.data"
+        result["skipped"][EMOTION_RECALL.name] = "off: set emotion.folder (a SpeechBrain emotion model) and emotion.data"
         return
     prepared = emotion.prepare(settings.data, experiment.cache)
     original = prepared / "manifest.jsonl"

@@ -1,6 +1,7 @@
 """Privacy metrics on target / non-target scores, exact to the VoicePrivacy reference toolkits.
 
-Every metric follows `contract.Metric` and is listed once, in `registry.METRICS`.
+Every metric follows `contract.Metric` and is listed once, in `registry.METRICS`; the utility
+metrics (ρF0, WER, emotion UAR) follow `contract.UtilityMetric`, listed in `registry.UTILITY_METRICS`.
 
 Plain functions on 1-D arrays of target and non-target scores (natural-log LLRs where an
 LLR is meant); rates are fractions, Cllr-type values bits. See README.md, "Privacy metrics".

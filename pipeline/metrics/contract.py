@@ -13,6 +13,13 @@ report, `vpeval metrics`, results.csv and the evaluate stage's cache key iterate
 A value a metric cannot give for legal input is `Undefined(reason)`: the runner stores None
 and the reason under the column's key in `notes` (as a raised `UndefinedMetricError` does
 for every column of the metric).
+
+A utility metric (how much of the speech an anonymiser keeps) is a `UtilityMetric`: it is
+measured on the original and the anonymised version of the same utterances, not on scores,
+by stages (`pipeline.app.utility` runs them); it declares its name (the key under which a
+skipped one gives its reason), what it needs, the `Column`s it fills in the utility results
+(the report's utility tables print those with a header), which direction is better, the
+function that computes its value, and its source. `registry.UTILITY_METRICS` lists them.
 """
 from __future__ import annotations
 
@@ -27,6 +34,11 @@ from pipeline.metrics.roc import PavBins, ScoreGroups, group_scores, pav_bins
 
 SCORES, SPEAKERS, EMBEDDINGS = "scores", "speakers", "embeddings"
 NEEDS = (SCORES, SPEAKERS, EMBEDDINGS)
+# What a utility metric needs: the trial utterances of every evaluation set, original and anonymised
+# (with reference transcripts for TRANSCRIBED), or labelled emotion data (`emotion.data`), original and anonymised.
+TRIAL_AUDIO, TRANSCRIBED_TRIAL_AUDIO, EMOTION_DATA = "trial audio", "transcribed trial audio", "emotion data"
+UTILITY_NEEDS = (TRIAL_AUDIO, TRANSCRIBED_TRIAL_AUDIO, EMOTION_DATA)
+UTILITY = "Utility metrics"  # the report section of the utility metrics
 DEFAULT_SETTINGS = {"p_target": 0.01, "c_miss": 1.0, "c_fa": 1.0, "omega": 1.0}
 MISSING = {SPEAKERS: "needs the enrolment speaker of every trial (a `score label` file has none)",
            EMBEDDINGS: "needs enrolment and trial embeddings with their speakers (the evaluate stage of a run)"}
@@ -135,6 +147,30 @@ class Metric:
     def __post_init__(self):
         if self.needs not in NEEDS:
             raise ValueError(f"metric {self.name}: needs must be one of {NEEDS}, got {self.needs!r}")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(column.key for column in self.columns)
+
+
+@dataclass(frozen=True)
+class UtilityMetric:
+    """One utility metric of the list (see the module docstring): its values are measured per
+    evaluation set and pooled per split (`TRIAL_AUDIO`, `TRANSCRIBED_TRIAL_AUDIO`), or once on the
+    emotion data (`EMOTION_DATA`)."""
+
+    name: str
+    needs: str
+    columns: tuple[Column, ...]
+    compute: Callable  # the function that gives its value (of one utterance or one set)
+    higher_is_better: bool
+    description: str
+    reference: str
+    section: str = UTILITY
+
+    def __post_init__(self):
+        if self.needs not in UTILITY_NEEDS:
+            raise ValueError(f"utility metric {self.name}: needs must be one of {UTILITY_NEEDS}, got {self.needs!r}")
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Emotion recognition for the utility metric UAR (VPC 2024): a SpeechBrain classifier folder.
+"""Emotion recognition for the utility metric UAR (VPC 2024, `pipeline.metrics.uar`): a SpeechBrain classifier folder.
 
 The folder holds a SpeechBrain `hyperparams.yaml` (with `label_encoder.txt` and the weights
 it names), loaded by `interface` (default `speechbrain.inference.classifiers.EncoderClassifier`,
@@ -69,22 +69,3 @@ def read_emotion_data(folder: str | Path) -> tuple[list[Utterance], dict[str, st
         rate, frames, _ = audio_info(entry.path)
         utterances.append(entry.utterance(frames / rate, rate))
     return utterances, {u.id: labels[u.id] for u in utterances}
-
-
-def unweighted_average_recall(truth: list[str], predicted: list[str]) -> float:
-    """Mean over the true classes of the share of their utterances labelled right.
-
-    >>> unweighted_average_recall(["a", "a", "a", "b"], ["a", "a", "b", "a"])
-    0.3333333333333333
-    """
-    return float(np.mean(list(class_recalls(truth, predicted).values())))
-
-
-def class_recalls(truth: list[str], predicted: list[str]) -> dict[str, float]:
-    """Share of each true class's utterances labelled right (VPC 2026's `ACC_<label>`).
-
-    >>> class_recalls(["a", "a", "b"], ["a", "b", "b"])
-    {'a': 0.5, 'b': 1.0}
-    """
-    truth, predicted = np.asarray(truth), np.asarray(predicted)
-    return {str(c): float(np.mean(predicted[truth == c] == c)) for c in sorted(set(truth.tolist()))}

@@ -2,7 +2,8 @@
 
 `pipeline.app.utility.measure` gives, per evaluation set and pooled per split, ρF0 and the WER
 of the original and anonymised trial utterances, the emotion UAR and the metrics it skipped
-with their reasons. The privacy-utility figure puts every evaluated system at its
+with their reasons; the tables print the columns with a header of
+`pipeline.metrics.registry.UTILITY_METRICS`, in list order. The privacy-utility figure puts every evaluated system at its
 semi-informed EER_test (the matched AA pair, with its speaker-bootstrap interval) against
 its pooled WER and its ρF0 on the test split (with their utterance-bootstrap intervals).
 """
@@ -14,9 +15,11 @@ from textwrap import fill
 from matplotlib.figure import Figure
 
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
+from pipeline.metrics.contract import UTILITY, Column
+from pipeline.metrics.registry import UTILITY_METRICS, set_metrics, table_columns
 from pipeline.report.document import Section
 from pipeline.report.figures import save_figure
-from pipeline.report.tables import fixed, percent
+from pipeline.report.tables import percent
 
 # Utility that says the anonymised speech is gone (the output check's second line, after the speech
 # screen of anonymizers.base): ρF0 under LOST_PITCH is no intonation left at all (VPC 2022 asks
@@ -25,8 +28,8 @@ from pipeline.report.tables import fixed, percent
 # recogniser reads the original speech (its WER has no `wer_note`).
 LOST_PITCH = 0.1
 LOST_WER = 0.9
-HEADERS = ["system", "set", "ρF0", "ρF0 std", "WER original %", "WER anonymised %", "ρF0 CI", "WER anonymised CI %",
-           "# utterances", "# words"]
+SET_COLUMNS = table_columns(set_metrics())  # the utility table's, after the system and the set
+EMOTION_COLUMNS = table_columns(metric for metric in UTILITY_METRICS if metric not in set_metrics())
 
 
 def utility_rows(utility: dict, system: str | None = None) -> list[dict]:
@@ -54,10 +57,10 @@ def speech_lost(records: list[dict], utility: dict | None) -> list[dict]:
         reasons = []
         if values.get("pitch_correlation") is not None and values["pitch_correlation"] < LOST_PITCH:
             reasons.append(f"ρF0 {values['pitch_correlation']:.3f} < {LOST_PITCH:g}")
-        if values.get("wer_anonymized") is not None and values["wer_anonymized"] >= LOST_WER \
-                and not values.get("wer_note"):
-            reasons.append(f"WER of anonymised speech {percent(values['wer_anonymized'])} % >= {100 * LOST_WER:g} % "
-                           f"(original {percent(values.get('wer_original'))} %)")
+        wer = values.get(f"wer_{ANONYMIZED}")
+        if wer is not None and wer >= LOST_WER and not values.get("wer_note"):
+            reasons.append(f"WER of anonymised speech {percent(wer)} % >= {100 * LOST_WER:g} % "
+                           f"(original {percent(values.get(f'wer_{ORIGINAL}'))} %)")
         if reasons:
             found.append({"attack": record["attack"], "set": record["set"], "reason": "; ".join(reasons)})
     return found
@@ -77,14 +80,20 @@ def speech_lost_sections(flags: list[dict]) -> list[Section]:
 
 
 def table_rows(rows: list[dict]) -> list[list]:
-    return [[r["system"], r["set"], fixed(r.get("pitch_correlation"), 3), fixed(r.get("pitch_correlation_std"), 3),
-             percent(r.get("wer_original")), percent(r.get("wer_anonymized")),
-             span(r.get("pitch_correlation_ci"), lambda v: fixed(v, 3)), span(r.get("wer_anonymized_ci"), percent),
-             r.get("utterances"), r.get("words")] for r in rows]
+    return [[r["system"], r["set"], *(utility_cell(column, r.get(column.key)) for column in SET_COLUMNS)] for r in rows]
 
 
-def span(ci, form) -> str:
-    return "–" if not ci else f"[{form(ci[0])}, {form(ci[1])}]"
+def utility_cell(column: Column, value) -> str:
+    """`value` in its column's format; an interval as [low, high]; '–' when missing.
+
+    >>> utility_cell(Column("wer_ci", "WER CI %", scale=100, digits=2), [0.25, 0.35])
+    '[25.00, 35.00]'
+    """
+    if value is None or (isinstance(value, list) and not value):
+        return "–"
+    if isinstance(value, list) and column.digits is not None:
+        return f"[{column.format(value[0])}, {column.format(value[1])}]"
+    return column.format(value)
 
 
 def skipped_text(skipped: dict[str, str]) -> str:
@@ -101,7 +110,7 @@ def semi_informed_points(detection: list[dict], summaries: dict[str, dict], test
             continue
         pooled = summaries[system].get("splits", {}).get(test_split, {})
         points.append({"system": system, "eer": row["eer_test"], "eer_ci": row.get("eer_test_ci"),
-                       "wer": pooled.get("wer_anonymized"), "wer_ci": pooled.get("wer_anonymized_ci"),
+                       "wer": pooled.get(f"wer_{ANONYMIZED}"), "wer_ci": pooled.get(f"wer_{ANONYMIZED}_ci"),
                        "pitch_correlation": pooled.get("pitch_correlation"),
                        "pitch_correlation_ci": pooled.get("pitch_correlation_ci")})
     return points
@@ -154,16 +163,15 @@ def utility_section(rows: list[dict], skipped: dict[str, str], emotion: list[lis
     if weak:
         where = ", ".join(f"{r['system'] or ''} {r['set']}".strip() for r in weak)
         text += f" WER not meaningful for {where}: {weak[0]['wer_note']}."
-    tables = [(HEADERS, table_rows(rows))] if rows else []
+    tables = [(["system", "set", *(column.header for column in SET_COLUMNS)], table_rows(rows))] if rows else []
     if emotion:
-        tables.append((["system", "UAR original %", "UAR anonymised %", "# utterances", "classes"], emotion))
+        tables.append((["system", *(column.header for column in EMOTION_COLUMNS)], emotion))
     figure = privacy_utility_figure(points, figures / "privacy_utility.png", skipped)
-    return Section("Utility metrics", text, tables=tables, figures=[figure] if figure else [])
+    return Section(UTILITY, text, tables=tables, figures=[figure] if figure else [])
 
 
 def emotion_rows(utility: dict, system: str | None) -> list[list]:
     found = utility.get("emotion") or {}
     if not found:
         return []
-    return [[system, percent(found["uar_original"]), percent(found["uar_anonymized"]), found["utterances"],
-             " ".join(found["classes"])]]
+    return [[system, *(utility_cell(column, found.get(column.key)) for column in EMOTION_COLUMNS)]]

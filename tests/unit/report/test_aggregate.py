@@ -201,7 +201,7 @@ def test_utility_once_per_evaluated_system_with_the_privacy_utility_figure(sweep
     rows = (out / "utility.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 4  # s1..s4, a set and a pooled split each (s2 of the mismatched job left out)
     text = (out / "report.md").read_text()
-    assert "## Utility metrics" in text and "| s3 | test (pooled) | 0.400 | – | 5.00 | 30.00 |" in text
+    assert "## Utility metrics" in text and "| s3 | test (pooled) | 0.400 | – | – | – | 5.00 | 30.00 |" in text
     assert "emotion (s1) skipped: off: set emotion.folder." in text
     assert (out / "figures" / "privacy_utility.png").is_file()
 

@@ -15,7 +15,8 @@ from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance, write_manifest
 from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stretched
-from pipeline.recognition.emotion import EmotionClassifier, read_emotion_data, unweighted_average_recall
+from pipeline.metrics.uar import unweighted_average_recall
+from pipeline.recognition.emotion import EmotionClassifier, read_emotion_data
 from pipeline.report.utility import semi_informed_points
 from pipeline.stages import emotion, pitch, report
 from tests.helpers import kaldi_dir
@@ -246,7 +247,7 @@ def test_a_recogniser_failing_on_original_speech_is_flagged(tmp_path, caplog):
 
 
 def test_class_recalls_by_hand_are_vpcs_per_emotion_accuracies():
-    from pipeline.recognition.emotion import class_recalls
+    from pipeline.metrics.uar import class_recalls
 
     assert class_recalls(["sad", "sad", "ang", "neu"], ["sad", "ang", "ang", "sad"]) == {"ang": 1.0, "neu": 0.0,
                                                                                         "sad": 0.5}
