@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 import pipeline.metrics
 from pipeline.app import utility
-from pipeline.metrics.contract import TRIAL_AUDIO, UTILITY_NEEDS, Column, Metric, UtilityMetric
+from pipeline.metrics.contract import UTILITY_NEEDS, Column, Metric, UtilityMetric
 from pipeline.metrics.registry import METRICS, UTILITY_METRICS, set_metrics, unlisted_utility_keys
 from pipeline.report.document import render_markdown
 from pipeline.report.utility import emotion_rows, utility_rows, utility_section
