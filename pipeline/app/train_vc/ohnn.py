@@ -49,7 +49,7 @@ from pipeline.app.train_vc.recipe import (
 )
 from pipeline.core.cache import Cache
 from pipeline.core.config_tree import TRAIN_VC_CONFIG_SOURCE
-from pipeline.core.devices import resolve_device
+from pipeline.core.devices import out_of_memory, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.runtime.cpus import use_usable_cpus
 from pipeline.runtime.curves import CurveLogger, open_curves
@@ -173,10 +173,15 @@ class OHNNTrainer(Trainer):
         order = self.train_index[torch.randperm(len(self.train_index), generator=generator)].to(self.device)
         for start in range(0, len(order), batch_size):
             batch = order[start:start + batch_size]
-            parts = objective(self.ohnn, self.x[batch], self.labels[batch], self.centroids, self.targets,
-                              **self.loss_options())
-            self.optimizer.zero_grad(set_to_none=True)
-            parts["loss"].backward()
+            try:
+                parts = objective(self.ohnn, self.x[batch], self.labels[batch], self.centroids, self.targets,
+                                  **self.loss_options())
+                self.optimizer.zero_grad(set_to_none=True)
+                parts["loss"].backward()
+            except torch.OutOfMemoryError as error:  # one line naming the batch, never a traceback
+                raise out_of_memory(error, self.device, f"an OHNN training step of {len(batch)} embeddings",
+                                    f"training.batch_size={batch_size}",
+                                    "lower training.batch_size (it changes the result)") from None
             self.optimizer.step()
         self.state["history"].append({"epoch": epoch + 1, "train": self.evaluate(self.train_index),
                                       "validation": self.evaluate(self.val_index)})

@@ -67,7 +67,7 @@ from pipeline.asv.audio_cache import INT16_SCALE, build_audio_cache
 from pipeline.asv.embed import load_encoder
 from pipeline.core.cache import Cache
 from pipeline.core.config_tree import TRAIN_VC_CONFIG_SOURCE
-from pipeline.core.devices import resolve_device
+from pipeline.core.devices import out_of_memory, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path
 from pipeline.data.audio import read_audio
@@ -228,7 +228,15 @@ class VCTrainer(Trainer):
         steps = int(training.steps)
         checkpoint_every = int(training.checkpoint_every or 0)
         log_every = max(1, int(training.log_every))
-        record = self.train_step(state["step"])
+        try:
+            record = self.train_step(state["step"])
+        except torch.OutOfMemoryError as error:  # one line naming the batch, never a traceback (never split)
+            advice = ("lower training.batch_size or training.segment_seconds (either changes the result)"
+                      + (", or set training.precision=bf16" if self.device.type == "cuda" and not self.amp_dtype
+                         else ""))
+            raise out_of_memory(error, self.device, f"a voice-conversion training step of {self.sampler.batch_size} "
+                                f"segments of {float(training.segment_seconds):g} s",
+                                f"training.batch_size={int(training.batch_size)}", advice) from None
         state["step"] += 1
         self.bar.update(1)
         if state["step"] % log_every == 0 or state["step"] == steps:
