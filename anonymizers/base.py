@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline.core.checks import SECONDS, Check, Checked, field_problems, one_of, setting
 from pipeline.core.devices import resolve_device
@@ -142,8 +142,9 @@ class Parameters:
         """The parameters of the settings `settings` (a config node or a dict of its keys; `name`
         and `_target_` are ignored); a key that is no field is a one-line error."""
         if isinstance(settings, DictConfig):
-            settings = OmegaConf.to_container(settings, resolve=True)
-        values = {k: v for k, v in settings.items() if k not in ("name", "_target_")}
+            settings = OmegaConf.to_container(settings, resolve=True)  # a key left to set stays "???"
+        values = {k: OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v
+                  for k, v in settings.items() if k not in ("name", "_target_")}  # (hydra passes lists as nodes)
         known = [entry.name for entry in fields(cls)]
         unknown = sorted(set(values) - set(known))
         if unknown:

@@ -236,10 +236,8 @@ class Experiment:
         self._replicates[str(scores)] = interval.pop("eer_replicates")
         embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
                                                trial_utts)
-        settings = plain(OmegaConf.select(self.cfg, "metrics")) or None  # a `metrics:` block, where a config has one
         metrics = metric_list(plain(self.cfg.get("reidentification")), int(self.cfg.seed))
-        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, settings=settings,
-                               metrics=metrics),
+        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, metrics=metrics),
                 **interval}
 
     def replicates(self) -> dict[str, list[float]]:
