@@ -59,7 +59,8 @@ class PrecomputedParameters(Parameters):
 
     def system_dirs(self) -> list[Path]:
         """The `<list>_<suffix>` dirs of the system (with `suffix`)."""
-        return sorted(d for d in Path(self.folder).iterdir() if d.is_dir() and d.name.endswith(f"_{self.system_suffix}"))
+        suffix = f"_{self.system_suffix}"
+        return sorted(d for d in Path(self.folder).iterdir() if d.is_dir() and d.name.endswith(suffix))
 
     def file_problems(self, key: str = "anonymizer") -> list[str]:
         folder = Path(str(self.folder))

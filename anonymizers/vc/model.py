@@ -126,7 +126,8 @@ def model_pitch(model: Mapping[str, Any]) -> YinPitch:
     building it (what a target pool's key depends on)."""
     defaults = inspect.signature(VoiceConverter).parameters
     return YinPitch(sample_rate=model.get("sample_rate", defaults["sample_rate"].default),
-                    hop_length=model.get("hop_length", defaults["hop_length"].default), **dict(model.get("pitch") or {}))
+                    hop_length=model.get("hop_length", defaults["hop_length"].default),
+                    **dict(model.get("pitch") or {}))
 
 
 def load_voice_converter(folder: str | Path, device: torch.device | str) -> tuple[VoiceConverter, SpeakerEncoder, dict]:

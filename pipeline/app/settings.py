@@ -4,8 +4,9 @@ Each check has one home, and `problems` reads them all: a key's type and range a
 the config schemas (pipeline.core.schemas: the type, and in the field's metadata its range); the keys
 of a `_target_` plugin (an anonymiser, the attacker's speaker encoder, an ASR model) are checked
 by the plugin's class (`check_settings`, pipeline.core.checks.Checked; an anonymiser's by its
-parameter dataclass), found through the config's `_target_`; ABOVE_SCHEMAS holds the two ranges whose allowed values are defined above
-the schemas' layer; COMBINATIONS are checks of several keys at once. A key whose type is wrong is
+parameter dataclass), found through the config's `_target_`; ABOVE_SCHEMAS holds the two ranges
+whose allowed values are defined above the schemas' layer; COMBINATIONS are checks of several
+keys at once. A key whose type is wrong is
 not checked further; a key the config does not have is skipped (the groups differ).
 `check_settings` raises one VpevalError listing every problem, each as `key=value: must be ...`.
 With `build=True` the files each anonymiser's parameters name are also looked for (its parameter

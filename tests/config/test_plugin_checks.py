@@ -84,7 +84,8 @@ def test_mcadams_keys_are_checked_by_mcadams_alone(toy_package):
     assert problems(mcadams) == ["anonymizer.lpc=covariance: must be levinson or burg",
                                  "anonymizer.deterministic=2: must be true or false"]
     assert problems(with_plugin("anonymizer", louder(toy_package, lpc="covariance", deterministic=2))) == [
-        "anonymizer.deterministic: not a parameter of this system (its parameters: level, batch_seconds, weights, gain)"]
+        "anonymizer.deterministic: not a parameter of this system "
+        "(its parameters: level, batch_seconds, weights, gain)"]
 
 
 def test_the_settings_check_names_no_plugin_class():

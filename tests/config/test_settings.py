@@ -138,7 +138,8 @@ def test_every_checked_key_exists_in_some_shipped_config():
     in a plugin class's `settings_checks`)."""
     keys = {*checks(), *ABOVE_SCHEMAS}
     seen, plugins = set(), {}
-    for override in [*SHIPPED, "anonymizer@attacker_anonymizer=mcadams", "anonymizer=external", "anonymizer=precomputed"]:
+    for override in [*SHIPPED, "anonymizer@attacker_anonymizer=mcadams", "anonymizer=external",
+                     "anonymizer=precomputed"]:
         cfg = compose([override])
         seen |= {pattern for pattern in keys if any(True for _ in matching(cfg, pattern))}
         for group in ("anonymizer", "attacker_anonymizer", "asr", "attacker.model"):

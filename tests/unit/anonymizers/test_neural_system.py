@@ -233,7 +233,8 @@ def test_the_parameters_fingerprint_is_what_the_built_system_loads(trained, tmp_
     building the system: the digests the built system holds (weights, speaker encoder, pool key),
     for the stored pool, for a pool extracted from a manifest (its key covers the F0 tracker) and
     for OHNN's map."""
-    manifest_pool = (*SMALL_POOL, f"anonymizer.pool.source={trained['manifest']}", f"anonymizer.pool.cache_dir={tmp_path}")
+    manifest_pool = (*SMALL_POOL, f"anonymizer.pool.source={trained['manifest']}",
+                     f"anonymizer.pool.cache_dir={tmp_path}")
     for overrides in (SMALL_POOL, manifest_pool):
         built = system("xvector", trained, *overrides)
         assert built.settings.fingerprint(None) == {
