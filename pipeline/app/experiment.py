@@ -124,7 +124,7 @@ class Experiment:
         source = manifest_path(self.prepared, name)
         if kind == ORIGINAL:
             return source
-        key = (name, content_hash(plain(system)))  # the system is set up (weights loaded) once per list
+        key = (name, content_hash(plain(system)))  # each list anonymised (or found in the cache) once
         if key not in self._anonymized:
             self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name,
                                                   seed=int(self.cfg.anonymization_seed),
