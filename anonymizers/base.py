@@ -12,25 +12,38 @@ the utterance id. A system notes what it drew for an utterance (e.g. McAdams' al
 `batch.drawn[i]`; the anonymize stage writes the key and those values into the manifest. A system is a subclass plus a YAML file in
 `conf/anonymizer/` whose `_target_` names it; nothing else registers it.
 
+A system's parameters (the keys of its YAML file less `name` and `_target_`) are a dataclass,
+its class's `parameters`: each field holds its default and its range (`setting(default,
+Check)`), and the dataclass checks itself (`problems`, `file_problems`) and gives the
+fingerprint of the files it names. The settings check before a run and the anonymize stage's
+cache key read the dataclass alone, so neither builds the system (no weights loaded); the
+constructor receives the same keys, checks them through the dataclass and keeps it as
+`self.settings`.
+
 Example (a system that only scales the signal)::
 
+    @dataclass
+    class QuieterParameters(Parameters):
+        gain: float = setting(0.5, Check("a number in (0, 1)", open_range(0, 1)))
+
     class Quieter(Anonymizer):
-        def __init__(self, gain: float = 0.5, **common):
-            super().__init__(**common)
-            self.gain = gain
+        parameters = QuieterParameters
 
         def anonymize(self, batch: Batch) -> list[torch.Tensor]:
-            return [w * self.gain for w in batch.waves]
+            return [w * self.settings.gain for w in batch.waves]
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import ClassVar
 
 import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from pipeline.core.checks import SECONDS, Checked
+from pipeline.core.checks import SECONDS, Check, Checked, field_problems, one_of, setting
 from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Utterance
@@ -110,55 +123,112 @@ class Batch:
     drawn: list[dict] = field(default_factory=list)
 
 
+@dataclass
+class Parameters:
+    """The parameters every system has; a system's own dataclass subclasses this one.
+
+    `model_folders`: its fields naming trained model folders (looked for by `file_problems`).
+    Override `relations` for checks of several fields, `file_problems` for what must exist on
+    disk and `fingerprint` for the digests of the files it names.
+    """
+
+    level: str = setting("utterance", Check(" or ".join(LEVELS), one_of(*LEVELS)))
+    batch_seconds: float = setting(300.0, SECONDS)
+
+    model_folders: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def of(cls, settings: Mapping, key: str = "anonymizer") -> Parameters:
+        """The parameters of the settings `settings` (a config node or a dict of its keys; `name`
+        and `_target_` are ignored); a key that is no field is a one-line error."""
+        if isinstance(settings, DictConfig):
+            settings = OmegaConf.to_container(settings, resolve=True)  # a key left to set stays "???"
+        values = {k: OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v
+                  for k, v in settings.items() if k not in ("name", "_target_")}  # (hydra passes lists as nodes)
+        known = [entry.name for entry in fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise VpevalError(f"{key}.{unknown[0]}: not a parameter of this system (its parameters: "
+                              f"{', '.join(known)})")
+        return cls(**values)
+
+    def problems(self, key: str = "anonymizer") -> list[str]:
+        """Each field outside its range, one line each; with none, what `relations` finds."""
+        return field_problems(self, key) or self.relations(key)
+
+    def relations(self, key: str) -> list[str]:
+        """Problems of several fields together. Default: none."""
+        return []
+
+    def file_problems(self, key: str = "anonymizer") -> list[str]:
+        """What the parameters name on disk that is missing. Default: each of `model_folders`
+        must be a folder."""
+        return [f"{key}.{name}={getattr(self, name)}: must be a trained model folder (recipes/train_vc/README.md)"
+                for name in self.model_folders
+                if getattr(self, name) is None or not Path(str(getattr(self, name))).is_dir()]
+
+    def check(self, key: str = "anonymizer") -> None:
+        """Raise one VpevalError listing the problems (ranges and relations, then files)."""
+        found = self.problems(key) or self.file_problems(key)
+        if found:
+            raise VpevalError("; ".join(found))
+
+    def fingerprint(self, source_speakers: Mapping[str, str] | None) -> dict[str, str]:
+        """Digests of the files the system would load (weights, target pools), read without
+        building it; the anonymize stage keys its cached audio on them, so retrained weights at
+        the same path are never mistaken for the old ones. `source_speakers`: as the
+        anonymiser's. Default: none."""
+        return {}
+
+
 class Anonymizer(Checked, ABC):
-    """Base class. Subclasses implement `anonymize(batch) -> list[Tensor]`.
+    """Base class. Subclasses implement `anonymize(batch) -> list[Tensor]` and name their
+    parameter dataclass in `parameters`.
 
     Args:
-        level: "utterance" (a new pseudo-speaker per utterance) or "speaker" (one per speaker
-            and list).
         seed: experiment seed; results depend only on it and the ids, not on batching.
         device: "auto", "cpu" or "cuda[:n]".
-        batch_seconds: audio seconds per batch handed to `anonymize`.
         source_speakers: {speaker: gender} of every source speaker of the corpus, the same
             for each list (the anonymize stage passes them). A system that maps the speakers
             as a whole (PERM) draws over them, so that a speaker's pseudo-speaker does not
             depend on the list. None: the speakers of the manifest given to `prepare`.
+        **settings: the fields of `parameters`, checked by it and kept as `self.settings`;
+            every system has `level` ("utterance": a new pseudo-speaker per utterance,
+            "speaker": one per speaker and list) and `batch_seconds` (audio seconds per batch
+            handed to `anonymize`).
 
     `probe_first`: a system that can fail for reasons outside vpeval (an external command
     whose interpreter lacks a package) is run once on one utterance when an experiment
     starts, so it fails before any training, not after it.
-
-    `settings_checks`: the range of each of its config keys, checked before any stage runs
-    (pipeline.core.checks.Checked; a subclass adds its own keys to its base's).
-    `model_folders`: its keys naming trained model folders; a system with any loads models
-    when built (minutes), so the settings check looks for its folders instead of building it.
     """
 
     sample_rate: int = 16000
     probe_first: bool = False
-    settings_checks = {"batch_seconds": SECONDS}
-    model_folders: tuple[str, ...] = ()
+    parameters: ClassVar[type[Parameters]] = Parameters
 
-    def __init__(self, *, level: str = "utterance", seed: int = 0, device: str = "auto",
-                 batch_seconds: float = 300.0, source_speakers: Mapping[str, str] | None = None):
-        if level not in LEVELS:
-            raise VpevalError(f"anonymizer.level must be one of {LEVELS}, got {level!r}")
-        self.level = level
+    def __init__(self, *, seed: int = 0, device: str = "auto", source_speakers: Mapping[str, str] | None = None,
+                 **settings):
+        self.settings = self.parameters.of(settings)
+        self.settings.check()
+        self.level = self.settings.level
         self.seed = int(seed)
         self.device = resolve_device(device)
-        self.batch_seconds = float(batch_seconds)
+        self.batch_seconds = float(self.settings.batch_seconds)
         self.source_speakers = None if source_speakers is None else {str(s): str(g) for s, g in source_speakers.items()}
+
+    @classmethod
+    def check_settings(cls, settings: DictConfig, key: str) -> list[str]:
+        """The problems of the config node `settings` at `key`, found by `parameters` (the system
+        is not built)."""
+        try:
+            return cls.parameters.of(settings, key).problems(key)
+        except VpevalError as error:
+            return [str(error)]
 
     def prepare(self, utterances: Sequence[Utterance]) -> None:
         """Called once by the anonymize stage with every utterance of the manifest (ids,
         speakers, genders, paths) before any batch, e.g. for speaker-level statistics or the
         list of source speakers. Default: nothing."""
-
-    def fingerprint(self) -> dict[str, str]:
-        """Digests of the files the system loads (weights, target pools); the anonymize stage
-        keys its cached audio on them, so retrained weights at the same path are never
-        mistaken for the old ones. Default: none."""
-        return {}
 
     @abstractmethod
     def anonymize(self, batch: Batch) -> list[torch.Tensor]:

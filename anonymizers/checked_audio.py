@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from anonymizers.base import Batch
+from pipeline.core.checks import Check, non_negative
 from pipeline.core.errors import VpevalError
 from pipeline.data.audio import NonFiniteAudio, audio_info, read_audio
 
@@ -18,14 +19,7 @@ from pipeline.data.audio import NonFiniteAudio, audio_info, read_audio
 LENGTH_SLACK_SECONDS = 0.05
 AUDIO_SUFFIXES = (".wav", ".flac")
 IDS_SHOWN = 5
-
-
-def check_length_tolerance(length_tolerance) -> float:
-    """The config value as a float in [0, 1), or a one-line config error."""
-    value = float(length_tolerance)
-    if not 0 <= value < 1:
-        raise VpevalError(f"anonymizer.length_tolerance must be in [0, 1), got {length_tolerance!r}")
-    return value
+LENGTH_TOLERANCE = Check("a number in [0, 1)", lambda v: non_negative(v) and v < 1)
 
 
 def check_file_ids(utt_ids: list[str]) -> None:

@@ -28,18 +28,14 @@ import re
 import signal
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from anonymizers.base import Anonymizer, Batch
-from anonymizers.checked_audio import (
-    check_file_ids,
-    check_length_tolerance,
-    find_output,
-    load_checked,
-)
+from anonymizers.base import Anonymizer, Batch, Parameters
+from anonymizers.checked_audio import LENGTH_TOLERANCE, check_file_ids, find_output, load_checked
+from pipeline.core.checks import SECONDS, Check, setting
 from pipeline.core.errors import VpevalError
 from pipeline.data.audio import write_audio
 
@@ -47,33 +43,48 @@ PLACEHOLDERS = ("input_dir", "list_file", "output_dir", "sample_rate", "seed", "
 PLACEHOLDER_PATTERN = re.compile(r"\{([A-Za-z_]+)\}")
 
 
-class External(Anonymizer):
-    """Runs `command` once per batch on a temporary folder and checks what it wrote.
+def is_argv(command) -> bool:
+    """A non-empty list of strings or numbers (run without a shell), not a shell string."""
+    return (isinstance(command, (list, tuple)) and bool(command)
+            and all(isinstance(arg, (str, int, float)) and not isinstance(arg, bool) for arg in command))
 
-    Args:
-        command: argv list with placeholders (see the module docstring); never a shell string.
-        timeout_seconds: the command is killed (with its process group) after this long.
-        length_tolerance: allowed relative change of an utterance's length (0.1 = 10 %).
-        workdir: where the temporary folders go (default: the system's temp folder).
-        **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`).
+
+@dataclass
+class ExternalParameters(Parameters):
+    """The external command's parameters (conf/anonymizer/external.yaml).
+
+    command: argv list with placeholders (see the module docstring); never a shell string.
+    timeout_seconds: the command is killed (with its process group) after this long.
+    length_tolerance: allowed relative change of an utterance's length (0.1 = 10 %).
+    workdir: where the temporary folders go (None: the system's temp folder).
     """
 
-    probe_first = True  # a command can fail to start (e.g. `python` without soundfile): find out first
+    command: list | None = setting(None, Check("a non-empty argv list (run without a shell)", is_argv))
+    timeout_seconds: float = setting(3600.0, SECONDS)
+    length_tolerance: float = setting(0.1, LENGTH_TOLERANCE)
+    workdir: str | None = setting(None)
 
-    def __init__(self, command: Sequence[str], timeout_seconds: float = 3600.0, length_tolerance: float = 0.1,
-                 workdir: str | None = None, **common):
-        super().__init__(**common)
-        if isinstance(command, str) or not command or not all(isinstance(arg, (str, int, float)) for arg in command):
-            raise VpevalError(f"anonymizer.command must be a non-empty argv list (run without a shell), got {command!r}")
-        self.command = [str(arg) for arg in command]
-        unknown = sorted({name for arg in self.command for name in PLACEHOLDER_PATTERN.findall(arg)} - set(PLACEHOLDERS))
-        if unknown:
-            raise VpevalError(f"anonymizer.command: unknown placeholder(s) {unknown}; known: {list(PLACEHOLDERS)}")
-        if float(timeout_seconds) <= 0:
-            raise VpevalError(f"anonymizer.timeout_seconds must be positive, got {timeout_seconds!r}")
-        self.timeout_seconds = float(timeout_seconds)
-        self.length_tolerance = check_length_tolerance(length_tolerance)
-        self.workdir = workdir
+    def relations(self, key: str) -> list[str]:
+        if not is_argv(self.command):  # left to set (`???`)
+            return []
+        unknown = sorted({name for arg in self.command for name in PLACEHOLDER_PATTERN.findall(str(arg))}
+                         - set(PLACEHOLDERS))
+        return [f"{key}.command: unknown placeholder(s) {unknown}; known: {list(PLACEHOLDERS)}"] if unknown else []
+
+
+class External(Anonymizer):
+    """Runs `command` once per batch on a temporary folder and checks what it wrote; its
+    parameters are `ExternalParameters`, with `seed`, `device` (see `Anonymizer`)."""
+
+    probe_first = True  # a command can fail to start (e.g. `python` without soundfile): find out first
+    parameters = ExternalParameters
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.command = [str(arg) for arg in self.settings.command]
+        self.timeout_seconds = float(self.settings.timeout_seconds)
+        self.length_tolerance = float(self.settings.length_tolerance)
+        self.workdir = self.settings.workdir
 
     def argv(self, values: dict[str, str]) -> list[str]:
         """The command with every `{placeholder}` replaced."""

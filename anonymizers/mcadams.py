@@ -28,12 +28,13 @@ import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from anonymizers.base import Anonymizer, Batch
-from pipeline.core.checks import BOOLEAN, Check, one_of
+from anonymizers.base import Anonymizer, Batch, Parameters
+from pipeline.core.checks import BOOLEAN, Check, between, integer, one_of, optional, setting
 from pipeline.core.errors import VpevalError
 from pipeline.signal.lpc import (
     all_pole_filter,
@@ -248,45 +249,54 @@ def peak_level(signal: torch.Tensor) -> torch.Tensor:
     return torch.maximum(high, -low)
 
 
-class McAdams(Anonymizer):
-    """McAdams-coefficient anonymisation (VPC 2020/2024 baseline B2).
+def is_alpha(alpha) -> bool:
+    """A coefficient in (0, inf) or a [low, high] pair with 0 < low <= high."""
+    try:
+        low, high = parse_alpha(alpha)
+    except (TypeError, ValueError):
+        return False
+    return 0 < low <= high and math.isfinite(high)
 
-    Args:
-        alpha: a number (fixed coefficient, VPC 2020: 0.8) or [low, high] (drawn uniformly
-            per utterance or per speaker, following `level`, from the batch seed; VPC 2024:
-            [0.5, 0.9] per utterance).
-        lpc_order: order of the LPC analysis (VPC: 20); the poles of its all-pole model are
-            the ones warped.
-        chunk_frames: frames processed together; None: 4096 on CPU, 131072 on CUDA (about 5
-            GB of GPU memory; larger amortises kernel launches further).
-        lpc: "levinson" (autocorrelation method, the default) or "burg" (as `librosa.lpc`,
-            the VPC B2 code's estimator).
-        deterministic: run the compiled CPU kernel whatever the device, so that the output
-            is the same bit for bit whatever the batching (on CUDA the batched torch steps
-            can differ in the last bit).
-        **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`).
+
+@dataclass
+class McAdamsParameters(Parameters):
+    """McAdams' parameters (conf/anonymizer/mcadams.yaml).
+
+    alpha: a number (fixed coefficient, VPC 2020: 0.8) or [low, high] (drawn uniformly per
+        utterance or per speaker, following `level`, from the batch seed; VPC 2024: [0.5, 0.9]
+        per utterance).
+    lpc_order: order of the LPC analysis (VPC: 20); the poles of its all-pole model are the
+        ones warped.
+    lpc: "levinson" (autocorrelation method, the default) or "burg" (as `librosa.lpc`, the VPC
+        B2 code's estimator).
+    deterministic: run the compiled CPU kernel whatever the device, so that the output is the
+        same bit for bit whatever the batching (on CUDA the batched torch steps can differ in
+        the last bit).
+    chunk_frames: frames processed together; None: 4096 on CPU, 131072 on CUDA (about 5 GB of
+        GPU memory; larger amortises kernel launches further).
     """
 
-    settings_checks = {**Anonymizer.settings_checks, "lpc": Check(" or ".join(LPC_METHODS), one_of(*LPC_METHODS)),
-                       "deterministic": BOOLEAN}
+    alpha: float | list[float] = setting(0.8, Check("a number > 0 or a [low, high] pair with 0 < low <= high",
+                                                    is_alpha))
+    lpc_order: int = setting(LPC_ORDER, Check("an integer from 1 to 100", between(1, 100)))
+    lpc: str = setting("levinson", Check(" or ".join(LPC_METHODS), one_of(*LPC_METHODS)))
+    deterministic: bool = setting(False, BOOLEAN)
+    chunk_frames: int | None = setting(None, Check("null or an integer >= 1", optional(integer(1))))
 
-    def __init__(self, alpha: float | Sequence[float] = 0.8, lpc_order: int = LPC_ORDER,
-                 chunk_frames: int | None = None, lpc: str = "levinson", deterministic: bool = False,
-                 **common):
-        super().__init__(**common)
-        self.alpha_range = parse_alpha(alpha)
-        if isinstance(lpc_order, bool) or not isinstance(lpc_order, int) or not 1 <= lpc_order <= 100:
-            raise VpevalError(f"anonymizer.lpc_order must be an integer from 1 to 100, got {lpc_order!r}")
-        self.lpc_order = lpc_order
-        if chunk_frames is not None and int(chunk_frames) < 1:
-            raise VpevalError(f"anonymizer.chunk_frames must be a positive integer or null, got {chunk_frames!r}")
-        self.chunk_frames = None if chunk_frames is None else int(chunk_frames)
-        if lpc not in LPC_METHODS:
-            raise VpevalError(f"anonymizer.lpc must be one of {', '.join(LPC_METHODS)}, got {lpc!r}")
-        self.lpc = lpc
-        if not isinstance(deterministic, bool):
-            raise VpevalError(f"anonymizer.deterministic must be true or false, got {deterministic!r}")
-        self.deterministic = deterministic
+
+class McAdams(Anonymizer):
+    """McAdams-coefficient anonymisation (VPC 2020/2024 baseline B2); its parameters are
+    `McAdamsParameters`, with `seed`, `device` (see `Anonymizer`)."""
+
+    parameters = McAdamsParameters
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.alpha_range = parse_alpha(self.settings.alpha)
+        self.lpc_order = self.settings.lpc_order
+        self.chunk_frames = self.settings.chunk_frames
+        self.lpc = self.settings.lpc
+        self.deterministic = self.settings.deterministic
 
     def alpha_for(self, seed: int) -> float:
         """The coefficient of the utterance (or speaker) whose random key is `seed`."""
@@ -304,14 +314,10 @@ class McAdams(Anonymizer):
 
 
 def parse_alpha(alpha) -> tuple[float, float]:
-    """`0.8` -> (0.8, 0.8); `[0.5, 0.9]` -> (0.5, 0.9); anything else is a config error."""
-    if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
-        low = high = float(alpha)
-    else:
-        try:
-            low, high = (float(v) for v in alpha)
-        except (TypeError, ValueError):
-            raise VpevalError(f"anonymizer.alpha must be a number or a [low, high] pair, got {alpha!r}") from None
-    if not (0 < low <= high) or not math.isfinite(high):
-        raise VpevalError(f"anonymizer.alpha must satisfy 0 < low <= high, got {alpha!r}")
+    """`0.8` -> (0.8, 0.8); `[0.5, 0.9]` -> (0.5, 0.9); anything else raises TypeError or ValueError."""
+    if isinstance(alpha, (bool, str)):
+        raise TypeError(f"not a coefficient: {alpha!r}")
+    if isinstance(alpha, (int, float)):
+        return float(alpha), float(alpha)
+    low, high = (float(v) for v in alpha)
     return low, high

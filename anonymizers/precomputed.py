@@ -22,65 +22,60 @@ within `length_tolerance` (+ 0.05 s) of the input's length; the error names the 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from anonymizers.base import Anonymizer, Batch
-from anonymizers.checked_audio import (
-    AUDIO_SUFFIXES,
-    check_length_tolerance,
-    load_checked,
-    shown,
-)
+from anonymizers.base import Anonymizer, Batch, Parameters
+from anonymizers.checked_audio import AUDIO_SUFFIXES, LENGTH_TOLERANCE, load_checked, shown
+from pipeline.core.checks import setting
 from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.fileio import macos_metadata, read_text
 from pipeline.data.kaldi import table_lines, wav_scp_path
 from pipeline.data.manifest import Utterance
 
 
-class Precomputed(Anonymizer):
-    """Returns the already-anonymised version of each utterance from `folder`.
+@dataclass
+class PrecomputedParameters(Parameters):
+    """Where the anonymised audio is (conf/anonymizer/precomputed.yaml).
 
-    Args:
-        folder: the folder of anonymised audio (see the module docstring for the lookup).
-        suffix: the system's suffix in a VoicePrivacy data folder of `<list>_<suffix>` dirs;
-            None: `folder` holds one system's audio.
-        length_tolerance: allowed relative change of an utterance's length (0.1 = 10 %).
-        **common: `level`, `seed`, `device`, `batch_seconds` (see `Anonymizer`); unused here
-            beyond the interface, since the audio exists already.
+    folder: the folder of anonymised audio (see the module docstring for the lookup).
+    suffix: the system's suffix in a VoicePrivacy data folder of `<list>_<suffix>` dirs; None:
+        `folder` holds one system's audio.
+    length_tolerance: allowed relative change of an utterance's length (0.1 = 10 %).
+    `level` and `batch_seconds` are unused beyond the interface, since the audio exists already.
     """
 
-    def __init__(self, folder: str, length_tolerance: float = 0.1, suffix: str | None = None, **common):
-        super().__init__(**common)
-        self.folder = Path(folder)
-        if not self.folder.is_dir():
-            raise VpevalError(f"anonymizer.folder: {self.folder} is not a folder")
-        self.length_tolerance = check_length_tolerance(length_tolerance)
-        self.suffix = str(suffix).lstrip("_") if suffix else None
-        if self.suffix is not None and not self.system_dirs():
-            found = sorted(d.name for d in self.folder.iterdir() if d.is_dir())
-            raise VpevalError(f"anonymizer.folder: {self.folder} has no data dir named *_{self.suffix} "
-                              f"(anonymizer.suffix={suffix}); data dirs there: {shown(found) or 'none'}")
+    folder: str | None = setting(None)
+    suffix: str | None = setting(None)
+    length_tolerance: float = setting(0.1, LENGTH_TOLERANCE)
+
+    @property
+    def system_suffix(self) -> str | None:
+        return str(self.suffix).lstrip("_") if self.suffix else None
 
     def system_dirs(self) -> list[Path]:
         """The `<list>_<suffix>` dirs of the system (with `suffix`)."""
-        return sorted(d for d in self.folder.iterdir() if d.is_dir() and d.name.endswith(f"_{self.suffix}"))
+        suffix = f"_{self.system_suffix}"
+        return sorted(d for d in Path(self.folder).iterdir() if d.is_dir() and d.name.endswith(suffix))
 
-    @cached_property
-    def index(self) -> dict[str, Path]:
-        """Utterance id -> audio file, built once from wav.scp, the system's dirs or by scanning the folder."""
-        if self.suffix is not None:
-            return vpc_index(self.system_dirs(), self.folder.resolve().parent)
-        scp = self.folder / "wav.scp"
-        return read_wav_scp(scp) if scp.is_file() else scan_audio(self.folder)
+    def file_problems(self, key: str = "anonymizer") -> list[str]:
+        folder = Path(str(self.folder))
+        if self.folder is None or not folder.is_dir():
+            return [f"{key}.folder: {folder} is not a folder"]
+        if self.system_suffix is not None and not self.system_dirs():
+            found = sorted(d.name for d in folder.iterdir() if d.is_dir())
+            return [f"{key}.folder: {folder} has no data dir named *_{self.system_suffix} "
+                    f"({key}.suffix={self.suffix}); data dirs there: {shown(found) or 'none'}"]
+        return []
 
-    def fingerprint(self) -> dict[str, str]:
+    def fingerprint(self, source_speakers=None) -> dict[str, str]:
         """With `suffix`: what the system's dirs list (wav.scp, else their audio files' names,
         sizes and times), so re-anonymised data at the same place are not taken for the old."""
-        if self.suffix is None:
+        if self.system_suffix is None:
             return {}
         digest = hashlib.sha256()
         for folder in self.system_dirs():
@@ -90,6 +85,31 @@ class Precomputed(Anonymizer):
                 for path in sorted(scan_audio(folder).values())).encode()
             digest.update(folder.name.encode() + b"\0" + listing + b"\0")
         return {"precomputed_dirs": digest.hexdigest()}
+
+
+class Precomputed(Anonymizer):
+    """Returns the already-anonymised version of each utterance from `folder`; its parameters
+    are `PrecomputedParameters`, with `seed`, `device` (see `Anonymizer`)."""
+
+    parameters = PrecomputedParameters
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.folder = Path(self.settings.folder)
+        self.length_tolerance = float(self.settings.length_tolerance)
+        self.suffix = self.settings.system_suffix
+
+    def system_dirs(self) -> list[Path]:
+        """The `<list>_<suffix>` dirs of the system (with `suffix`)."""
+        return self.settings.system_dirs()
+
+    @cached_property
+    def index(self) -> dict[str, Path]:
+        """Utterance id -> audio file, built once from wav.scp, the system's dirs or by scanning the folder."""
+        if self.suffix is not None:
+            return vpc_index(self.system_dirs(), self.folder.resolve().parent)
+        scp = self.folder / "wav.scp"
+        return read_wav_scp(scp) if scp.is_file() else scan_audio(self.folder)
 
     def prepare(self, utterances: Sequence[Utterance]) -> None:
         """With `suffix`: every utterance of the list must be in the system's dirs; else name the

@@ -14,39 +14,54 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from anonymizers.targets import Source, Strategy
-from anonymizers.vc.system import SpeakerEmbeddingAnonymizer
+from anonymizers.vc.system import SpeakerEmbeddingAnonymizer, SpeakerEmbeddingParameters
+from pipeline.core.checks import Check, setting
+
+
+def maps_speakers(strategy: Callable[..., Strategy]) -> bool:
+    """Whether the strategy draws over the source speakers as a whole (PERM)."""
+    return "source_speakers" in inspect.signature(strategy).parameters
+
+
+@dataclass
+class XVectorParameters(SpeakerEmbeddingParameters):
+    """The x-vector system's parameters (conf/anonymizer/xvector.yaml), beyond the shared ones.
+
+    strategy: builds the `Strategy` (from config: a `_partial_: true` node naming
+        `anonymizers.targets.FarthestAverage`, `Constant`, `Permutation` or `Random`); a builder
+        taking `source_speakers` (PERM) gets the {speaker: gender} of every source speaker of
+        the corpus (`Anonymizer`'s `source_speakers`, the same for every list, so that a
+        speaker keeps one pool speaker in every list and no two speakers share one), or of the
+        manifest being anonymised when none are given.
+    """
+
+    strategy: Callable[..., Strategy] | None = setting(None, Check("a target-selection strategy (a `_partial_` node)",
+                                                                   lambda v: callable(v) or isinstance(v, Mapping)))
+
+    def fingerprint(self, source_speakers: Mapping[str, str] | None) -> dict[str, str]:
+        found = super().fingerprint(source_speakers)
+        if maps_speakers(self.strategy) and source_speakers is not None:
+            listed = "".join(f"{s}\t{g}\n" for s, g in sorted((str(s), str(g)) for s, g in source_speakers.items()))
+            found["source_speakers"] = hashlib.sha256(listed.encode()).hexdigest()
+        return found
 
 
 class XVector(SpeakerEmbeddingAnonymizer):
-    """Speaker-embedding anonymisation with pool targets.
+    """Speaker-embedding anonymisation with pool targets; parameters: `XVectorParameters`."""
 
-    Args:
-        strategy: builds the `Strategy` (from config: a `_partial_: true` node naming
-            `anonymizers.targets.FarthestAverage`, `Constant`, `Permutation` or `Random`);
-            a builder taking `source_speakers` (PERM) gets the {speaker: gender} of every
-            source speaker of the corpus (`Anonymizer`'s `source_speakers`, the same for
-            every list, so that a speaker keeps one pool speaker in every list and no two
-            speakers share one), or of the manifest being anonymised when none are given.
-        **common: see `SpeakerEmbeddingAnonymizer` and `Anonymizer`.
-    """
+    parameters = XVectorParameters
 
-    def __init__(self, *, strategy: Callable[..., Strategy], **common):
-        super().__init__(**common)
-        self.strategy_builder = strategy
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.strategy_builder = self.settings.strategy
         self.strategy: Strategy | None = None
-        self.maps_speakers = "source_speakers" in inspect.signature(strategy).parameters
-
-    def fingerprint(self) -> dict[str, str]:
-        found = super().fingerprint()
-        if self.maps_speakers and self.source_speakers is not None:
-            listed = "".join(f"{s}\t{g}\n" for s, g in sorted(self.source_speakers.items()))
-            found["source_speakers"] = hashlib.sha256(listed.encode()).hexdigest()
-        return found
+        self.maps_speakers = maps_speakers(self.strategy_builder)
 
     def check_targets(self, genders: dict[str, str]) -> None:
         speakers = genders if self.source_speakers is None else self.source_speakers

@@ -14,6 +14,7 @@ A trained model lives in a folder (see `save_voice_converter`)::
 """
 from __future__ import annotations
 
+import inspect
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -118,6 +119,15 @@ def save_voice_converter(folder: str | Path, model: VoiceConverter, spec: Mappin
     return save_module(folder, model, spec, {
         "format": MODEL_FORMAT, "speaker_encoder": SPEAKER_ENCODER,
         "speaker_encoder_sha256": file_digest(folder / SPEAKER_ENCODER / WEIGHTS), **dict(info or {})})
+
+
+def model_pitch(model: Mapping[str, Any]) -> YinPitch:
+    """The F0 tracker of the voice converter that `model` (model.json's `model`) builds, without
+    building it (what a target pool's key depends on)."""
+    defaults = inspect.signature(VoiceConverter).parameters
+    return YinPitch(sample_rate=model.get("sample_rate", defaults["sample_rate"].default),
+                    hop_length=model.get("hop_length", defaults["hop_length"].default),
+                    **dict(model.get("pitch") or {}))
 
 
 def load_voice_converter(folder: str | Path, device: torch.device | str) -> tuple[VoiceConverter, SpeakerEncoder, dict]:

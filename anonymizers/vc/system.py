@@ -20,16 +20,18 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from anonymizers.base import Anonymizer, Batch
+from anonymizers.base import Anonymizer, Batch, Parameters
 from anonymizers.targets import Source
-from anonymizers.vc.checkpoints import VC_RECIPE, WEIGHTS, require_folder
-from anonymizers.vc.model import load_voice_converter
+from anonymizers.vc.checkpoints import VC_RECIPE, WEIGHTS, read_spec, require_folder
+from anonymizers.vc.model import MODEL_FORMAT, load_voice_converter, model_pitch
 from pipeline.runtime.seeds import stable_seed
 from pipeline.signal.f0 import LogF0Stats, log_f0_stats, map_f0
 from anonymizers.vc.pool import (
@@ -37,10 +39,12 @@ from anonymizers.vc.pool import (
     SpeakerStatistics,
     load_or_build_pool,
     load_pool,
+    pool_key,
     pool_utterances,
     speaker_genders,
     speaker_statistics,
 )
+from pipeline.core.checks import PRECISION, SECONDS, setting
 from pipeline.core.devices import module_device
 from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Utterance, file_digest
@@ -49,49 +53,85 @@ from pipeline.runtime.precision import autocast_dtype
 RECIPE_POOL = "pool.pt"
 
 
-class SpeakerEmbeddingAnonymizer(Anonymizer):
-    """Base of the speaker-embedding systems; subclasses implement `pseudo_speakers`.
+@dataclass
+class SpeakerEmbeddingParameters(Parameters):
+    """What the speaker-embedding systems share (conf/anonymizer/xvector.yaml).
 
-    Args:
-        vc_model: folder of a trained voice converter (`vpeval train-vc vc`).
-        pool: {source, subsets, cache_dir}; source null: the pool stored with the model.
-        precision: fp32 | bf16 | fp16 (autocast on CUDA; CPU runs fp32).
-        statistics_batch_seconds: audio per batch when computing speaker statistics.
+    vc_model: folder of a trained voice converter (`vpeval train-vc vc`).
+    pool: {source, subsets, cache_dir}; source null: the pool stored with the model.
+    precision: fp32 | bf16 | fp16 (autocast on CUDA; CPU runs fp32).
+    statistics_batch_seconds: audio per batch when computing speaker statistics.
     """
 
-    model_folders = ("vc_model",)
+    vc_model: str | None = setting(None)
+    pool: dict = setting({})
+    precision: str = setting("fp32", PRECISION)
+    statistics_batch_seconds: float = setting(120.0, SECONDS)
 
-    def __init__(self, *, vc_model: str | None = None, pool: Mapping | None = None, precision: str = "fp32",
-                 statistics_batch_seconds: float = 120.0, **common):
-        super().__init__(**common)
-        self.model_dir = require_folder(vc_model, "anonymizer.vc_model", VC_RECIPE)
+    model_folders: ClassVar[tuple[str, ...]] = ("vc_model",)
+    recipes: ClassVar[dict[str, str]] = {"vc_model": VC_RECIPE}  # what trains each of `model_folders`
+
+    def file_problems(self, key: str = "anonymizer") -> list[str]:
+        found = []
+        for name in self.model_folders:
+            try:
+                require_folder(getattr(self, name), f"{key}.{name}", self.recipes[name])
+            except VpevalError as error:
+                found.append(str(error))
+        return found
+
+    def fingerprint(self, source_speakers: Mapping[str, str] | None) -> dict[str, str]:
+        """The voice converter's weights, its speaker encoder's and the target pool's key, read
+        from the model folder and the pool's source (no model is built)."""
+        model_dir = Path(self.vc_model)
+        spec = read_spec(model_dir, MODEL_FORMAT)
+        encoder_digest = str(spec["speaker_encoder_sha256"])
+        pool = dict(self.pool or {})
+        if pool.get("source") is None:
+            key = load_pool(stored_pool(model_dir)).key
+        else:
+            key = pool_key(pool_utterances(pool["source"], pool.get("subsets")), encoder_digest,
+                           model_pitch(spec["model"]))
+        return {"vc_model": file_digest(model_dir / WEIGHTS), "speaker_encoder": encoder_digest, "pool": key}
+
+
+def stored_pool(model_dir: Path) -> Path:
+    """The target pool stored with a voice converter (`pool.source: null`)."""
+    path = model_dir / RECIPE_POOL
+    if not path.is_file():
+        raise VpevalError(f"{path}: the model folder holds no target pool; set anonymizer.pool.source "
+                          f"to a manifest or a LibriSpeech-layout folder")
+    return path
+
+
+class SpeakerEmbeddingAnonymizer(Anonymizer):
+    """Base of the speaker-embedding systems; subclasses implement `pseudo_speakers`. Parameters:
+    `SpeakerEmbeddingParameters`, with `seed`, `device` (see `Anonymizer`)."""
+
+    parameters = SpeakerEmbeddingParameters
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.model_dir = Path(self.settings.vc_model)
         self.model, self.encoder, spec = load_voice_converter(self.model_dir, self.device)
         for module, what in ((self.model, "the voice converter"), (self.encoder, "its speaker encoder")):
             module_device(module, self.device, what=what)
         self.sample_rate = self.model.sample_rate
         self.encoder_digest = str(spec["speaker_encoder_sha256"])
-        self.amp_dtype = autocast_dtype(precision, self.device, config_key="anonymizer.precision")
-        self.statistics_batch_seconds = float(statistics_batch_seconds)
-        self.pool = self._load_pool(dict(pool or {}))
+        self.amp_dtype = autocast_dtype(self.settings.precision, self.device, config_key="anonymizer.precision")
+        self.statistics_batch_seconds = float(self.settings.statistics_batch_seconds)
+        self.pool = self._load_pool(dict(self.settings.pool or {}))
         self.target_pool = self.pool.target_pool()
         self.genders: dict[str, str] | None = None
         self.speaker_stats: SpeakerStatistics | None = None
 
     def _load_pool(self, pool: dict) -> SpeakerPool:
         if pool.get("source") is None:
-            path = self.model_dir / RECIPE_POOL
-            if not path.is_file():
-                raise VpevalError(f"{path}: the model folder holds no target pool; set anonymizer.pool.source "
-                                  f"to a manifest or a LibriSpeech-layout folder")
-            return load_pool(path)
+            return load_pool(stored_pool(self.model_dir))
         utterances = pool_utterances(pool["source"], pool.get("subsets"))
         cache_dir = Path(pool.get("cache_dir") or self.model_dir / "pools")
         return load_or_build_pool(utterances, self.encoder, self.encoder_digest, self.model.pitch, cache_dir,
                                   device=self.device, batch_seconds=self.statistics_batch_seconds)
-
-    def fingerprint(self) -> dict[str, str]:
-        return {"vc_model": file_digest(self.model_dir / WEIGHTS), "speaker_encoder": self.encoder_digest,
-                "pool": self.pool.key}
 
     def prepare(self, utterances: Sequence[Utterance]) -> None:
         genders = speaker_genders(utterances)

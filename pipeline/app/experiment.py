@@ -125,7 +125,7 @@ class Experiment:
         source = manifest_path(self.prepared, name)
         if kind == ORIGINAL:
             return source
-        key = (name, content_hash(plain(system)))  # the system is set up (weights loaded) once per list
+        key = (name, content_hash(plain(system)))  # each list anonymised (or found in the cache) once
         if key not in self._anonymized:
             self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name,
                                                   seed=int(self.cfg.anonymization_seed),
@@ -237,10 +237,8 @@ class Experiment:
         self._replicates[str(scores)] = interval.pop("eer_replicates")
         embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
                                                trial_utts)
-        settings = plain(OmegaConf.select(self.cfg, "metrics")) or None  # a `metrics:` block, where a config has one
         metrics = metric_list(plain(self.cfg.get("reidentification")), int(self.cfg.seed))
-        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, settings=settings,
-                               metrics=metrics),
+        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, metrics=metrics),
                 **interval}
 
     def replicates(self) -> dict[str, list[float]]:

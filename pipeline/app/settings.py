@@ -3,27 +3,29 @@
 Each check has one home, and `problems` reads them all: a key's type and range are its field in
 the config schemas (pipeline.core.schemas: the type, and in the field's metadata its range); the keys
 of a `_target_` plugin (an anonymiser, the attacker's speaker encoder, an ASR model) are checked
-by the plugin's class (`check_settings`, pipeline.core.checks.Checked), found through the
-config's `_target_`; ABOVE_SCHEMAS holds the two ranges whose allowed values are defined above
-the schemas' layer; COMBINATIONS are checks of several keys at once. A key whose type is wrong is
+by the plugin's class (`check_settings`, pipeline.core.checks.Checked; an anonymiser's by its
+parameter dataclass), found through the config's `_target_`; ABOVE_SCHEMAS holds the two ranges
+whose allowed values are defined above the schemas' layer; COMBINATIONS are checks of several
+keys at once. A key whose type is wrong is
 not checked further; a key the config does not have is skipped (the groups differ).
 `check_settings` raises one VpevalError listing every problem, each as `key=value: must be ...`.
-With `build=True` the anonymisers are also built (their constructors check their own
-parameters; one whose `model_folders` are set loads trained models, so only its folders are
-checked) and the device is resolved.
+With `build=True` the files each anonymiser's parameters name are also looked for (its parameter
+dataclass's `file_problems`; no anonymiser is built, no weights are loaded) and the device is
+resolved.
 
-To check a new key, give its schema field a range (`limited`), or its plugin class a
-`settings_checks` row; a new relation between keys, a function to COMBINATIONS.
+To check a new key, give its schema field a range (`limited`), an anonymiser's parameter field a
+range (`setting(default, Check)`), or another plugin class a `settings_checks` row; a new
+relation between keys, a function to COMBINATIONS.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline.asv.finetune import finetune_problem
 from pipeline.core.checks import SEED, Check, Checked, integer, one_of, open_range, range_problems, shown
+from pipeline.core.config import plugin_class
 from pipeline.core.devices import COMPILE_MODES
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import checks, type_problems
@@ -145,17 +147,6 @@ def problems(cfg: DictConfig, build: bool = False) -> list[str]:
     return found
 
 
-def plugin_class(node: DictConfig) -> type | None:
-    """The class a plugin's `_target_` names, None where it names none (a bad `_target_` is
-    reported when the plugin is built)."""
-    module, _, name = str(node.get("_target_")).rpartition(".")
-    try:  # not hydra's get_class, which logs an error line for a bad path before raising
-        found = getattr(importlib.import_module(module), name)
-    except Exception:  # noqa: BLE001  (whatever importing a wrong path raises)
-        return None
-    return found if isinstance(found, type) else None
-
-
 def _plugin_problems(node: DictConfig | ListConfig, key: str) -> list[str]:
     """What the class of each `_target_` node below `node` (at `key`) says of its own settings."""
     found = []
@@ -171,13 +162,12 @@ def _plugin_problems(node: DictConfig | ListConfig, key: str) -> list[str]:
 
 
 def _built(cfg: DictConfig) -> list[str]:
-    """Resolve the device, build each anonymiser (its constructor checks its parameters) and the
-    attacker's speaker encoder (its weights paths, e.g. ecapa_ssl's WavLM, are read and checked)."""
-    from pathlib import Path
-
+    """Resolve the device, look for what each anonymiser's parameters name on disk (its
+    `file_problems`: trained model folders, a folder of audio) and build the attacker's speaker
+    encoder (its weights paths, e.g. ecapa_ssl's WavLM, are read and checked)."""
     from pipeline.asv.augment import Augmentation
     from pipeline.asv.encoder import check_encoder
-    from pipeline.core.config import instantiate, without
+    from pipeline.core.config import instantiate
     from pipeline.core.devices import resolve_device
 
     found = []
@@ -197,16 +187,13 @@ def _built(cfg: DictConfig) -> list[str]:
         except VpevalError as error:
             found.append(str(error))
     for key in ("anonymizer", "attacker_anonymizer"):
-        folders = getattr(plugin_class(cfg[key]), "model_folders", ()) if cfg.get(key) is not None else ()
-        for name in folders:
-            folder = cfg[key].get(name)
-            if folder is None or not Path(folder).is_dir():
-                found.append(f"{key}.{name}={folder}: must be a trained model folder (recipes/train_vc/README.md)")
-        if cfg.get(key) is not None and not folders:
-            try:
-                instantiate(without(cfg[key], "name"), seed=int(cfg.seed), device="cpu")
-            except VpevalError as error:
-                found.append(str(error) if str(error).startswith(key) else f"{key}={cfg[key].name}: {error}")
+        if cfg.get(key) is None:
+            continue
+        parameters = getattr(plugin_class(cfg[key]), "parameters", None)
+        if parameters is None:
+            found.append(f"{key}._target_={cfg[key].get('_target_')}: must name an anonymiser class")
+        else:  # what its parameters name on disk (model folders, audio); the system is not built
+            found += parameters.of(cfg[key], key).file_problems(key)
     return found
 
 

@@ -14,7 +14,8 @@ plugin (an anonymiser, the attacker's speaker encoder, an ASR model) in its clas
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -63,13 +64,40 @@ COUNT = Check("an integer >= 1", integer(1))
 COUNT0 = Check("an integer >= 0", integer(0))
 FRACTION = Check("a number in (0, 1)", open_range(0, 1))
 SECONDS = Check("a number of seconds > 0", positive)
-BOOLEAN = Check("true or false", one_of(True, False))
+BOOLEAN = Check("true or false", lambda v: isinstance(v, bool))
 PRECISIONS = ("fp32", "bf16", "fp16")
 PRECISION = Check(" or ".join(PRECISIONS), one_of(*PRECISIONS))
 # Seeds reach torch.manual_seed and int64 tensors (RNG states in checkpoints), which take at most
 # 2**63 - 1; numpy's default_rng takes no negative seed.
 SEED_MAX = 2**63 - 1
 SEED = Check(f"an integer >= 0 and <= 2**63-1 ({SEED_MAX})", between(0, SEED_MAX))
+
+
+def setting(default: Any, check: Check | None = None) -> Any:
+    """A field of a plugin's parameter dataclass: its default (a list or dict is copied for each
+    instance) and, in its metadata, the `check` of its values."""
+    metadata = {} if check is None else {"check": check}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def field_problems(parameters: Any, prefix: str) -> list[str]:
+    """`prefix.name=value: must be <allowed>` for every field of the dataclass `parameters` whose
+    value fails the check in its metadata (a value left to set, `???`, is skipped).
+
+    >>> @dataclass
+    ... class Toy:
+    ...     lpc: str = setting("levinson", Check("levinson or burg", one_of("levinson", "burg")))
+    >>> field_problems(Toy(lpc="covariance"), "anonymizer")
+    ['anonymizer.lpc=covariance: must be levinson or burg']
+    """
+    found = []
+    for entry in fields(parameters):
+        value, check = getattr(parameters, entry.name), entry.metadata.get("check")
+        if check is not None and value != "???" and not check.test(value):
+            found.append(f"{prefix}.{entry.name}={shown(value)}: must be {check.allowed}")
+    return found
 
 
 class Checked:

@@ -204,6 +204,19 @@ def without(cfg: DictConfig, *keys: str) -> dict:
     return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in keys}
 
 
+def plugin_class(node: DictConfig | dict) -> type | None:
+    """The class a plugin's `_target_` names, None where it names none (a bad `_target_` is
+    reported when the plugin is built)."""
+    import importlib
+
+    module, _, name = str(node.get("_target_")).rpartition(".")
+    try:  # not hydra's get_class, which logs an error line for a bad path before raising
+        found = getattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001  (whatever importing a wrong path raises)
+        return None
+    return found if isinstance(found, type) else None
+
+
 def instantiate(cfg, **kwargs):
     """`hydra.utils.instantiate` that lets a plugin's own VpevalError through unwrapped, and
     turns a bad `_target_` or argument into a one-line VpevalError naming the key."""

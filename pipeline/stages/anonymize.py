@@ -6,7 +6,8 @@ utterance, see `anonymizers.base`) and `manifest.jsonl` (same ids, new paths, ea
 at speaker level a speaker gets a different pseudo-speaker in each list. `speakers` are the
 source speakers of the whole corpus, the same for every list: a system that maps speakers as
 a whole (PERM) draws over them, so a speaker keeps its pseudo-speaker in every list.
-The folder is keyed by the system's config, the seed and the input manifest's content, so
+The folder is keyed by the system's config, the seed, the input manifest's content and the
+digests of the files the system's parameters name (weights), without building it, so
 another experiment needing the same anonymised set reuses it, and a changed parameter
 never reuses stale audio. An interrupted run resumes: finished files are kept (each is
 written atomically) and only the missing ones are processed.
@@ -31,7 +32,8 @@ from tqdm import tqdm
 
 from anonymizers.base import Anonymizer, check_speech
 from pipeline.core.cache import Cache
-from pipeline.core.config import instantiate, without
+from pipeline.core.config import instantiate, plugin_class, without
+from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import read_text, write_json, write_lines
 from pipeline.data.audio import audio_info, read_audio, write_audio
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
@@ -52,12 +54,23 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     """Anonymise the utterances of list `list_name` (`manifest`) with `system` (a
     conf/anonymizer node); `speakers`: {speaker: gender} of every list of the corpus (None:
     this list's own, for a list anonymised on its own); `output_check`: the config section
-    (`speech`, `max_non_speech`; None: its defaults, on)."""
-    anonymizer = instantiate(without(system, "name"), seed=seed, device=device, source_speakers=speakers)
+    (`speech`, `max_non_speech`; None: its defaults, on). The folder's key comes from the
+    system's parameter dataclass (its settings and the fingerprint of the files they name):
+    the system is built only when the folder is not complete."""
+    system_class = plugin_class(system)
+    if system_class is None:
+        raise VpevalError(f"anonymizer._target_={system.get('_target_')}: must name an anonymiser class")
+    settings = instantiate(without(system, "name", "_target_"), _convert_="all")  # a strategy node -> its builder
+    parameters = system_class.parameters.of(settings)
+    parameters.check()
     params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate, "list": list_name}
-    inputs = {"manifest": file_digest(manifest), **anonymizer.fingerprint()}
-    out = cache.build("anonymize", params, inputs,
-                      lambda out: _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate), code=__name__)
+    inputs = {"manifest": file_digest(manifest), **parameters.fingerprint(speakers)}
+
+    def build(out: Path) -> dict:
+        anonymizer = system_class(**settings, seed=seed, device=device, source_speakers=speakers)
+        return _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate)
+
+    out = cache.build("anonymize", params, inputs, build, code=__name__)
     check_speech(str(system.name), list_name, json.loads(read_text(out / SPEECH))["screens"], output_check)
     return out
 

@@ -1,6 +1,6 @@
 """A plugin checks its own settings: an anonymiser in a package of its own (written here, outside
-pipeline/ and anonymizers/) is validated by its class's `settings_checks`, `check_settings` and
-`model_folders`, with no edit to pipeline/."""
+pipeline/ and anonymizers/) is validated by its parameter dataclass (field ranges, `relations`,
+`model_folders`), with no edit to pipeline/."""
 import inspect
 import sys
 
@@ -12,24 +12,29 @@ from pipeline.app.settings import problems
 from pipeline.core.config import compose
 
 TOY = '''
-from anonymizers.base import Anonymizer
-from pipeline.core.checks import Check, positive
+from dataclasses import dataclass
+
+from anonymizers.base import Anonymizer, Parameters
+from pipeline.core.checks import Check, positive, setting
+
+
+@dataclass
+class LouderParameters(Parameters):
+    weights: str | None = setting(None)
+    gain: float = setting(2.0, Check("a number > 1", lambda v: positive(v) and v > 1))
+
+    model_folders = ("weights",)
+
+    def relations(self, key):
+        return [f"{key}.gain=2: not at speaker level"] if self.gain == 2 and self.level == "speaker" else []
 
 
 class Louder(Anonymizer):
     """Scales the signal by `gain` with the weights in `weights` (never built by the settings check)."""
 
-    settings_checks = {**Anonymizer.settings_checks, "gain": Check("a number > 1", lambda v: positive(v) and v > 1)}
-    model_folders = ("weights",)
+    parameters = LouderParameters
 
-    @classmethod
-    def check_settings(cls, settings, key):
-        found = super().check_settings(settings, key)
-        if settings.get("gain") == 2 and settings.get("level") == "speaker":
-            found.append(f"{key}.gain=2: not at speaker level")
-        return found
-
-    def __init__(self, weights=None, gain=2.0, **common):
+    def __init__(self, **settings):
         raise AssertionError("built by the settings check")
 
     def anonymize(self, batch):
@@ -78,7 +83,9 @@ def test_mcadams_keys_are_checked_by_mcadams_alone(toy_package):
     mcadams.anonymizer.deterministic = 2  # (an override of it stops in compose, on its default's type)
     assert problems(mcadams) == ["anonymizer.lpc=covariance: must be levinson or burg",
                                  "anonymizer.deterministic=2: must be true or false"]
-    assert problems(with_plugin("anonymizer", louder(toy_package, lpc="covariance", deterministic=2))) == []
+    assert problems(with_plugin("anonymizer", louder(toy_package, lpc="covariance", deterministic=2))) == [
+        "anonymizer.deterministic: not a parameter of this system "
+        "(its parameters: level, batch_seconds, weights, gain)"]
 
 
 def test_the_settings_check_names_no_plugin_class():

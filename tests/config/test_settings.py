@@ -1,4 +1,6 @@
 """pipeline.app.settings: every setting checked before any stage, every problem listed at once."""
+import dataclasses
+
 import pytest
 
 from omegaconf import OmegaConf
@@ -121,8 +123,10 @@ def test_every_problem_in_one_line():
 
 
 def test_build_checks_anonymiser_parameters_and_devices():
-    found = problems(compose(["anonymizer.alpha=[0.9,0.2]", "device=cuda:7"]), build=True)
-    assert any("anonymizer.alpha must satisfy 0 < low <= high" in p for p in found)
+    """An anonymiser's parameters are checked by its parameter dataclass, without building it."""
+    assert problems(compose(["anonymizer.alpha=[0.9,0.2]"])) == [
+        "anonymizer.alpha=[0.9, 0.2]: must be a number > 0 or a [low, high] pair with 0 < low <= high"]
+    found = problems(compose(["device=cuda:7"]), build=True)
     import torch
 
     if not torch.cuda.is_available():
@@ -134,7 +138,8 @@ def test_every_checked_key_exists_in_some_shipped_config():
     in a plugin class's `settings_checks`)."""
     keys = {*checks(), *ABOVE_SCHEMAS}
     seen, plugins = set(), {}
-    for override in [*SHIPPED, "anonymizer@attacker_anonymizer=mcadams"]:
+    for override in [*SHIPPED, "anonymizer@attacker_anonymizer=mcadams", "anonymizer=external",
+                     "anonymizer=precomputed"]:
         cfg = compose([override])
         seen |= {pattern for pattern in keys if any(True for _ in matching(cfg, pattern))}
         for group in ("anonymizer", "attacker_anonymizer", "asr", "attacker.model"):
@@ -147,8 +152,17 @@ def test_every_checked_key_exists_in_some_shipped_config():
                                                  "SSLSpeakerEncoder"}
     assert {cls.__name__: set(cls.settings_checks) - present for cls, present in plugins.items()} == {
         cls.__name__: set() for cls in plugins}
+    # an anonymiser's parameter dataclass has exactly the keys of its configs (less the labels)
+    parameters = {cls.__name__: ({f.name for f in dataclasses.fields(cls.parameters)}, present - {"name", "_target_"})
+                  for cls, present in plugins.items() if dataclasses.is_dataclass(getattr(cls, "parameters", None))}
+    assert set(parameters) == {"McAdams", "External", "Precomputed", "XVector", "OHNN"}
+    assert {name: fields for name, (fields, _) in parameters.items()} == {
+        name: present for name, (_, present) in parameters.items()}
 
 
 def test_model_based_anonymisers_are_not_built_but_their_folders_checked(tmp_path):
     found = problems(compose(["anonymizer=ohnn", f"anonymizer.vc_model={tmp_path}", "device=cpu"]), build=True)
-    assert found == ["anonymizer.ohnn_model=None: must be a trained model folder (recipes/train_vc/README.md)"]
+    assert found == [f"anonymizer.vc_model={tmp_path}: no model.json and model.pt there; train the model with "
+                     "vpeval train-vc vc (see recipes/train_vc/README.md)",
+                     "anonymizer.ohnn_model is not set: no trained weights configured; train them with vpeval "
+                     "train-vc ohnn (see recipes/train_vc/README.md) and set anonymizer.ohnn_model=<output folder>"]

@@ -52,6 +52,9 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
      ("detect.method=ratio", "gap, gap_re or line")),
     ("required-unset", "a required value left unset (`anonymizer=external` without `anonymizer.command`)",
      "anonymizer=external", ("anonymizer.command", "required")),
+    ("anonymizer-unknown-key", "an anonymiser key its system does not have (`+anonymizer.lpc_ordr=16`; it stopped "
+     "only when the system was built)", "+anonymizer.lpc_ordr=16",
+     ("anonymizer.lpc_ordr", "not a parameter of this system", "lpc_order")),
     ("unknown-wer-text", "a WER text rule that does not exist (`utility.wer_text=whisper`)", "utility.wer_text=whisper",
      ("utility.wer_text=whisper", "vpc or vpc2026_whisper")),
     ("whisper-stride-too-long", "Whisper chunks whose strides overlap (`asr=whisper_vpc2026 asr.stride_length_s=15`)",

@@ -89,7 +89,7 @@ def test_bad_lpc_order_is_a_config_error(lpc_order):
 @pytest.mark.parametrize(("key", "value"), [("lpc", "Burg"), ("lpc", None), ("deterministic", "yes"),
                                             ("deterministic", 1)])
 def test_bad_lpc_or_deterministic_is_a_config_error(key, value):
-    with pytest.raises(VpevalError, match=f"anonymizer.{key} must be .*, got {value!r}"):
+    with pytest.raises(VpevalError, match=rf"^anonymizer.{key}={value}: must be "):
         McAdams(**{key: value}, device="cpu")
 
 

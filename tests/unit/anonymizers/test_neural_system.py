@@ -19,7 +19,7 @@ from pipeline.core.cache import Cache
 from pipeline.core.config import compose, instantiate, without
 from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio
-from pipeline.data.manifest import read_manifest, write_manifest
+from pipeline.data.manifest import file_digest, read_manifest, write_manifest
 from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.runtime.curves import installed
 from pipeline.stages import anonymize
@@ -226,6 +226,24 @@ def test_the_anonymize_stage_prepares_the_system_and_keys_its_cache_on_the_weigh
     OmegaConf.update(cfg, "anonymizer.vc_model", str(retrained))
     assert anonymize.run(cfg.anonymizer, trained["manifest"], cache, list_name="train", seed=1, device="cpu",
                           output_check=UNTRAINED) != first
+
+
+def test_the_parameters_fingerprint_is_what_the_built_system_loads(trained, tmp_path):
+    """The anonymize stage keys its folder on the parameter dataclass's fingerprint, read without
+    building the system: the digests the built system holds (weights, speaker encoder, pool key),
+    for the stored pool, for a pool extracted from a manifest (its key covers the F0 tracker) and
+    for OHNN's map."""
+    manifest_pool = (*SMALL_POOL, f"anonymizer.pool.source={trained['manifest']}",
+                     f"anonymizer.pool.cache_dir={tmp_path}")
+    for overrides in (SMALL_POOL, manifest_pool):
+        built = system("xvector", trained, *overrides)
+        assert built.settings.fingerprint(None) == {
+            "vc_model": file_digest(trained["vc_model"] / "model.pt"), "speaker_encoder": built.encoder_digest,
+            "pool": built.pool.key}
+    ohnn = system("ohnn", trained, f"anonymizer.ohnn_model={trained['ohnn_model']}", "anonymizer.f0_neighbours=2")
+    assert ohnn.settings.fingerprint(None) == {
+        "vc_model": file_digest(trained["vc_model"] / "model.pt"), "speaker_encoder": ohnn.encoder_digest,
+        "pool": ohnn.pool.key, "ohnn_model": file_digest(trained["ohnn_model"] / "model.pt")}
 
 
 def test_pool_from_a_manifest_is_extracted_once_and_cached(trained, tmp_path):

@@ -1,0 +1,72 @@
+"""The anonymize stage keys its folder on the system's parameter dataclass, so a list already in
+the cache never builds the system, and the settings check never builds one either."""
+import json
+
+import pytest
+
+from anonymizers.mcadams import McAdams
+from pipeline.app.settings import problems
+from pipeline.core.cache import PARAMS, Cache
+from pipeline.core.config import compose
+from pipeline.data.audio import write_audio
+from pipeline.data.manifest import Utterance, write_manifest
+from pipeline.stages import anonymize
+from tests.helpers import tone
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """Counts McAdams constructions."""
+    count = []
+    original = McAdams.__init__
+
+    def counting(self, **settings):
+        count.append(settings)
+        original(self, **settings)
+
+    monkeypatch.setattr(McAdams, "__init__", counting)
+    return count
+
+
+def one_list(tmp_path):
+    utts = [Utterance(f"s1-{i}", "s1", "f", str(write_audio(tmp_path / f"s1-{i}.flac", tone(0.3, 150 + 20 * i), 16000)),
+                      0.3) for i in range(2)]
+    return write_manifest(tmp_path / "train.jsonl", utts)
+
+
+def test_a_cached_list_never_builds_the_system(tmp_path, built):
+    """Regression (issue 39): McAdams was built again for every anonymised list, cached or not."""
+    cache, manifest, system = Cache(tmp_path / "cache"), one_list(tmp_path), compose([]).anonymizer
+    first = anonymize.run(system, manifest, cache, list_name="train", seed=1, device="cpu")
+    assert len(built) == 1
+    assert anonymize.run(system, manifest, cache, list_name="train", seed=1, device="cpu") == first
+    assert len(built) == 1 and [event.reused for event in cache.events] == [False, True]
+
+
+def test_the_key_holds_the_config_and_the_parameters_fingerprint(tmp_path):
+    """What names the folder besides the code version is what it was before the parameters were
+    a dataclass: the system's config less its labels, the seed, rate and list, the manifest."""
+    cache, manifest, system = Cache(tmp_path / "cache"), one_list(tmp_path), compose([]).anonymizer
+    key = json.loads((anonymize.run(system, manifest, cache, list_name="train", seed=1, device="cpu") / PARAMS)
+                     .read_text())
+    assert key["params"] == {"system": {"_target_": "anonymizers.mcadams.McAdams", "level": "utterance",
+                                        "alpha": [0.5, 0.9], "lpc_order": 20, "lpc": "levinson",
+                                        "deterministic": False, "chunk_frames": None},
+                             "seed": 1, "sample_rate": 16000, "list": "train"}
+    assert set(key["inputs"]) == {"manifest"}
+
+
+def test_the_settings_check_builds_no_anonymiser(built):
+    assert problems(compose(["device=cpu"]), build=True) == []
+    assert problems(compose(["anonymizer.lpc_order=0", "device=cpu"]), build=True) == [
+        "anonymizer.lpc_order=0: must be an integer from 1 to 100"]
+    assert built == []
+
+
+def test_each_mcadams_parameter_is_checked_once_by_its_field(built):
+    """Regression (issue 39): `lpc` and `deterministic` were checked by `settings_checks` and again
+    in the constructor; now by the parameter dataclass alone, for the check and the constructor."""
+    with pytest.raises(Exception, match=r"^anonymizer.lpc=covariance: must be levinson or burg$"):
+        McAdams(lpc="covariance", device="cpu")
+    cfg = compose(["anonymizer.lpc=covariance"])
+    assert problems(cfg) == ["anonymizer.lpc=covariance: must be levinson or burg"]
