@@ -46,10 +46,10 @@ from pipeline.core.layout import FAILED, LAUNCHED, RESULTS
 from pipeline.metrics.detection import Settings, assess, read_trusted, seed_summary
 from pipeline.metrics.detectors import MODELS
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
+from pipeline.report.run_report import detection_sections, similarity_rows
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 from pipeline.report.vpc2026_results import write_combined_results
-from pipeline.stages.report import detection_sections, similarity_rows
 
 OUT = "aggregate"
 

@@ -245,7 +245,7 @@ def test_only_node_0_writes_the_aggregate(sweep, monkeypatch):
 def test_matrix_cells_and_figures_of_several_seeds():
     """Regression: the EER matrix kept the last seed's EER of a cell, and every calibration
     set's figure drew the rows of all seeds."""
-    from pipeline.stages.report import eer_matrix, figure_title, fit_set
+    from pipeline.report.run_report import eer_matrix, figure_title, fit_set
 
     rows = [{"attack": "AA", "anonymizer": "s1", "attacker_anonymizer": "s2", "eer_test": e, "seed": k}
             for k, e in ((1, 0.2), (2, 0.3))]

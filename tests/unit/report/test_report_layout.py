@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from pipeline.app.aggregate import aggregate
+from pipeline.report.run_report import eer_matrix, matrix_verdicts
 from pipeline.stages import report
 from scripts.render_reports import HEIGHT, measure, problems
 
@@ -83,8 +84,8 @@ def test_the_matrix_cells_carry_their_pairs_verdicts_and_seeds_that_disagree_are
             for v in ("overestimated", "not flagged", "overestimated")]
     rows += [{"attack": "AA", "anonymizer": "s4", "attacker_anonymizer": "s4", "eer_test": 0.4, "verdict": "trustworthy"},
              {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_test": 0.02}]
-    matrix, attackers, evaluated = report.eer_matrix(rows)
-    cells = report.matrix_verdicts(rows, attackers, evaluated)
+    matrix, attackers, evaluated = eer_matrix(rows)
+    cells = matrix_verdicts(rows, attackers, evaluated)
     assert attackers == ["s4"] and evaluated == ["s2", "s4"]
     assert cells.tolist() == [["2/3 overestimated", "trustworthy"]]
 
