@@ -4,23 +4,25 @@ aggregate report (`pipeline.app.aggregate`)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pipeline.core.fileio import write_json, write_text
-from pipeline.core.layout import ORIGINAL
+from pipeline.core.fileio import write_text
+from pipeline.core.cache import StageEvent
+from pipeline.core.layout import ORIGINAL, RESULTS
 from pipeline.metrics.bootstrap import COVERED_SPEAKERS, MIN_SPEAKERS, coverage_note, few_speakers_note
 from pipeline.metrics.detection import (
     OVERESTIMATED,
     UNDETERMINED,
     calibration_set,
     drop_interval_problem,
-    eer_interval,
     fewest_speakers,
 )
 from pipeline.metrics.detectors import from_fit
 from pipeline.metrics.registry import sections
+from pipeline.metrics.results import ConditionResult, JudgedPair, RunConfig, RunSummary
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
 from pipeline.report.reidentification import reidentification_sections
 from pipeline.report.tables import fixed, percent
@@ -39,53 +41,62 @@ VERDICTS = "Verdicts"  # the title of the report's first answer section
 SIMILARITY_VARIANT = "geometric_mean"  # the variant drawn (noe2022 eq. 6); both are tabulated
 
 
-def write_run_report(out: Path, results: dict, *, similarity: dict[str, dict] | None = None,
+def write_run_report(out: Path, summary: RunSummary, *, similarity: dict[str, dict] | None = None,
                      curves: list[dict] | None = None) -> Path:
-    """Write the report folder `out` of one run's `results` (results.json's contents but its
-    "similarity" and "speech_lost", added here); returns it. `similarity` maps an evaluation set
-    to its similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
+    """Write the report folder `out` of one run's `summary` (its "similarity" and
+    "speech_lost" are set here); returns it. `similarity` maps an evaluation set to its
+    similarity-stage result (`similarity.load`) with its `folder`; results.json leaves the
     matrices out (they stay in the folder's similarity.json). `curves`: the training curves the
     run wrote (`pipeline.runtime.curves.written`)."""
     out = Path(out)
     similarity = similarity or {}
-    records, detection, config_summary = results["records"], results["detection"], results["config"]
-    score_files, stages, utility = results["score_files"], results["stages"], results.get("utility")
+    records, detection, config, utility = summary.records, summary.detection, summary.config, summary.utility
     if similarity:
-        results["similarity"] = {name: {k: v for k, v in sim.items() if k != "matrices"}
-                                 for name, sim in similarity.items()}
+        summary.similarity = {name: {k: v for k, v in sim.items() if k != "matrices"} for name, sim in similarity.items()}
         write_text(out / "similarity.csv", results_csv(similarity_rows(similarity)))
     lost = speech_lost(records, utility)
     if utility is not None:
-        results["speech_lost"] = lost
-        write_text(out / "utility.csv", results_csv(utility_rows(utility, config_summary.get("anonymizer"))))
+        summary.speech_lost = lost
+        write_text(out / "utility.csv", results_csv(utility_rows(utility, config.anonymizer)))
     for flag in lost:
         log.warning("report: %s %s: the anonymised speech looks lost (%s); its privacy figures do not show privacy",
                     flag["attack"], flag["set"], flag["reason"])
-    write_json(out / "results.json", results)
-    write_text(out / "results.csv", results_csv(records))
-    built = [s for s in stages if not s["reused"]]
-    activity = (f"Config hash `{results['config_hash']}`. {len(built)} stage outputs built, {len(stages) - len(built)} "
-                f"reused from the cache ({sum(s['seconds'] for s in built):.0f} s of stage work).")
+    summary.to_json(out / RESULTS.name)
+    write_text(out / "results.csv", results_csv([r.row() for r in records]))
+    built = [s for s in summary.stages if not s.reused]
+    activity = (f"Config hash `{summary.config_hash}`. {len(built)} stage outputs built, "
+                f"{len(summary.stages) - len(built)} reused from the cache "
+                f"({sum(s.seconds for s in built):.0f} s of stage work).")
     sections = [  # the answer first (warnings, verdicts), then the detail, the settings last
         *speech_lost_sections(lost),
-        *detection_sections(detection, results["detection_fit"], out / "figures"),
-        *metrics_sections(records, str(config_summary.get("backend", "backend")), out / "figures"),
-        *utility_sections(utility, config_summary.get("anonymizer"), detection, out / "figures"),
-        *score_sections(score_files, out / "figures"),
+        *detection_sections(detection, summary.detection_fit, out / "figures"),
+        *metrics_sections(records, config.backend, out / "figures"),
+        *utility_sections(utility, config.anonymizer, detection, out / "figures"),
+        *score_sections(summary.score_files, out / "figures"),
         *similarity_sections(similarity, out / "figures"),
         *reidentification_sections(records, out / "figures"),
-        *curves_sections(curves or [], stages),
-        Section("Settings", activity, tables=[(["setting", "value"], [[k, v] for k, v in config_summary.items()])]),
+        *curves_sections(curves or [], summary.stages),
+        Section("Settings", activity, tables=[(["setting", "value"], settings_rows(config))]),
     ]
     write_text(out / "report.md", render_markdown("vpeval report", sections, base=out))
     write_text(out / "report.html", render_html("vpeval report", sections))
     return out
 
 
-def curves_sections(curves: list[dict], stages: list[dict]) -> list[Section]:
+def settings_rows(config: RunConfig) -> list[list]:
+    """The run's settings, one row each (`detect.*` by their config names)."""
+    rows = []
+    for f in fields(config):
+        value = getattr(config, f.name)
+        rows += ([[f"{f.name}.{d.name}", getattr(value, d.name)] for d in fields(value)] if is_dataclass(value)
+                 else [[f.name, value]])
+    return rows
+
+
+def curves_sections(curves: list[dict], stages: list[StageEvent]) -> list[Section]:
     """Where to look at the training curves: those of this run's trainings, and the per-epoch
     logs of the attackers reused from the cache (trained, and their curves written, earlier)."""
-    reused = [s["path"] for s in stages if s["stage"] == "train" and s["reused"]]
+    reused = [s.path for s in stages if s.stage == "train" and s.reused]
     if not curves and not reused:
         return []
     lines = [f"`{command}`" for command in sorted({c["command"] for c in curves if c.get("command")})]
@@ -112,7 +123,7 @@ def interval(ci, n_speakers: int | None = None, problem: str | None = None) -> s
     return f"[{percent(ci[0])}, {percent(ci[1])}]" + (f" ({note})" if note else "")
 
 
-def metrics_sections(records: list[dict], backend: str, figures: Path) -> list[Section]:
+def metrics_sections(records: list[ConditionResult], backend: str, figures: Path) -> list[Section]:
     """One table per section of the metric list (`pipeline.metrics.registry.METRICS`): every
     column with a header, the EER interval beside the EER; the per-speaker figure."""
     found = []
@@ -120,11 +131,11 @@ def metrics_sections(records: list[dict], backend: str, figures: Path) -> list[S
         headers, cells = ["attack", "set", "anonymizer", "attacker trained on"], []
         for column in columns:
             headers.append(column.header)
-            cells.append(lambda r, column=column: column.format(r.get(column.key)))
+            cells.append(lambda r, column=column: column.format(r.metrics.get(column.key)))
             if column.key == "eer":
                 headers.append("EER CI %")
-                cells.append(lambda r: interval(eer_interval(r), r.get("eer_speakers")))
-        rows = [[r["attack"], r["set"], r["anonymizer"], r["attacker_anonymizer"], *(cell(r) for cell in cells)]
+                cells.append(lambda r: interval(r.eer_ci, r.eer_speakers))
+        rows = [[r.attack, r.set, r.anonymizer, r.attacker_anonymizer, *(cell(r) for cell in cells)]
                 for r in records]
         found.append(Section(title, SECTION_TEXT.get(title, "").format(backend=backend, min_speakers=MIN_SPEAKERS,
                                                                 covered_speakers=COVERED_SPEAKERS)
@@ -152,12 +163,12 @@ SECTION_TEXT = {
 }
 
 
-def _speaker_figures(records: list[dict], figures: Path) -> list[Path]:
+def _speaker_figures(records: list[ConditionResult], figures: Path) -> list[Path]:
     """Sorted per-speaker EERs of the test conditions."""
     from pipeline.report.figures import speaker_eer_figure
 
-    conditions = {f"{r['attack']}/{r['set']}": r["speaker_eers"] for r in records
-                  if str(r["set"]).startswith("test") and r.get("speaker_eers")}
+    conditions = {f"{r.attack}/{r.set}": r.metrics["speaker_eers"] for r in records
+                  if r.set.startswith("test") and r.metrics.get("speaker_eers")}
     return [speaker_eer_figure(conditions, figures / "speaker_eer.png")] if conditions else []
 
 
@@ -180,30 +191,27 @@ def with_notes(reason: str | None, notes: list[str] | None) -> str | None:
     return "; ".join([reason or "–", *(f"note: {n}" for n in notes)]) if notes else reason
 
 
-def detection_table(detection: list[dict]) -> tuple[list[str], list[list]]:
+def detection_table(detection: list[JudgedPair]) -> tuple[list[str], list[list]]:
     headers = ["attack", "evaluated", "attacker trained on", "role", "EER_val %", "EER_val CI %", "val trials",
                "EER_test %", "EER_test CI %", "relative drop %", "drop CI %", "residual", "residual CI",
                "margin", "flag needs EER_val below %", "best other attacker (difference, lower bound)", "verdict",
                "reason"]
-    if any(d.get("seed") is not None for d in detection):
+    if any(d.seed is not None for d in detection):
         headers.insert(3, "seed")
     rows = []
     for d in detection:
-        trials = d.get("val_trials") or [None, None]
-        column = d.get("column")
-        row = [d["attack"], d["anonymizer"], d["attacker_anonymizer"], d.get("role", "–"), percent(d["eer_val"]),
-               interval(d.get("eer_val_ci"), d.get("val_speakers")),
-               "–" if trials[0] is None else f"{trials[0]} / {trials[1]}",
-               percent(d["eer_test"]), interval(d.get("eer_test_ci"), d.get("test_speakers")),
-               percent(d.get("relative_drop")),
-               interval(d.get("relative_drop_ci"), fewest_speakers(d), drop_interval_problem(d)),
-               percent(d.get("residual")), interval(d.get("residual_ci"), fewest_speakers(d)),
-               percent(d.get("margin")), percent(d.get("flag_below")),
+        trials = d.val_trials or [None, None]
+        column, fewest = d.column, fewest_speakers(d.row())
+        row = [d.attack, d.anonymizer, d.attacker_anonymizer, d.role or "–", percent(d.eer_val),
+               interval(d.eer_val_ci, d.val_speakers), "–" if trials[0] is None else f"{trials[0]} / {trials[1]}",
+               percent(d.eer_test), interval(d.eer_test_ci, d.test_speakers), percent(d.relative_drop),
+               interval(d.relative_drop_ci, fewest, drop_interval_problem(d.row())),
+               percent(d.residual), interval(d.residual_ci, fewest), percent(d.margin), percent(d.flag_below),
                "–" if not column else (f"{column['other']}: {percent(column['difference'])} "
                                        f"({percent(column['lower_bound'])})"),
-               d.get("verdict"), with_notes(d.get("reason"), d.get("notes"))]
+               d.verdict, with_notes(d.reason, d.notes)]
         if "seed" in headers:
-            row.insert(3, d.get("seed"))
+            row.insert(3, d.seed)
         rows.append(row)
     return headers, rows
 
@@ -223,26 +231,26 @@ def seeds_section(seeds: list[dict]) -> Section:
                              "relative drop %", "residual %", "flagged"], rows)])
 
 
-def eer_matrix(detection: list[dict]) -> tuple[np.ndarray, list[str], list[str]]:
+def eer_matrix(detection: list[JudgedPair]) -> tuple[np.ndarray, list[str], list[str]]:
     """EER_test of anonymised pairs: rows the attacker's system, columns the evaluated one; a
     cell run with several seeds holds their mean."""
-    own = [d for d in detection if d["anonymizer"] != ORIGINAL]
+    own = [d for d in detection if d.anonymizer != ORIGINAL]
     attackers = sorted({_attacker_label(d) for d in own})
-    evaluated = sorted({d["anonymizer"] for d in own})
+    evaluated = sorted({d.anonymizer for d in own})
     cells: dict[tuple[int, int], list[float]] = {}
     for d in own:
-        cells.setdefault((attackers.index(_attacker_label(d)), evaluated.index(d["anonymizer"])), []).append(d["eer_test"])
+        cells.setdefault((attackers.index(_attacker_label(d)), evaluated.index(d.anonymizer)), []).append(d.eer_test)
     matrix = np.full((len(attackers), len(evaluated)), np.nan)
     for (row, column), values in cells.items():
         matrix[row, column] = np.mean(values)
     return matrix, attackers, evaluated
 
 
-def _attacker_label(row: dict) -> str:
+def _attacker_label(row: JudgedPair) -> str:
     """The attacker's system; an attacker on original data is named with its attack (OA and
     AA-lazy share it but not their enrolment data)."""
-    system = row["attacker_anonymizer"]
-    return f"{system} ({row['attack']})" if system == ORIGINAL else system
+    system = row.attacker_anonymizer
+    return f"{system} ({row.attack})" if system == ORIGINAL else system
 
 
 def fit_set(fit: dict) -> tuple:
@@ -256,14 +264,14 @@ def figure_title(fit: dict) -> str | None:
     return f"Overestimation detection: {where}" if where else None
 
 
-def matrix_verdicts(detection: list[dict], attackers: list[str], evaluated: list[str]) -> np.ndarray:
+def matrix_verdicts(detection: list[JudgedPair], attackers: list[str], evaluated: list[str]) -> np.ndarray:
     """The verdict of each cell of `eer_matrix`: its pair's, or `k/n overestimated` where its
     seeds disagree; "" where none."""
     found: dict[tuple[int, int], list[str]] = {}
     for d in detection:
-        if d["anonymizer"] != ORIGINAL:
-            found.setdefault((attackers.index(_attacker_label(d)), evaluated.index(d["anonymizer"])), []).append(
-                d.get("verdict") or UNDETERMINED)
+        if d.anonymizer != ORIGINAL:
+            found.setdefault((attackers.index(_attacker_label(d)), evaluated.index(d.anonymizer)), []).append(
+                d.verdict or UNDETERMINED)
     cells = np.full((len(attackers), len(evaluated)), "", dtype=object)
     for (row, column), verdicts in found.items():
         flagged = verdicts.count(OVERESTIMATED)
@@ -271,14 +279,14 @@ def matrix_verdicts(detection: list[dict], attackers: list[str], evaluated: list
     return cells
 
 
-def detection_sections(detection: list[dict], fits: list[dict], figures: Path,
+def detection_sections(detection: list[JudgedPair], fits: list[dict], figures: Path,
                        seeds: list[dict] | None = None, note: str = "") -> list[Section]:
     """The verdicts in words with the EER matrix figure (the report's answer; `note` is added
     to its text), then the detection table and scatter, the seeds and the EER matrix table."""
     from pipeline.report.figures import detection_figure, eer_matrix_figure
 
     matrix, attackers, evaluated = eer_matrix(detection)
-    drawn = [detection_figure([d for d in detection if calibration_set(d) == fit_set(fit)], fit,
+    drawn = [detection_figure([d for d in detection if calibration_set(d.row()) == fit_set(fit)], fit,
                               figures / ("detection.png" if i == 0 else f"detection_{i}.png"), title=figure_title(fit))
              for i, fit in enumerate(fits)]
     heat = [eer_matrix_figure(matrix, attackers, evaluated, figures / "eer_matrix.png",
@@ -374,7 +382,7 @@ def similarity_sections(similarity: dict[str, dict], figures: Path) -> list[Sect
         figures=drawn)]
 
 
-def utility_sections(utility: dict | None, system: str, detection: list[dict], figures: Path) -> list[Section]:
+def utility_sections(utility: dict | None, system: str, detection: list[JudgedPair], figures: Path) -> list[Section]:
     """The utility table beside the privacy table (none when the run measured no utility)."""
     if utility is None:
         return []

@@ -1,8 +1,10 @@
 """Stage 8 — report: results files and a human report with figures in the run folder.
 
-- `results.json`: {"config_hash", "config", "records": [one per attack x evaluation set],
-  "detection": [one per attack], "detection_fit", "score_files", "stages",
-  "similarity": {set: voice similarity metrics}} (when measured);
+- `results.json`: the run's `pipeline.metrics.results.RunSummary` (`format_version`, config
+  hash, config with the detection settings, records: one per attack x evaluation set with its
+  re-identification grid cells, detection: one pair per attack, detection_fit, score_files,
+  stages, similarity: {set: voice similarity metrics} when measured); its JSON Schema is
+  docs/results.schema.json;
 - `results.csv`: every metric of every condition, one row per record; `similarity.csv`: the
   voice similarity metrics, one row per evaluation set (when measured);
 - `utility.csv`: ρF0 and WER per evaluation set and pooled per split, `results.json`
@@ -24,18 +26,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.metrics.results import RunSummary
 from pipeline.report.run_report import write_run_report
 
 
-def run(out: Path, *, config_hash: str, config_summary: dict, records: list[dict], detection: list[dict],
-        fit: list[dict], stages: list[dict], score_files: dict[str, str] | None = None,
-        similarity: dict[str, dict] | None = None, utility: dict | None = None,
+def run(out: Path, summary: RunSummary, *, similarity: dict[str, dict] | None = None,
         curves: list[dict] | None = None) -> Path:
-    """Write the report folder `out`; returns it. `similarity` maps an evaluation set to its
-    similarity-stage result (`similarity.load`) with its `folder`; `curves`: the training curves
-    the run wrote (`pipeline.runtime.curves.written`)."""
-    results = {"config_hash": config_hash, "config": config_summary, "records": records, "detection": detection,
-               "detection_fit": fit, "score_files": score_files or {}, "stages": stages}
-    if utility is not None:
-        results["utility"] = utility
-    return write_run_report(out, results, similarity=similarity, curves=curves)
+    """Write the report folder `out` of the run's `summary`; returns it. `similarity` maps an
+    evaluation set to its similarity-stage result (`similarity.load`) with its `folder`;
+    `curves`: the training curves the run wrote (`pipeline.runtime.curves.written`)."""
+    return write_run_report(out, summary, similarity=similarity, curves=curves)

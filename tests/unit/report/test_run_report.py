@@ -1,6 +1,7 @@
 """The run report's rendering (`pipeline.report.run_report`): intervals that carry no
 information are printed as "–" with the reason, never as figures."""
 from pipeline.metrics.bootstrap import COVERED_SPEAKERS, MIN_SPEAKERS
+from pipeline.metrics.results import JudgedPair
 from pipeline.report.run_report import detection_table, interval
 
 ROW = {"attack": "AA", "anonymizer": "mcadams", "attacker_anonymizer": "mcadams", "eer_val": 0.18, "eer_test": 0.2,
@@ -17,8 +18,8 @@ def test_an_interval_from_too_few_speakers_is_marked():
 
 
 def test_the_report_prints_a_dash_and_the_reason_instead_of_the_figures():
-    headers, rows = detection_table([ROW, {**ROW, "relative_drop_ci": [-70.58, 0.47]},
-                                     {**ROW, "test_speakers": 3, "residual_ci": [-0.1, 0.1]}])
+    headers, rows = detection_table([JudgedPair(**ROW), JudgedPair(**{**ROW, "relative_drop_ci": [-70.58, 0.47]}),
+                                     JudgedPair(**{**ROW, "test_speakers": 3, "residual_ci": [-0.1, 0.1]})])
     drop, residual, test = (headers.index(h) for h in ("drop CI %", "residual CI", "EER_test CI %"))
     assert rows[0][drop] == "[-30.00, 45.00]"
     assert rows[1][drop] == "– (uninformative: 7105 points wide)"
