@@ -449,8 +449,9 @@ def run_summary(records: list[dict] = (), detection: list = (), **changes) -> Ru
     their fields); `changes`: RunSummary fields, and RunConfig fields for its config."""
     own = {f.name for f in fields(RunSummary)}
     config = run_config(**{k: v for k, v in changes.items() if k not in own})
-    base = dict(config_hash="h", config=config, records=[condition(r) for r in records],
-                detection=[d if isinstance(d, JudgedPair) else JudgedPair(**d) for d in detection], detection_fit=[], score_files={}, stages=[])
+    pairs = [d if isinstance(d, JudgedPair) else JudgedPair(**d) for d in detection]
+    base = dict(config_hash="h", config=config, records=[condition(r) for r in records], detection=pairs,
+                detection_fit=[], score_files={}, stages=[])
     return RunSummary(**{**base, **{k: v for k, v in changes.items() if k in own}})
 
 

@@ -33,7 +33,6 @@ from pipeline.metrics.contract import Metric, rate_key
 from pipeline.metrics.registry import METRICS
 
 FORMAT_VERSION = 1
-INTERVAL_KEYS = ("eer_ci_low", "eer_ci_high", "eer_ci_level", "eer_speakers")  # the confidence stage's
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class ConditionResult:
     metrics: dict[str, Any]
     notes: dict[str, str] = field(default_factory=dict)
     rates: list[RateCell] = field(default_factory=list)
-    eer_ci_low: float | None = None
+    eer_ci_low: float | None = None  # the confidence stage's `eer_*` values
     eer_ci_high: float | None = None
     eer_ci_level: float | None = None
     eer_speakers: int | None = None
@@ -87,7 +86,7 @@ class ConditionResult:
         evaluated with) and of the confidence stage (`eer_ci_*`, `eer_speakers`)."""
         values = dict(values)
         notes = values.pop("notes", {})
-        interval = {key: values.pop(key) for key in INTERVAL_KEYS if key in values}
+        interval = {f.name: values.pop(f.name) for f in fields(cls) if f.name.startswith("eer_") and f.name in values}
         rates = []
         for metric in metrics:
             if not metric.cells:

@@ -282,10 +282,11 @@ def test_settings_are_checked():
 
 def records(attack: str, evaluated: str, attacker: str, val: float, f: float, m: float) -> list[ConditionResult]:
     base = {"attack": attack, "anonymizer": evaluated, "attacker_anonymizer": attacker}
-    return [condition(row) for row in [{**base, "set": "test_f", "eer": f, "eer_ci_low": f - 0.02, "eer_ci_high": f + 0.04},
+    rows = [{**base, "set": "test_f", "eer": f, "eer_ci_low": f - 0.02, "eer_ci_high": f + 0.04},
             {**base, "set": "test_m", "eer": m, "eer_ci_low": m - 0.02, "eer_ci_high": m + 0.04},
             *({**base, "anonymizer": attacker, "set": f"val_{g}", "eer": val, "eer_ci_low": val - 0.01,
-               "eer_ci_high": val + 0.01, "n_target": 45, "n_nontarget": 180, "eer_speakers": 5} for g in "fm")]]
+               "eer_ci_high": val + 0.01, "n_target": 45, "n_nontarget": 180, "eer_speakers": 5} for g in "fm")]
+    return [condition(row) for row in rows]
 
 
 def test_pairs_of_an_experiment_average_female_and_male_with_an_interval():

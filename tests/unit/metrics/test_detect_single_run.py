@@ -20,9 +20,10 @@ def run_records():
     for attack, system, shift in (("OO", "original", -0.12), ("AA", "mcadams", 0.0)):
         for name, value in SETS.items():
             value += shift
-            records.append(condition({"attack": attack, "set": name, "anonymizer": system, "attacker_anonymizer": system,
-                            "eer": value, "eer_ci_low": value - 0.05, "eer_ci_high": value + 0.05,
-                            "n_target": 60, "n_nontarget": 400, "eer_speakers": 8, "enroll": name, "trials": name}))
+            records.append(condition({"attack": attack, "set": name, "anonymizer": system,
+                                      "attacker_anonymizer": system, "eer": value, "eer_ci_low": value - 0.05,
+                                      "eer_ci_high": value + 0.05, "n_target": 60, "n_nontarget": 400,
+                                      "eer_speakers": 8, "enroll": name, "trials": name}))
             replicates[f"{attack}/{name}"] = list(np.clip(value + rng.normal(0, 0.025, 1000), 0, 1))
     return records, replicates
 

@@ -14,9 +14,9 @@ MALE = (np.linspace(-0.5, 0.5, 40), np.linspace(-2.0, -0.2, 160))  # easy, score
 
 
 def record(attack: str, set_name: str, value: float, system: str = "s1", **extra) -> ConditionResult:
-    return condition({"attack": attack, "anonymizer": system, "attacker_anonymizer": system, "set": set_name, "eer": value,
-            "eer_ci_low": max(0.0, value - 0.02), "eer_ci_high": value + 0.03, "n_target": 40, "n_nontarget": 160,
-            "eer_speakers": 4, **extra})
+    return condition({"attack": attack, "anonymizer": system, "attacker_anonymizer": system, "set": set_name,
+                      "eer": value, "eer_ci_low": max(0.0, value - 0.02), "eer_ci_high": value + 0.03,
+                      "n_target": 40, "n_nontarget": 160, "eer_speakers": 4, **extra})
 
 
 def test_eer_val_is_the_mean_of_the_genders_not_the_pooled_eer():

@@ -23,10 +23,10 @@ PAIRS = [("OO", "original", "original", 0.02, 0.03, "undetermined",
 
 
 def detection_rows() -> list[JudgedPair]:
-    return [JudgedPair(**{"attack": a, "anonymizer": e, "attacker_anonymizer": t, "eer_val": v, "eer_test": x, "verdict": verdict,
-             "reason": f"{reason} {LONG}" if e == "s3" else reason, "role": "judged", "residual": -0.01,
-             "margin": 0.008, "eer_val_ci": [v - 0.01, v + 0.01], "eer_test_ci": [x - 0.01, x + 0.01],
-             "notes": ["EER_val from one gender"]}) for a, e, t, v, x, verdict, reason in PAIRS]
+    return [JudgedPair(a, e, t, eer_val=v, eer_test=x, verdict=verdict,
+                       reason=f"{reason} {LONG}" if e == "s3" else reason, role="judged", residual=-0.01,
+                       margin=0.008, eer_val_ci=[v - 0.01, v + 0.01], eer_test_ci=[x - 0.01, x + 0.01],
+                       notes=["EER_val from one gender"]) for a, e, t, v, x, verdict, reason in PAIRS]
 
 
 def run_report(tmp_path):

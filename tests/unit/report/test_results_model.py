@@ -89,4 +89,5 @@ def test_a_written_file_fits_the_schema_and_a_broken_one_does_not(tmp_path):
     assert schema_problems(found, schema) == []
     found["records"][0]["rates"][0]["n"] = "2"
     assert schema_problems(found, schema) == ["$: fits 0 of the oneOf options"]
-    assert schema_problems(found, schema["$defs"]["RunSummary"], schema) == ["$.records[0].rates[0].n: str is not integer"]
+    assert schema_problems(found, schema["$defs"]["RunSummary"], schema) == [
+        "$.records[0].rates[0].n: str is not integer"]

@@ -194,7 +194,8 @@ def test_privacy_utility_points_are_matched_anonymised_pairs():
 
 @pytest.mark.parametrize("wer", [True, False])
 def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
-    out = report.run(tmp_path / "report", run_summary(anonymizer="mcadams", detection=DETECTION, utility=utility_result(wer),
+    out = report.run(tmp_path / "report", run_summary(anonymizer="mcadams", detection=DETECTION,
+                                                      utility=utility_result(wer),
                                                       detection_fit=[{"group": "", "reason": "too few points"}]))
     text = (out / "report.md").read_text()
     assert "## Utility metrics" in text and "| mcadams | test (pooled) | 0.700 |" in text
