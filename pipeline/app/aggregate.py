@@ -150,10 +150,10 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                 seen.add(key)
                 # judged without the pair's test speakers, as the aggregate always was (its hand-kept key list
                 # left them out): with them, a sweep of fewer than MIN_SPEAKERS test speakers gets no verdict
-                measured = replace(pair.measured(), test_speakers=None)
+                without = replace(pair.measured(), test_speakers=None)
                 rows.append({"job": name, "seed": config.seed, "anonymization_seed": config.anonymization_seed,
                              "group": config.detection_group, "validation_protocol": config.validation_protocol,
-                             **measured.row()})
+                             **without.row()})
         for row in similarity_rows(results.similarity or {}):
             if row["folder"] not in measured:
                 measured.add(row["folder"])
