@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ import torch
 from pipeline.app.experiment import run_experiment
 from pipeline.core.cache import Cache
 from pipeline.core.config import compose
+from pipeline.metrics.results import RunSummary
 from pipeline.stages import prepare, validate
 
 # Corpus sizes as overrides of conf/data/synthetic.yaml. train-clean-360: 921 speakers (439 f,
@@ -67,17 +67,17 @@ def main() -> None:
     start = time.perf_counter()
     report = run_experiment(cfg, workdir / "runs" / "bench")
     attack = time.perf_counter() - start
-    results = json.loads((report / "results.json").read_text())
+    results = RunSummary.from_json(report / "results.json")
     seconds, counts = defaultdict(float), defaultdict(int)
-    for event in results["stages"]:
-        if not event["reused"]:
-            seconds[event["stage"]] += event["seconds"]
-            counts[event["stage"]] += 1
+    for event in results.stages:
+        if not event.reused:
+            seconds[event.stage] += event.seconds
+            counts[event.stage] += 1
     for stage in seconds:
         print(f"{stage:>10}: {seconds[stage]:8.1f} s  ({counts[stage]} built)")
     print(f"corpus generation + preparation: {setup:.1f} s; semi-informed attack (every later stage): {attack:.1f} s")
-    for record in results["records"]:
-        print(f"{record['attack']} {record['set']:>7}: EER {100 * record['eer']:.1f} %")
+    for record in results.records:
+        print(f"{record.attack} {record.set:>7}: EER {100 * record.eer:.1f} %")
     print(report)
 
 

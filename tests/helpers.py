@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import fields
 from pathlib import Path
 
 import hydra
@@ -23,6 +24,7 @@ from pipeline.core.config_tree import TRAIN_VC_CONFIG_DIR
 from pipeline.core.fileio import write_json
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
+from pipeline.metrics.results import ConditionResult, DetectSettings, JudgedPair, RunConfig, RunSummary
 from pipeline.runtime.checkpoint import save_checkpoint
 from pipeline.stages.prepare import manifest_path
 from tests.oracles.signals import speech_like
@@ -421,3 +423,69 @@ def wavlm_microsoft_file(path: Path, hf_folder: Path, normalize: bool = True) ->
     state = {microsoft_name(name): tensor for name, tensor in model.state_dict().items()}
     torch.save({"cfg": cfg, "model": state}, path)
     return path
+
+
+def condition(row: dict) -> ConditionResult:
+    """A ConditionResult from a flat test row: its labels and typed fields by name (system s1,
+    enrolment and trials anonymised unless given), every other key a metric column."""
+    names = {f.name for f in fields(ConditionResult)} - {"metrics"}
+    given = {"anonymizer": "s1", "attacker_anonymizer": row.get("anonymizer", "s1"), "enroll": "anonymized",
+             "trials": "anonymized", **{k: v for k, v in row.items() if k in names}}
+    return ConditionResult(**given, metrics={k: v for k, v in row.items() if k not in names})
+
+
+def run_config(**changes) -> RunConfig:
+    """A run's config summary for tests: one evaluated system, its matched attacker."""
+    detect = DetectSettings(method="gap", false_alarm=0.05, tolerance=0.05, column=True,
+                            trusted=changes.pop("trusted", None))
+    base = dict(name="test", data="synthetic_tiny", data_tag="synth", anonymizer="s1", attacker_anonymizer="s1",
+                attacker="ecapa_tiny", backend="cosine", attacks="OO, AA", seed=0, anonymization_seed=0,
+                detect=detect, detection_group="synthetic/ecapa_tiny/cosine#abc123", validation_protocol="p")
+    return RunConfig(**{**base, **changes})
+
+
+def run_summary(records: list[dict] = (), detection: list = (), **changes) -> RunSummary:
+    """A run's results for tests from flat record rows and detection rows (JudgedPairs or
+    their fields); `changes`: RunSummary fields, and RunConfig fields for its config."""
+    own = {f.name for f in fields(RunSummary)}
+    config = run_config(**{k: v for k, v in changes.items() if k not in own})
+    pairs = [d if isinstance(d, JudgedPair) else JudgedPair(**d) for d in detection]
+    base = dict(config_hash="h", config=config, records=[condition(r) for r in records], detection=pairs,
+                detection_fit=[], score_files={}, stages=[])
+    return RunSummary(**{**base, **{k: v for k, v in changes.items() if k in own}})
+
+
+def schema_problems(value, schema: dict, root: dict | None = None, where: str = "$") -> list[str]:
+    """Where `value` breaks a JSON Schema of the kinds `pipeline.metrics.results.json_schema`
+    writes ($ref, oneOf, anyOf, type, properties, required, additionalProperties, items)."""
+    root = root or schema
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    for key in ("oneOf", "anyOf"):
+        if key in schema:
+            fits = [not schema_problems(value, option, root, where) for option in schema[key]]
+            if (sum(fits) != 1) if key == "oneOf" else not any(fits):
+                return [f"{where}: fits {sum(fits)} of the {key} options"]
+    kinds = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list,
+             "null": type(None)}
+    types = schema.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else types
+        if not any(isinstance(value, kinds[t]) and not (isinstance(value, bool) and t in ("integer", "number"))
+                   for t in types):
+            return [f"{where}: {type(value).__name__} is not {'/'.join(types)}"]
+    problems = []
+    if isinstance(value, dict):
+        problems += [f"{where}.{key}: missing" for key in schema.get("required", []) if key not in value]
+        properties, extra = schema.get("properties", {}), schema.get("additionalProperties", {})
+        for key, item in value.items():
+            if key in properties:
+                problems += schema_problems(item, properties[key], root, f"{where}.{key}")
+            elif extra is False:
+                problems.append(f"{where}.{key}: not in the schema")
+            elif isinstance(extra, dict):
+                problems += schema_problems(item, extra, root, f"{where}.{key}")
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            problems += schema_problems(item, schema["items"], root, f"{where}[{i}]")
+    return problems

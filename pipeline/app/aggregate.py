@@ -4,10 +4,11 @@ A job is a folder holding `report/results.json` (finished) or `failed.json` (it 
 error line and its overrides), e.g. the numbered job folders of a Hydra multirun. The
 aggregate (`<sweep>/aggregate/` by default) holds:
 
-- `results.json`: {"jobs", "failed", "records" (each with its job), "detection" (every
-  job's pairs, each with its job, seed and group, judged against the trusted line of its
-  group, see `pipeline.stages.detect`), "detection_fit" (one per group), "seeds" (mean and
-  spread of every point run with several seeds)};
+- `results.json`: the sweep's `pipeline.metrics.results.SweepSummary` (jobs, failed,
+  unfinished, records (each with its job), detection (every job's pairs, each with its job,
+  seed and group, judged against the trusted line of its group, see `pipeline.stages.detect`),
+  detection_fit (one per group), seeds (mean and spread of every point run with several
+  seeds)); its JSON Schema is docs/results.schema.json;
 - `trusted.csv` (`trusted_1.csv`, ... for further groups): the trusted matched pairs of a
   group, one row per system with its seeds averaged (eer_test, eer_val, gap_var, protocol),
   in the form `detect.trusted=<csv>` reads, to calibrate later runs measured with the same
@@ -41,15 +42,16 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.core.errors import VpevalError, input_error
-from pipeline.core.fileio import write_json, write_text
+from pipeline.core.fileio import write_text
 from pipeline.core.layout import FAILED, LAUNCHED, RESULTS
 from pipeline.metrics.detection import Settings, assess, read_trusted, seed_summary
 from pipeline.metrics.detectors import MODELS
+from pipeline.metrics.results import JudgedPair, RunSummary, SweepJob, SweepSummary, from_data
 from pipeline.report.document import Section, render_html, render_markdown, results_csv
+from pipeline.report.run_report import detection_sections, similarity_rows
 from pipeline.report.tables import fixed, percent
 from pipeline.report.utility import emotion_rows, semi_informed_points, utility_rows, utility_section
 from pipeline.report.vpc2026_results import write_combined_results
-from pipeline.stages.report import detection_sections, similarity_rows
 
 OUT = "aggregate"
 
@@ -64,9 +66,10 @@ def job_overrides(job: Path) -> list[str]:
     return [str(o) for o in OmegaConf.load(path)]
 
 
-def find_jobs(sweep: Path) -> tuple[list[tuple[Path, dict]], list[dict]]:
+def find_jobs(sweep: Path) -> tuple[list[tuple[Path, RunSummary]], list[dict]]:
     """(finished jobs with their results, failures) under `sweep`, in path order. A job
-    with both files counts by the newer one (a rerun in place replaces one with the other)."""
+    with both files counts by the newer one (a rerun in place replaces one with the other);
+    results of an older format, or missing a field, stop it with one line naming the file."""
     folders = {p.parent.parent for p in sweep.rglob(str(RESULTS))} | {p.parent for p in sweep.rglob(FAILED)}
     finished, failed = [], []
     def order(job: Path) -> list[tuple[int, int | str]]:  # numbered jobs in number order, then named folders
@@ -86,10 +89,12 @@ def find_jobs(sweep: Path) -> tuple[list[tuple[Path, dict]], list[dict]]:
                            "overrides": info.get("overrides") or job_overrides(job)})
             continue
         try:
-            finished.append((job, json.loads(results.read_text())))
+            data = json.loads(results.read_text())
         except json.JSONDecodeError:
             failed.append({"job": name, "error": f"{results}: unreadable results (interrupted?)",
                            "overrides": job_overrides(job)})
+            continue
+        finished.append((job, from_data(RunSummary, data, results)))
     return finished, failed
 
 
@@ -130,40 +135,40 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     utilities: dict[str, dict] = {}  # evaluated system -> its utility results (first job that measured them)
     settings = None
     for job, results in finished:
-        name = str(job.relative_to(sweep))
-        jobs.append({"job": name, "overrides": job_overrides(job), "config": results.get("config", {}),
-                     "config_hash": results.get("config_hash")})
-        records += [{"job": name, **r} for r in results.get("records", [])]
-        config = results.get("config", {})
-        group = config.get("detection_group") or "/".join(str(config.get(k)) for k in ("data", "attacker", "backend"))
-        if trusted is None and config.get("detect_trusted"):
-            trusted = config["detect_trusted"]
-        if settings is None and config.get("detect_method"):
-            settings = Settings(method=config["detect_method"], false_alarm=config["detect_false_alarm"],
-                                tolerance=config["detect_tolerance"], column=config["detect_column"])
-        for row in results.get("detection", []):
-            key = (group, config.get("seed"), config.get("anonymization_seed"), row["attack"], row["anonymizer"],
-                   row["attacker_anonymizer"])
+        name, config = str(job.relative_to(sweep)), results.config
+        jobs.append(SweepJob(name, job_overrides(job), config, results.config_hash))
+        records += [replace(r, job=name) for r in results.records]
+        if trusted is None and config.detect.trusted:
+            trusted = config.detect.trusted
+        if settings is None:
+            settings = Settings(method=config.detect.method, false_alarm=config.detect.false_alarm,
+                                tolerance=config.detect.tolerance, column=config.detect.column)
+        for pair in results.detection:
+            key = (config.detection_group, config.seed, config.anonymization_seed, pair.attack, pair.anonymizer,
+                   pair.attacker_anonymizer)
             if key not in seen:
                 seen.add(key)
-                rows.append({"job": name, "seed": config.get("seed"), "anonymization_seed": config.get("anonymization_seed"),
-                             "group": group, "validation_protocol": config.get("validation_protocol"),
-                             **{k: row[k] for k in row if k in PAIR_KEYS}})
-        evaluated = results.get("config", {}).get("anonymizer")
-        for row in similarity_rows(results.get("similarity", {})):
+                # judged without the pair's test speakers, as the aggregate always was (its hand-kept key list
+                # left them out): with them, a sweep of fewer than MIN_SPEAKERS test speakers gets no verdict
+                without = replace(pair.measured(), test_speakers=None)
+                rows.append({"job": name, "seed": config.seed, "anonymization_seed": config.anonymization_seed,
+                             "group": config.detection_group, "validation_protocol": config.validation_protocol,
+                             **without.row()})
+        for row in similarity_rows(results.similarity or {}):
             if row["folder"] not in measured:
                 measured.add(row["folder"])
-                similarity.append({"job": name, "anonymizer": evaluated, **row})
-        if "utility" in results and evaluated not in utilities:
-            utilities[evaluated] = results["utility"]
+                similarity.append({"job": name, "anonymizer": config.anonymizer, **row})
+        if results.utility is not None and config.anonymizer not in utilities:
+            utilities[config.anonymizer] = results.utility
     settings = replace(settings or Settings(), **(detect or {}))
-    judged, fit = assess(rows, trusted=read_trusted(trusted_spec(trusted)), settings=settings)
-    seeds = seed_summary(judged)
-    for i, group in enumerate(dict.fromkeys(r["group"] for r in judged if r["role"] == "trusted")):
+    judged_rows, fit = assess(rows, trusted=read_trusted(trusted_spec(trusted)), settings=settings)
+    judged = [JudgedPair(**row) for row in judged_rows]
+    seeds = seed_summary(judged_rows)
+    for i, group in enumerate(dict.fromkeys(r.group for r in judged if r.role == "trusted")):
         write_text(out / ("trusted.csv" if i == 0 else f"trusted_{i}.csv"), results_csv(trusted_points(judged, group)))
-    write_json(out / "results.json", {"sweep": str(sweep), "jobs": jobs, "failed": failed, "unfinished": unfinished,
-                                      "records": records, "detection": judged, "detection_fit": fit, "seeds": seeds})
-    write_text(out / "results.csv", results_csv(records))
+    SweepSummary(sweep=str(sweep), jobs=jobs, failed=failed, unfinished=unfinished, records=records, detection=judged,
+                 detection_fit=fit, seeds=seeds).to_json(out / "results.json")
+    write_text(out / "results.csv", results_csv([r.row() for r in records]))
     if similarity:
         write_text(out / "similarity.csv", results_csv(similarity))
     write_combined_results(out / "vpc2026", [results for _, results in finished])
@@ -209,36 +214,29 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     sections.append(Section(
         "Jobs", f"{len(finished)} finished, {len(failed)} failed, {len(unfinished)} did not finish under {sweep}.",
         tables=[(["job", "overrides", "evaluated", "attacker trained on"],
-                 [[j["job"], " ".join(j["overrides"]), j["config"].get("anonymizer"), j["config"].get("attacker_anonymizer")]
-                  for j in jobs])]))
+                 [[j.job, " ".join(j.overrides), j.config.anonymizer, j.config.attacker_anonymizer] for j in jobs])]))
     title = f"vpeval sweep aggregate: {sweep.name}"
     write_text(out / "report.md", render_markdown(title, sections, base=out))
     write_text(out / "report.html", render_html(title, sections))
     return out
 
 
-PAIR_KEYS = ("attack", "anonymizer", "attacker_anonymizer", "enroll", "trials", "eer_val", "eer_val_ci", "eer_val_f",
-             "eer_val_m", "eer_test", "eer_test_ci", "eer_test_f", "eer_test_m", "gap", "gap_var", "relative_drop",
-             "relative_drop_ci", "eer_val_replicates", "eer_test_replicates", "ci_level", "val_trials", "val_speakers",
-             "attacker_origin", "imported", "protocol_problem", "notes")
-
-
-def trusted_points(judged: list[dict], group: str) -> list[dict]:
+def trusted_points(judged: list[JudgedPair], group: str) -> list[dict]:
     """The trusted matched pairs of one group as `detect.trusted=<csv>` reads them: one row per
     system, its seeds averaged (a system is one point of the model, as in the sweep's own
     calibration), the bootstrap variance of the mean gap where every seed has one."""
-    rows: dict[str, list[dict]] = {}
+    rows: dict[str, list[JudgedPair]] = {}
     for row in judged:
-        if row["group"] == group and row["role"] == "trusted":
-            rows.setdefault(row["anonymizer"], []).append(row)
+        if row.group == group and row.role == "trusted":
+            rows.setdefault(row.anonymizer, []).append(row)
     points = []
     for system, own in rows.items():
-        variances = [r.get("gap_var") for r in own]
+        variances = [r.gap_var for r in own]
         points.append({"anonymizer": system, "seeds": len(own), "group": group,
-                       "eer_test": float(np.mean([r["eer_test"] for r in own])),
-                       "eer_val": float(np.mean([r["eer_val"] for r in own])),
+                       "eer_test": float(np.mean([r.eer_test for r in own])),
+                       "eer_val": float(np.mean([r.eer_val for r in own])),
                        "gap_var": None if None in variances else float(np.sum(variances)) / len(own) ** 2,
-                       "protocol": own[0].get("validation_protocol")})
+                       "protocol": own[0].validation_protocol})
     return points
 
 

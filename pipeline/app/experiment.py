@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from pipeline.metrics.detection import Settings
 from pipeline.metrics.legal import grid_error, grid_problems
 from pipeline.metrics.registry import metric_list
 from pipeline.metrics.reidentification import grid_of
+from pipeline.metrics.results import ConditionResult, DetectSettings, RunConfig, RunSummary
 from pipeline.report.vpc2026_results import RunResults, write_vpc2026_results
 from pipeline.report.vpc_results import write_vpc_results
 from pipeline.runtime.curves import chosen_backend, written
@@ -170,7 +171,7 @@ class Experiment:
         return score.run(self.cfg.backend, self.embed(model, enrolls), self.embed(model, trial_utts), enrolls,
                          trials, self.cache, training_emb=lambda: (self.embed(model, training), training))
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[ConditionResult]:
         records = []
         for attack, spec in self.cfg.attacks.items():
             model, held_out = self.attacker(spec.attacker)
@@ -190,7 +191,8 @@ class Experiment:
                     scores = self.scores(model, held_out, enrolls, trial_utts,
                                          trials_path(self.prepared, f"{split_name}_trials_{g}"))
                     self.score_files[f"{attack}/{name}"] = str(scores)
-                    records.append({**labels, "set": name, **self.metrics(scores, model, enrolls, trial_utts)})
+                    records.append(ConditionResult.measured(self.metrics(scores, model, enrolls, trial_utts),
+                                                            self.metric_list, **labels, set=name))
             origin, imported = attacker_origin(self.cfg, spec.attacker)
             val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"], "attacker_origin": origin,
                           "imported": imported, "protocol_problem": protocol_problem(self.cfg)}
@@ -201,7 +203,8 @@ class Experiment:
                     continue
                 scores = self.scores(model, held_out, enrolls, trial_utts, trials_path(held_out, f"val_trials_{g}"))
                 self.score_files[f"{attack}/val_{g}"] = str(scores)
-                records.append({**val_labels, "set": f"val_{g}", **self.metrics(scores, model, enrolls, trial_utts)})
+                records.append(ConditionResult.measured(self.metrics(scores, model, enrolls, trial_utts),
+                                                        self.metric_list, **val_labels, set=f"val_{g}"))
         return records
 
     def evaluates_anonymized(self) -> bool:
@@ -237,9 +240,14 @@ class Experiment:
         self._replicates[str(scores)] = interval.pop("eer_replicates")
         embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
                                                trial_utts)
-        metrics = metric_list(plain(self.cfg.get("reidentification")), int(self.cfg.seed))
-        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings, metrics=metrics),
+        return {**evaluate.run(scores, self.cache, trial_utts=trial_utts, embeddings=embeddings,
+                               metrics=self.metric_list),
                 **interval}
+
+    @cached_property
+    def metric_list(self) -> tuple:
+        """The metrics of every condition: `METRICS` and the re-identification grid's rates."""
+        return metric_list(plain(self.cfg.get("reidentification")), int(self.cfg.seed))
 
     def replicates(self) -> dict[str, list[float]]:
         """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
@@ -322,18 +330,18 @@ def system_labels(cfg: DictConfig) -> tuple[str, str]:
     return evaluated.name, f"{attacker.name}#{content_hash(plain_attacker, 6)}"
 
 
-def config_summary(cfg: DictConfig) -> dict:
+def config_summary(cfg: DictConfig) -> RunConfig:
     evaluated, attacker = system_labels(cfg)
-    return {"name": cfg.name, "data": cfg.data.name, "data_tag": str(cfg.data.tag), "anonymizer": evaluated,
-            "attacker_anonymizer": attacker, "attacker": cfg.attacker.name,
-            "backend": cfg.backend.name, "attacks": ", ".join(cfg.attacks), "seed": cfg.seed,
-            "anonymization_seed": cfg.anonymization_seed,
-            "detect_trusted": detect_trusted_label(cfg.detect.trusted), "detect_false_alarm": cfg.detect.false_alarm,
-            "detect_method": cfg.detect.method, "detect_tolerance": cfg.detect.tolerance,
-            "detect_column": bool(cfg.detect.column), "detection_group": detection_group(cfg),
-            "validation_protocol": validation_protocol(cfg),
-            "similarity": bool(cfg.get("similarity", False)), "asr": cfg.asr.name if "asr" in cfg else None,
-            "emotion": bool(cfg.get("emotion") and cfg.emotion.get("folder") and cfg.emotion.get("data"))}
+    detect_cfg = cfg.detect
+    return RunConfig(name=cfg.name, data=cfg.data.name, data_tag=str(cfg.data.tag), anonymizer=evaluated,
+                     attacker_anonymizer=attacker, attacker=cfg.attacker.name, backend=cfg.backend.name,
+                     attacks=", ".join(cfg.attacks), seed=cfg.seed, anonymization_seed=cfg.anonymization_seed,
+                     detect=DetectSettings(method=detect_cfg.method, false_alarm=detect_cfg.false_alarm,
+                                           tolerance=detect_cfg.tolerance, column=bool(detect_cfg.column),
+                                           trusted=detect_trusted_label(detect_cfg.trusted)),
+                     detection_group=detection_group(cfg), validation_protocol=validation_protocol(cfg),
+                     similarity=bool(cfg.get("similarity", False)), asr=cfg.asr.name if "asr" in cfg else None,
+                     emotion=bool(cfg.get("emotion") and cfg.emotion.get("folder") and cfg.emotion.get("data")))
 
 
 def detect_trusted_label(trusted) -> str | None:
@@ -418,10 +426,10 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
                                 settings=detect_settings(cfg.detect), replicates=experiment.replicates(),
                                 protocol=validation_protocol(cfg), seeds=(cfg.seed, cfg.anonymization_seed))
     with faults.stage("report"):
-        folder = report.run(Path(run_dir) / "report", config_hash=config_hash(cfg), config_summary=config_summary(cfg),
-                            records=records, detection=detection, fit=fit, score_files=experiment.score_files,
-                            similarity=voice_similarity, utility=utility_results,
-                            stages=[asdict(e) for e in experiment.cache.events],
+        summary = RunSummary(config_hash=config_hash(cfg), config=config_summary(cfg), records=records,
+                             detection=detection, detection_fit=fit, score_files=experiment.score_files,
+                             stages=experiment.cache.events, utility=utility_results)
+        folder = report.run(Path(run_dir) / "report", summary, similarity=voice_similarity,
                             curves=written(Path(run_dir) / "curves"))
         evaluated, attacker = system_labels(cfg)
         write_vpc_results(folder / "vpc2024", records, plain(cfg.attacks), dataset=str(cfg.data.tag),

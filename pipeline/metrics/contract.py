@@ -7,7 +7,8 @@ returns, in order; a column with a header is printed in the report, in the table
 `section` names, and in `vpeval metrics`; every column goes to results.json and
 results.csv), a `version` to raise whenever its numbers change, and `built_with`: the config
 settings a metric built from the config was made with (the re-identification grid), part of
-the evaluate stage's key. `pipeline.metrics.registry.METRICS` lists them all; the summary, the
+the evaluate stage's key, and, for a rate over that grid, its `cells` (results.json stores each
+cell structured, `pipeline.metrics.results.RateCell`). `pipeline.metrics.registry.METRICS` lists them all; the summary, the
 report, `vpeval metrics`, results.csv and the evaluate stage's cache key iterate that list.
 
 A value a metric cannot give for legal input is `Undefined(reason)`: the runner stores None
@@ -143,6 +144,7 @@ class Metric:
     version: int = 1
     section: str = "Privacy metrics"  # the report table its columns go to
     built_with: dict = field(default_factory=dict, hash=False)  # config it was built from (a grid): in the key
+    cells: tuple[tuple[int, int], ...] = ()  # a rate over a grid: its (N, L) cells, columns named by `rate_key`
 
     def __post_init__(self):
         if self.needs not in NEEDS:
@@ -175,6 +177,16 @@ class UtilityMetric:
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(column.key for column in self.columns)
+
+
+def rate_key(name: str, n: int, length: int) -> str:
+    """The column of a rate's grid cell (N, L); results.json holds the cells structured
+    (`pipeline.metrics.results.RateCell`), results.csv by this name (`_low`, `_high` beside it).
+
+    >>> rate_key("singling_out_rate", 10, 1)
+    'singling_out_rate_N10_L1'
+    """
+    return f"{name}_N{n}_L{length}"
 
 
 def run_metrics(condition: Condition, metrics) -> dict:

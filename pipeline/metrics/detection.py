@@ -50,6 +50,7 @@ from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.bootstrap import MIN_SPEAKERS
 from pipeline.metrics.detectors import MODELS, Model, Point, as_fit, fit_model
+from pipeline.metrics.results import ConditionResult, DetectionPair
 
 log = logging.getLogger(__name__)
 TRUSTWORTHY, NOT_FLAGGED, OVERESTIMATED, UNDETERMINED = "trustworthy", "not flagged", "overestimated", "undetermined"
@@ -127,91 +128,79 @@ def is_matched(pair: dict) -> bool:
     return pair["anonymizer"] == pair["attacker_anonymizer"] != ORIGINAL
 
 
-def _mean_interval(records: list[dict]) -> list | None:
+def _mean_interval(records: list[ConditionResult]) -> list | None:
     """Interval of the mean EER of independent conditions from their percentile intervals:
     the distances below and above each estimate add in quadrature (female and male trials
     share no speaker, so their resamples are independent)."""
-    intervals = [eer_interval(r) for r in records]
+    intervals = [r.eer_ci for r in records]
     if not intervals or any(i is None for i in intervals):
         return None
     k = len(records)
-    mean = sum(r["eer"] for r in records) / k
-    below = math.sqrt(sum((r["eer"] - low) ** 2 for r, (low, _) in zip(records, intervals))) / k
-    above = math.sqrt(sum((high - r["eer"]) ** 2 for r, (_, high) in zip(records, intervals))) / k
+    mean = sum(r.eer for r in records) / k
+    below = math.sqrt(sum((r.eer - low) ** 2 for r, (low, _) in zip(records, intervals))) / k
+    above = math.sqrt(sum((high - r.eer) ** 2 for r, (_, high) in zip(records, intervals))) / k
     return [max(0.0, mean - below), min(1.0, mean + above)]
 
 
 GENDER_NAMES = {"f": "female", "m": "male"}
 
 
-def pairs(records: list[dict], test_split: str = "test",
-          replicates: dict[str, list[float]] | None = None) -> list[dict]:
-    """One (EER_val, EER_test) row per attack of an experiment that has both.
+def pairs(records: list[ConditionResult], test_split: str = "test",
+          replicates: dict[str, list[float]] | None = None) -> list[DetectionPair]:
+    """One (EER_val, EER_test) pair per attack of an experiment that has both.
 
     EER_val is measured as EER_test is: the mean of the female and male validation EERs
     (`val_f`, `val_m`), its interval from theirs (`_mean_interval`); a gender without
-    validation trials leaves the other's EER, said in the row's `notes`, never a pooled EER.
+    validation trials leaves the other's EER, said in the pair's `notes`, never a pooled EER.
     `replicates` maps `<attack>/<set>` to the bootstrap EER replicates of that condition
-    (the confidence stage's); with them a row keeps its EER_val and EER_test replicates,
-    the variance of its gap and the interval of its relative drop. A row keeps the val
+    (the confidence stage's); with them a pair keeps its EER_val and EER_test replicates,
+    the variance of its gap and the interval of its relative drop. A pair keeps the val
     records' `attacker_origin`, `imported` and `protocol_problem` (why its EER_val cannot be
     judged, if so). `val_speakers` is the fewest speakers of a gender's validation bootstrap."""
     replicates = replicates or {}
-    rows = []
-    for attack in dict.fromkeys(r["attack"] for r in records):
-        own = {r["set"]: r for r in records if r["attack"] == attack}
+    found = []
+    for attack in dict.fromkeys(r.attack for r in records):
+        own = {r.set: r for r in records if r.attack == attack}
         tests = [own[s] for s in (f"{test_split}_f", f"{test_split}_m") if s in own]
         vals = [own[s] for s in ("val_f", "val_m") if s in own]
         if not vals or not tests:
             continue
-        eer_val = sum(r["eer"] for r in vals) / len(vals)
-        eer_test = sum(r["eer"] for r in tests) / len(tests)
-        val_speakers = [r.get("eer_speakers") for r in vals]
-        row = {
-            "attack": attack,
-            "anonymizer": tests[0]["anonymizer"],
-            "attacker_anonymizer": vals[0]["attacker_anonymizer"],
-            **{key: tests[0][key] for key in ("enroll", "trials") if key in tests[0]},
-            "eer_val": eer_val,
-            "eer_val_ci": _mean_interval(vals),
-            **{f"eer_{r['set']}": r["eer"] for r in vals},
-            "eer_test": eer_test,
-            "eer_test_ci": _mean_interval(tests),
-            **{f"eer_{r['set']}": r["eer"] for r in tests},
-            "gap": eer_test - eer_val,
-            "gap_var": None,
-            "relative_drop": relative_drop(eer_test, eer_val),
-            "relative_drop_ci": None,
-            "val_trials": [_total(vals, "n_target"), _total(vals, "n_nontarget")],
-            "val_speakers": None if None in val_speakers else min(val_speakers),
-            "test_speakers": min((r["eer_speakers"] for r in tests if r.get("eer_speakers")), default=None),
-            "attacker_origin": vals[0].get("attacker_origin", "trained"),
-            "imported": vals[0].get("imported"),
-            "protocol_problem": vals[0].get("protocol_problem"),
-            "notes": _val_notes(vals),
-        }
-        names = [*(f"{attack}/{r['set']}" for r in vals), *(f"{attack}/{r['set']}" for r in tests)]
+        eer_val = sum(r.eer for r in vals) / len(vals)
+        eer_test = sum(r.eer for r in tests) / len(tests)
+        val_speakers = [r.eer_speakers for r in vals]
+        pair = DetectionPair(
+            attack=attack, anonymizer=tests[0].anonymizer, attacker_anonymizer=vals[0].attacker_anonymizer,
+            enroll=tests[0].enroll, trials=tests[0].trials,
+            eer_val=eer_val, eer_val_ci=_mean_interval(vals), eer_test=eer_test, eer_test_ci=_mean_interval(tests),
+            eer_by_set={r.set: r.eer for r in (*vals, *tests)},
+            gap=eer_test - eer_val, relative_drop=relative_drop(eer_test, eer_val),
+            val_trials=[_total(vals, "n_target"), _total(vals, "n_nontarget")],
+            val_speakers=None if None in val_speakers else min(val_speakers),
+            test_speakers=min((r.eer_speakers for r in tests if r.eer_speakers), default=None),
+            attacker_origin=vals[0].attacker_origin or "trained", imported=vals[0].imported,
+            protocol_problem=vals[0].protocol_problem, notes=_val_notes(vals))
+        names = [*(f"{attack}/{r.set}" for r in vals), *(f"{attack}/{r.set}" for r in tests)]
         if all(replicates.get(name) for name in names):
             val_rep, test_rep = paired_replicates([replicates[name] for name in names], n_val=len(vals))
-            row["eer_val_replicates"], row["eer_test_replicates"] = val_rep, test_rep
-            row["ci_level"] = float(vals[0].get("eer_ci_level", 0.95))
-            row["gap_var"] = float(np.var(np.subtract(test_rep, val_rep), ddof=1)) if len(val_rep) > 1 else None
+            pair.eer_val_replicates, pair.eer_test_replicates = val_rep, test_rep
+            pair.ci_level = float(vals[0].eer_ci_level or 0.95)
+            pair.gap_var = float(np.var(np.subtract(test_rep, val_rep), ddof=1)) if len(val_rep) > 1 else None
             drops = [relative_drop(x, y) for x, y in zip(test_rep, val_rep)]
-            row["relative_drop_ci"] = percentile_interval([d for d in drops if d is not None], row["ci_level"])
-        rows.append(row)
-    return rows
+            pair.relative_drop_ci = percentile_interval([d for d in drops if d is not None], pair.ci_level)
+        found.append(pair)
+    return found
 
 
-def _total(records: list[dict], key: str) -> int | None:
-    values = [r.get(key) for r in records]
+def _total(records: list[ConditionResult], key: str) -> int | None:
+    values = [r.metrics.get(key) for r in records]
     return None if None in values else sum(values)
 
 
-def _val_notes(vals: list[dict]) -> list[str]:
+def _val_notes(vals: list[ConditionResult]) -> list[str]:
     """What a reader of EER_val must know: a gender without validation trials."""
     if len(vals) > 1:
         return []
-    present = vals[0]["set"][-1]
+    present = vals[0].set[-1]
     absent = "m" if present == "f" else "f"
     return [f"EER_val is the {GENDER_NAMES[present]} validation EER only: no {GENDER_NAMES[absent]} validation "
             f"trials (no {GENDER_NAMES[absent]} validation speakers, or one), while EER_test averages both genders"]
@@ -273,12 +262,6 @@ def percentile_interval(values: list[float], level: float) -> list[float] | None
     alpha = (1 - level) / 2
     low, high = np.quantile(np.asarray(values, dtype=float), [alpha, 1 - alpha])
     return [float(low), float(high)]
-
-
-def eer_interval(record: dict) -> list | None:
-    """[low, high] of a record's EER bootstrap interval, None when it has none."""
-    low, high = record.get("eer_ci_low"), record.get("eer_ci_high")
-    return None if low is None or high is None else [low, high]
 
 
 def point(row: dict) -> tuple:

@@ -2,10 +2,11 @@
 the `reidentification` config section: `singling_out_rate` and `identification_rate`
 (`pipeline.metrics.legal`) and `rank_disclosure` (`pipeline.metrics.rank_disclosure`).
 
-Their columns follow the grid: `singling_out_rate_N<N>_L<L>` and
+Their columns follow the grid (`contract.rate_key`): `singling_out_rate_N<N>_L<L>` and
 `identification_rate_N<N'>_L<L>`, each with `_low` and `_high` (the Student-t
-interval over speakers), and a `_detail` column (results.json / results.csv) with every estimate's chance
-level, per-speaker rates and the speakers left out; `rank_disclosure_bits`,
+interval over speakers), and a `_detail` column with every estimate's chance
+level, per-speaker rates and the speakers left out (results.json stores each cell
+structured, `pipeline.metrics.results.RateCell`); `rank_disclosure_bits`,
 `rank_disclosure_worst_bits` (histogram), `rank_disclosure_bb_bits`,
 `rank_disclosure_bb_worst_bits` (beta-binomial) and `rank_disclosure_detail`. Rank disclosure
 needs no grid: it is in the list of every run (`pipeline.metrics.registry.METRICS`); the rates
@@ -20,13 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.metrics.contract import EMBEDDINGS, Column, Condition, Metric
+from pipeline.metrics.contract import EMBEDDINGS, Column, Condition, Metric, rate_key
 from pipeline.metrics.inputs import UndefinedMetricError
 from pipeline.metrics.legal import Grid, identification_rate, singling_out_rate
 from pipeline.metrics.rank_disclosure import embedding_rank_disclosure
 
 GRID_KEYS = ("populations", "candidates", "lengths", "calibration_conversations", "runs", "confidence",
              "short_speakers")
+SINGLING_OUT, IDENTIFICATION = "singling_out_rate", "identification_rate"  # the rates over the grid
 DISCLOSURE_KEYS = ("rank_disclosure_bits", "rank_disclosure_worst_bits", "rank_disclosure_bb_bits",
                    "rank_disclosure_bb_worst_bits")
 
@@ -49,7 +51,7 @@ def tried_enrolment(condition: Condition) -> tuple:
 
 def rate_metric(name: str, cells: list[tuple[int, int]], estimate, settings: dict) -> Metric:
     """A rate over grid cells (size, L); `estimate(arrays, size, length)` -> (Estimate, left out)."""
-    keys = [f"{name}_N{n}_L{length}" for n, length in cells]
+    keys = [rate_key(name, n, length) for n, length in cells]
 
     def compute(condition: Condition) -> dict:
         arrays, cut = tried_enrolment(condition)
@@ -64,7 +66,8 @@ def rate_metric(name: str, cells: list[tuple[int, int]], estimate, settings: dic
         return {**values, f"{name}_detail": detail}
 
     columns = tuple(Column(f"{key}{end}") for key in keys for end in ("", "_low", "_high"))
-    return Metric(name, EMBEDDINGS, (*columns, Column(f"{name}_detail")), compute, built_with=settings)
+    return Metric(name, EMBEDDINGS, (*columns, Column(f"{name}_detail")), compute, built_with=settings,
+                  cells=tuple(cells))
 
 
 def reidentification_metrics(settings: dict | None, seed: int) -> tuple[Metric, ...]:
@@ -81,9 +84,9 @@ def reidentification_metrics(settings: dict | None, seed: int) -> tuple[Metric, 
     def identification(arrays, n, length):
         return identification_rate(*arrays, n, length, grid.runs, seed, grid.confidence)
 
-    found = [rate_metric("singling_out_rate", [(n, length) for length in grid.lengths for n in grid.populations],
+    found = [rate_metric(SINGLING_OUT, [(n, length) for length in grid.lengths for n in grid.populations],
                          singling_out, key),
-             rate_metric("identification_rate", [(n, length) for length in grid.lengths for n in grid.candidates],
+             rate_metric(IDENTIFICATION, [(n, length) for length in grid.lengths for n in grid.candidates],
                          identification, key)]
     return tuple(metric for metric in found if metric.keys != (f"{metric.name}_detail",))
 

@@ -28,6 +28,7 @@ from pipeline.core.fileio import atomic_path
 from pipeline.metrics.dcf import DetCurve
 from pipeline.metrics.detection import NOT_FLAGGED, OVERESTIMATED, TRUSTWORTHY, UNDETERMINED
 from pipeline.metrics.detectors import from_fit
+from pipeline.metrics.results import JudgedPair
 from pipeline.metrics.similarity import LOG_DOMAIN, SimilarityResult
 from pipeline.metrics.zebra import EceProfile
 
@@ -169,12 +170,12 @@ PALETTE = (0, 2, 8, 10, 12, 14, 16, 18, 1, 3, 9, 11, 13, 15, 17, 19)
 FLAG = "red"
 
 
-def detection_figure(rows: list[dict], fit: dict, path: str | Path, title: str | None = None) -> Path:
+def detection_figure(rows: list[JudgedPair], fit: dict, path: str | Path, title: str | None = None) -> Path:
     """Write `detection_plot(rows, fit, title)` to `path`."""
     return save_figure(detection_plot(rows, fit, title), path)
 
 
-def detection_plot(rows: list[dict], fit: dict, title: str | None = None) -> Figure:
+def detection_plot(rows: list[JudgedPair], fit: dict, title: str | None = None) -> Figure:
     """EER_val (y) against EER_test (x), in %, one point per row, with the fitted line and its
     one-sided lower prediction bound when there is one.
 
@@ -183,27 +184,27 @@ def detection_plot(rows: list[dict], fit: dict, title: str | None = None) -> Fig
     flagged, ringed in red when overestimated, hollow when undetermined; thin bars: the
     bootstrap intervals. Up to LABEL_LIMIT points are also
     labelled "(evaluated, attacker)"; the legend sits right of the axes."""
-    attackers = sorted({r["attacker_anonymizer"] for r in rows})
-    evaluated = sorted({r["anonymizer"] for r in rows if r.get("role") != "trusted"})
+    attackers = sorted({r.attacker_anonymizer for r in rows})
+    evaluated = sorted({r.anonymizer for r in rows if r.role != "trusted"})
     colours = dict(zip(attackers, _palette(len(attackers))))
     markers = {system: MARKERS[i % len(MARKERS)] for i, system in enumerate(evaluated)}
     entries: list[tuple] = []  # (legend handle, label); a None handle is a section header
     figure = Figure()
     axes = figure.add_subplot()
     if "reason" not in fit:
-        entries += _draw_line(axes, fit, [r["eer_test"] for r in rows])
+        entries += _draw_line(axes, fit, [r.eer_test for r in rows])
     for r in rows:
-        _draw_point(axes, r, colours[r["attacker_anonymizer"]],
-                    "*" if r.get("role") == "trusted" else markers[r["anonymizer"]])
+        _draw_point(axes, r, colours[r.attacker_anonymizer],
+                    "*" if r.role == "trusted" else markers[r.anonymizer])
         if len(rows) <= LABEL_LIMIT:
-            axes.annotate(f"({r['anonymizer']}, {r['attacker_anonymizer']})", (100 * r["eer_test"], 100 * r["eer_val"]),
+            axes.annotate(f"({r.anonymizer}, {r.attacker_anonymizer})", (100 * r.eer_test, 100 * r.eer_val),
                           fontsize="x-small", xytext=(5, 5), textcoords="offset points")
-    if any(r.get("eer_test_ci") or r.get("eer_val_ci") for r in rows):
+    if any(r.eer_test_ci or r.eer_val_ci for r in rows):
         entries.append((Line2D([], [], color="dimgrey", linewidth=0.7, alpha=0.5), "bootstrap intervals"))
     entries.append((None, "verdict"))
     entries += [(_verdict_handle(v), v) for v in (TRUSTWORTHY, NOT_FLAGGED, OVERESTIMATED, UNDETERMINED)
-                if any(r.get("verdict") == v for r in rows)]
-    if any(r.get("role") == "trusted" for r in rows):
+                if any(r.verdict == v for r in rows)]
+    if any(r.role == "trusted" for r in rows):
         entries.append((_marker_handle("*", markersize=11), "trusted pair (calibrates)"))
     entries += [(None, "attacker trained on"), *((Patch(color=colours[a]), a) for a in attackers)]
     if evaluated:
@@ -239,19 +240,19 @@ def _draw_line(axes, fit: dict, xs: list[float]) -> list[tuple]:
             (band, f"{100 * (1 - alpha):g} % one-sided margin")]
 
 
-def _draw_point(axes, row: dict, colour, marker: str) -> None:
+def _draw_point(axes, row: JudgedPair, colour, marker: str) -> None:
     """One pair: its intervals as thin bars, the marker filled or hollow by verdict, a red ring
     when overestimated."""
-    x, y = 100 * row["eer_test"], 100 * row["eer_val"]
-    axes.errorbar(x, y, xerr=_bar(row.get("eer_test_ci"), x), yerr=_bar(row.get("eer_val_ci"), y), fmt="none",
+    x, y = 100 * row.eer_test, 100 * row.eer_val
+    axes.errorbar(x, y, xerr=_bar(row.eer_test_ci, x), yerr=_bar(row.eer_val_ci, y), fmt="none",
                   ecolor=colour, elinewidth=0.7, alpha=0.5, zorder=2)
     size = 180 if marker == "*" else 50
-    hollow = row.get("verdict") == UNDETERMINED
-    pale = row.get("verdict") == NOT_FLAGGED
+    hollow = row.verdict == UNDETERMINED
+    pale = row.verdict == NOT_FLAGGED
     axes.scatter([x], [y], s=size, marker=marker, facecolors="white" if hollow else [colour],
                  edgecolors=[colour] if hollow or pale else "black", linewidths=1.3 if hollow else 0.5,
                  alpha=0.45 if pale else 1.0, zorder=3)
-    if row.get("verdict") == OVERESTIMATED:
+    if row.verdict == OVERESTIMATED:
         axes.scatter([x], [y], s=2.5 * size + 60, marker="o", facecolors="none", edgecolors=FLAG, linewidths=1.4,
                      zorder=3)
 

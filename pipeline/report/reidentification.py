@@ -1,7 +1,7 @@
 """Re-identification beyond the EER in reports: singling out and identification rates over
 the grid (with their intervals and chance levels), rank disclosure, and a figure of the rates
-against N and N' per conversation length L, from the records' `*_detail` columns
-(`pipeline.metrics.reidentification`)."""
+against N and N' per conversation length L, from the records' grid cells
+(`pipeline.metrics.results.RateCell`, `pipeline.metrics.reidentification`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,31 +9,25 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from pipeline.metrics.bootstrap import few_speakers_note
+from pipeline.metrics.reidentification import IDENTIFICATION, SINGLING_OUT
+from pipeline.metrics.results import ConditionResult
 from pipeline.report.document import Section
 from pipeline.report.figures import save_figure
 from pipeline.report.tables import fixed, percent
 
-METRICS = (("singling_out_rate", "N", "singling out"), ("identification_rate", "N'", "identification"))
+METRICS = ((SINGLING_OUT, "N", "singling out"), (IDENTIFICATION, "N'", "identification"))  # rate, size, label
 
 
-def cells(detail: dict | None) -> dict:
-    """{(N, L): estimate} of a `*_detail` column (empty when the metric had no value)."""
-    found = {}
-    for key, estimate in (detail or {}).items():
-        if isinstance(estimate, dict):
-            n, length = key.rsplit("_N", 1)[1].split("_L")
-            found[(int(n), int(length))] = estimate
-    return found
-
-
-def conditions(records: list[dict]) -> dict[str, dict]:
+def conditions(records: list[ConditionResult]) -> dict[str, dict]:
     """{"<attack>/<set>": {metric: {(N, L): estimate}, "rank_disclosure": detail}} of the records
-    that carry re-identification results."""
+    that carry re-identification results (a rate's cells with an estimate)."""
     found = {}
     for r in records:
-        rates = {metric: cells(r.get(f"{metric}_detail")) for metric, _, _ in METRICS}
-        if any(rates.values()) or r.get("rank_disclosure_detail"):
-            found[f"{r['attack']}/{r['set']}"] = {**rates, "rank_disclosure": r.get("rank_disclosure_detail")}
+        rates = {metric: {(c.n, c.length): c.estimate for c in r.rates if c.metric == metric and c.estimate}
+                 for metric, _, _ in METRICS}
+        disclosure = r.metrics.get("rank_disclosure_detail")
+        if any(rates.values()) or disclosure:
+            found[f"{r.attack}/{r.set}"] = {**rates, "rank_disclosure": disclosure}
     return found
 
 
@@ -93,7 +87,7 @@ def rates_figure(found: dict[str, dict], path: Path) -> Path:
     return save_figure(figure, path)
 
 
-def reidentification_sections(records: list[dict], figures: Path) -> list[Section]:
+def reidentification_sections(records: list[ConditionResult], figures: Path) -> list[Section]:
     """The re-identification section of the records (none when they carry no such results)."""
     found = conditions(records)
     if not found:

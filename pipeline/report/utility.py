@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.metrics.contract import UTILITY, Column
 from pipeline.metrics.registry import UTILITY_METRICS, set_metrics, table_columns
+from pipeline.metrics.results import ConditionResult, JudgedPair
 from pipeline.report.document import Section
 from pipeline.report.figures import save_figure
 from pipeline.report.tables import percent
@@ -40,19 +41,20 @@ def utility_rows(utility: dict, system: str | None = None) -> list[dict]:
     return rows
 
 
-def speech_lost(records: list[dict], utility: dict | None) -> list[dict]:
+def speech_lost(records: list[ConditionResult], utility: dict | None) -> list[dict]:
     """{attack, set, reason} of every result on trial speech anonymised by the evaluated system
     (AA, OA, ...) whose set's utility says the speech was lost: its privacy figures measure an
     attacker on something other than speech.
 
-    >>> speech_lost([{"attack": "AA", "set": "test_f", "trials": "anonymized"}],
-    ...             {"sets": {"test_f": {"pitch_correlation": 0.0}}})[0]["reason"]
+    >>> from pipeline.metrics.results import ConditionResult
+    >>> aa = ConditionResult("AA", "s", "s", "anonymized", "anonymized", "test_f", metrics={})
+    >>> speech_lost([aa], {"sets": {"test_f": {"pitch_correlation": 0.0}}})[0]["reason"]
     'ρF0 0.000 < 0.1'
     """
     found = []
     for record in records:
-        values = (utility or {}).get("sets", {}).get(record["set"])
-        if record.get("trials") != ANONYMIZED or not values:
+        values = (utility or {}).get("sets", {}).get(record.set)
+        if record.trials != ANONYMIZED or not values:
             continue
         reasons = []
         if values.get("pitch_correlation") is not None and values["pitch_correlation"] < LOST_PITCH:
@@ -62,7 +64,7 @@ def speech_lost(records: list[dict], utility: dict | None) -> list[dict]:
             reasons.append(f"WER of anonymised speech {percent(wer)} % >= {100 * LOST_WER:g} % "
                            f"(original {percent(values.get(f'wer_{ORIGINAL}'))} %)")
         if reasons:
-            found.append({"attack": record["attack"], "set": record["set"], "reason": "; ".join(reasons)})
+            found.append({"attack": record.attack, "set": record.set, "reason": "; ".join(reasons)})
     return found
 
 
@@ -100,16 +102,16 @@ def skipped_text(skipped: dict[str, str]) -> str:
     return " ".join(f"{metric} skipped: {reason}." for metric, reason in skipped.items())
 
 
-def semi_informed_points(detection: list[dict], summaries: dict[str, dict], test_split: str = "test") -> list[dict]:
+def semi_informed_points(detection: list[JudgedPair], summaries: dict[str, dict], test_split: str = "test") -> list[dict]:
     """{system, eer, eer_ci, wer, pitch_correlation} per evaluated system with a matched
     anonymised pair (attacker trained on the evaluated system's output) and utility results."""
     points = []
     for row in detection:
-        system = row["anonymizer"]
-        if system == ORIGINAL or row["attacker_anonymizer"] != system or system not in summaries:
+        system = row.anonymizer
+        if system == ORIGINAL or row.attacker_anonymizer != system or system not in summaries:
             continue
         pooled = summaries[system].get("splits", {}).get(test_split, {})
-        points.append({"system": system, "eer": row["eer_test"], "eer_ci": row.get("eer_test_ci"),
+        points.append({"system": system, "eer": row.eer_test, "eer_ci": row.eer_test_ci,
                        "wer": pooled.get(f"wer_{ANONYMIZED}"), "wer_ci": pooled.get(f"wer_{ANONYMIZED}_ci"),
                        "pitch_correlation": pooled.get("pitch_correlation"),
                        "pitch_correlation_ci": pooled.get("pitch_correlation_ci")})

@@ -4,8 +4,9 @@ Which pairs overestimate privacy, by how much and why (each one's reason names t
 and margin, or the better attacker), then the other verdicts with the pairs they hold
 (separated by `;`).
 
->>> rows = [{"attack": "AA", "anonymizer": "s2", "attacker_anonymizer": "s4", "eer_val": 0.09, "eer_test": 0.44,
-...          "verdict": "overestimated", "reason": "EER_val 30.00 points below the matched pairs' prediction"}]
+>>> from pipeline.metrics.results import JudgedPair
+>>> rows = [JudgedPair("AA", "s2", "s4", eer_val=0.09, eer_test=0.44, verdict="overestimated",
+...                    reason="EER_val 30.00 points below the matched pairs' prediction")]
 >>> print(summary_text(rows).splitlines()[0])
 **1 of 1 pairs overestimate privacy** (1 overestimated).
 """
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.detection import NOT_FLAGGED, OVERESTIMATED, TRUSTWORTHY, UNDETERMINED
+from pipeline.metrics.results import JudgedPair
 from pipeline.report.tables import percent
 
-JOB = "job"  # a sweep's rows name the job that measured them
 MAX_LISTED = 8  # undetermined pairs named per reason; the detection table has them all
 
 MEANING = {
@@ -25,31 +26,31 @@ MEANING = {
 }
 
 
-def pair_label(row: dict, seeds: bool = False, groups: bool = False, job: bool = False) -> str:
+def pair_label(row: JudgedPair, seeds: bool = False, groups: bool = False, job: bool = False) -> str:
     """`AA s2 (attacker trained on s4)`: the attack, the evaluated system and, when it differs,
     the attacker's; with the seed and group when the rows hold several, with the sweep's job
     that measured it when `job`."""
-    if row["anonymizer"] == ORIGINAL and row["attacker_anonymizer"] == ORIGINAL:
-        label, where = row["attack"], ["original speech"]
+    if row.anonymizer == ORIGINAL and row.attacker_anonymizer == ORIGINAL:
+        label, where = row.attack, ["original speech"]
     else:
-        label = f"{row['attack']} {row['anonymizer']}"
-        where = [f"attacker trained on {row['attacker_anonymizer']}"] * (row["attacker_anonymizer"] != row["anonymizer"])
-    where += [f"seed {row.get('seed')}"] * seeds + [str(row.get("group"))] * groups
-    if job and row.get(JOB) is not None:
-        where.append(f"job {row[JOB]}")
+        label = f"{row.attack} {row.anonymizer}"
+        where = [f"attacker trained on {row.attacker_anonymizer}"] * (row.attacker_anonymizer != row.anonymizer)
+    where += [f"seed {row.seed}"] * seeds + [str(row.group)] * groups
+    if job and row.job is not None:
+        where.append(f"job {row.job}")
     return f"{label} ({', '.join(where)})" if where else label
 
 
-def summary_text(detection: list[dict]) -> str:
+def summary_text(detection: list[JudgedPair]) -> str:
     """A headline (how many pairs overestimate privacy), a line per overestimated pair with its
     EERs and reason, then the pairs of every other verdict (undetermined ones grouped by reason)."""
     if not detection:
         return "No pair was judged: the run has no detection rows."
-    seeds = len({row.get("seed") for row in detection}) > 1
-    groups = len({row.get("group") for row in detection}) > 1
-    by_verdict: dict[str, list[dict]] = {}
+    seeds = len({row.seed for row in detection}) > 1
+    groups = len({row.group for row in detection}) > 1
+    by_verdict: dict[str, list[JudgedPair]] = {}
     for row in detection:
-        by_verdict.setdefault(row.get("verdict") or UNDETERMINED, []).append(row)
+        by_verdict.setdefault(row.verdict or UNDETERMINED, []).append(row)
     counts = ", ".join(f"{len(by_verdict[v])} {v}" for v in (OVERESTIMATED, TRUSTWORTHY, NOT_FLAGGED, UNDETERMINED)
                        if v in by_verdict)
     flagged = by_verdict.get(OVERESTIMATED, [])
@@ -57,15 +58,15 @@ def summary_text(detection: list[dict]) -> str:
                 f"**No pair is flagged as overestimated** ({counts}).")
     parts = [headline]
     if flagged:
-        parts.append("\n".join(f"- **{pair_label(r, seeds, groups, job=True)}**: EER_test {percent(r['eer_test'])} %, "
-                               f"EER_val {percent(r['eer_val'])} %: {r.get('reason')}." for r in flagged))
+        parts.append("\n".join(f"- **{pair_label(r, seeds, groups, job=True)}**: EER_test {percent(r.eer_test)} %, "
+                               f"EER_val {percent(r.eer_val)} %: {r.reason}." for r in flagged))
     for verdict in (TRUSTWORTHY, NOT_FLAGGED):
         if verdict in by_verdict:
             names = "; ".join(pair_label(r, seeds, groups) for r in by_verdict[verdict])
             parts.append(f"{verdict.capitalize()} ({len(by_verdict[verdict])}): {names}: {MEANING[verdict]}.")
-    reasons: dict[str, list[dict]] = {}
+    reasons: dict[str, list[JudgedPair]] = {}
     for row in by_verdict.get(UNDETERMINED, []):
-        reasons.setdefault(reason_kind(str(row.get("reason"))), []).append(row)
+        reasons.setdefault(reason_kind(str(row.reason)), []).append(row)
     if reasons:
         parts.append("\n".join(undetermined_line(kind, rows, seeds, groups) for kind, rows in reasons.items()))
     return "\n\n".join(parts)
@@ -83,12 +84,12 @@ def reason_kind(reason: str) -> str:
     return head if head != reason and not any(c.isdigit() for c in head) else reason
 
 
-def undetermined_line(kind: str, rows: list[dict], seeds: bool, groups: bool) -> str:
+def undetermined_line(kind: str, rows: list[JudgedPair], seeds: bool, groups: bool) -> str:
     """One line for the undetermined pairs of one kind of reason: the whole reason when they
     share it, else its kind, at most MAX_LISTED pairs named and each one's figures left to
     the detection table."""
     names = [pair_label(r, seeds, groups) for r in rows]
     shown = "; ".join(names[:MAX_LISTED]) + (f"; and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else "")
-    if len({str(r.get("reason")) for r in rows}) == 1:
-        return f"- Undetermined ({len(rows)}): {shown}: {rows[0].get('reason')}."
+    if len({str(r.reason) for r in rows}) == 1:
+        return f"- Undetermined ({len(rows)}): {shown}: {rows[0].reason}."
     return f"- Undetermined ({len(rows)}), {kind}: {shown}; each one's figures are in the detection table."

@@ -28,6 +28,7 @@ from typing import Mapping, Sequence
 
 from pipeline.core.fileio import write_lines
 from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL, VPC_LABELS
+from pipeline.metrics.results import ConditionResult, RunSummary
 
 ASV_EVAL = (ANONYMIZED, ANONYMIZED, ORIGINAL)  # enroll, trials, attacker: the pretrained attacker
 ASV_EVAL_ANON = (ANONYMIZED, ANONYMIZED, ANONYMIZED)  # the semi-informed attacker
@@ -44,7 +45,7 @@ class RunResults:
 
     dataset: str
     eval_splits: Sequence[str]
-    records: Sequence[Mapping]  # metric records: attack, set, eer_threshold
+    records: Sequence[ConditionResult]  # attack, set, metric eer_threshold
     attacks: Mapping[str, Mapping]  # attack specs: enroll, trials, attacker
     utility: Mapping = field(default_factory=dict)  # utility.measure's result
     trial_list: str = "mixed"  # the trial lists' gender tag: sets are named <split>_<trial_list>
@@ -92,7 +93,7 @@ def asv_table(runs: Sequence[RunResults], kind: tuple[str, str, str]) -> str | N
     rows, index, position = [], [], 0
     for run in runs:
         attack = attack_named(run.attacks, kind)
-        eers = {r["set"]: r["eer_threshold"] for r in run.records if r["attack"] == attack}
+        eers = {r.set: r.metrics["eer_threshold"] for r in run.records if r.attack == attack}
         for split in run.eval_splits:
             name = f"{split}_{run.trial_list}"
             if attack is not None and name in eers:
@@ -173,28 +174,27 @@ def result_for_rank(runs: Sequence[RunResults], time: datetime) -> list[str]:
 LANGUAGE_ORDER = ("en", "de", "fr", "es")  # VPC 2026 Track 2 numbers its rows in this order
 
 
-def run_of_results(results: Mapping, trial_list: str = "mixed") -> RunResults:
-    """The RunResults of one run's results.json (a sweep job's): its data tag, the splits scored
+def run_of_results(results: RunSummary, trial_list: str = "mixed") -> RunResults:
+    """The RunResults of one run's results (a sweep job's): its data tag, the splits scored
     on `<split>_<trial_list>` lists, and each attack's (enroll, trials, attacker) from its records."""
     suffix = f"_{trial_list}"
-    records = [r for r in results.get("records", []) if r["set"].endswith(suffix)]
-    splits = [s[: -len(suffix)] for s in dict.fromkeys(r["set"] for r in records)]
-    attacks = {r["attack"]: {"enroll": r["enroll"], "trials": r["trials"],
-                             "attacker": ORIGINAL if r["attacker_anonymizer"] == ORIGINAL else ANONYMIZED}
+    records = [r for r in results.records if r.set.endswith(suffix)]
+    splits = [s[: -len(suffix)] for s in dict.fromkeys(r.set for r in records)]
+    attacks = {r.attack: {"enroll": r.enroll, "trials": r.trials,
+                          "attacker": ORIGINAL if r.attacker_anonymizer == ORIGINAL else ANONYMIZED}
                for r in records}
-    return RunResults(str(results.get("config", {}).get("data_tag")), splits, records, attacks,
-                      results.get("utility", {}), trial_list)
+    return RunResults(results.config.data_tag, splits, records, attacks, results.utility or {}, trial_list)
 
 
-def write_combined_results(folder: Path, jobs: Sequence[Mapping]) -> list[Path]:
-    """`<folder>/result_for_rank_<system>` over the jobs (results.json contents) of a sweep, one
+def write_combined_results(folder: Path, jobs: Sequence[RunSummary]) -> list[Path]:
+    """`<folder>/result_for_rank_<system>` over the jobs (their results) of a sweep, one
     file per evaluated system, its runs in VPC 2026's language order (Track 2: one job per
     language); returns the files written (none when no job scored mixed-gender lists)."""
     by_system: dict[str, list[RunResults]] = {}
     for results in jobs:
         run = run_of_results(results)
         if run.eval_splits:
-            by_system.setdefault(str(results["config"]["anonymizer"]), []).append(run)
+            by_system.setdefault(results.config.anonymizer, []).append(run)
     rank = {tag: i for i, tag in enumerate(LANGUAGE_ORDER)}
     written = [write_vpc2026_results(folder, sorted(runs, key=lambda run: rank.get(run.dataset, len(rank))),
                                      system=system) for system, runs in by_system.items()]

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 
 from pipeline.core.fileio import write_lines
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL, VPC_LABELS
+from pipeline.metrics.results import ConditionResult
 
 HEADER = ",dataset,split,gender,enrollment,trial,EER"
 MODEL_FOLDERS = {ORIGINAL: "asv_orig", ANONYMIZED: "asv_anon_{attacker_system}"}
@@ -35,14 +36,14 @@ def vpc_row(dataset: str, split_name: str, gender: str, enroll: str, trials: str
             repr(round(eer * 100, 3))]
 
 
-def write_vpc_results(folder: Path, records: Sequence[Mapping], attacks: Mapping[str, Mapping], *, dataset: str,
+def write_vpc_results(folder: Path, records: Sequence[ConditionResult], attacks: Mapping[str, Mapping], *, dataset: str,
                       system: str, attacker_system: str, eval_splits: Sequence[str],
                       genders: Sequence[str]) -> list[Path]:
     """Write `<folder>/<model>/results_<system>.csv` for each attacker of the run; returns the files.
 
-    `records` are the run's metric records (attack, set, eer_threshold), `attacks` the attack
+    `records` are the run's results (attack, set, metric eer_threshold), `attacks` the attack
     specs (enroll, trials, attacker: original | anonymized)."""
-    eers = {(r["attack"], r["set"]): float(r["eer_threshold"]) for r in records}
+    eers = {(r.attack, r.set): float(r.metrics["eer_threshold"]) for r in records}
     written = []
     for kind, model in MODEL_FOLDERS.items():
         scenarios = sorted(((name, spec) for name, spec in attacks.items() if spec["attacker"] == kind),

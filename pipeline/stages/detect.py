@@ -8,14 +8,16 @@ same evaluation data; panariello2025 §3.4).
 from __future__ import annotations
 
 from pipeline.metrics.detection import Settings, assess, pairs, read_trusted
+from pipeline.metrics.results import ConditionResult, JudgedPair
 
 
-def run(records: list[dict], test_split: str = "test", trusted=None, settings: Settings = Settings(),
+def run(records: list[ConditionResult], test_split: str = "test", trusted=None, settings: Settings = Settings(),
         replicates: dict[str, list[float]] | None = None, protocol: str | None = None,
-        seeds: tuple = (None, None)) -> tuple[list[dict], list[dict]]:
-    """Detection rows of one experiment (one per attack with validation and test records)
-    and the fits they were judged against; `trusted` is `detect.trusted`, `protocol` the
-    experiment's validation protocol, `seeds` its (training, anonymisation) seeds."""
-    rows = [{**row, "validation_protocol": protocol, "seed": seeds[0], "anonymization_seed": seeds[1]}
-            for row in pairs(records, test_split, replicates)]
-    return assess(rows, trusted=read_trusted(trusted), settings=settings)
+        seeds: tuple = (None, None)) -> tuple[list[JudgedPair], list[dict]]:
+    """Detection pairs of one experiment (one per attack with validation and test records),
+    judged, and the fits they were judged against; `trusted` is `detect.trusted`, `protocol`
+    the experiment's validation protocol, `seeds` its (training, anonymisation) seeds."""
+    rows = [{**pair.row(), "validation_protocol": protocol, "seed": seeds[0], "anonymization_seed": seeds[1]}
+            for pair in pairs(records, test_split, replicates)]
+    judged, fits = assess(rows, trusted=read_trusted(trusted), settings=settings)
+    return [JudgedPair(**row) for row in judged], fits

@@ -24,7 +24,6 @@ and exit status 2, the report still written with every rate undetermined.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.fileio import write_json, write_text
 from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.detection import Settings, assess, is_matched, read_trusted, wilson_interval
+from pipeline.metrics.results import SweepSummary
 from pipeline.report.figures import save_figure
 from pipeline.report.tables import markdown_table
 
@@ -55,9 +55,9 @@ def load(sweep: Path) -> tuple[list[dict], list[str]]:
     if not results.is_file():
         raise input_error(results, "no aggregate here: give the folder of a finished `vpeval -m "
                                    "+experiment=detection_power` sweep")
-    found = json.loads(results.read_text())
-    trusted = next((j["config"].get("detect_trusted") for j in found["jobs"] if j["config"].get("detect_trusted")), None)
-    rows = [r for r in found["detection"] if r["anonymizer"] != ORIGINAL]
+    found = SweepSummary.from_json(results)
+    trusted = next((j.config.detect.trusted for j in found.jobs if j.config.detect.trusted), None)
+    rows = [pair.row() for pair in found.detection if pair.anonymizer != ORIGINAL]
     return rows, trusted_spec(trusted) or []
 
 

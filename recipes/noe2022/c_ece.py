@@ -16,23 +16,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from pipeline.app.aggregate import OUT, find_jobs
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_json
 from pipeline.metrics import calibration_extension, read_scores
+from pipeline.metrics.results import RunConfig
 
-PAIR_KEYS = ("anonymizer", "attacker_anonymizer", "data", "attacker", "backend", "seed", "attacks")
-
-
-def runs_by_system(sweep: Path) -> dict[tuple, dict]:
+def runs_by_system(sweep: Path) -> dict[RunConfig, dict]:
     """{job config without the anonymization seed: {anonymization seed: score files}}."""
-    found: dict[tuple, dict] = {}
+    found: dict[RunConfig, dict] = {}
     for _, results in find_jobs(sweep)[0]:
-        config = results.get("config", {})
-        key = tuple(config.get(k) for k in PAIR_KEYS)
-        found.setdefault(key, {})[config.get("anonymization_seed")] = results.get("score_files", {})
+        key = replace(results.config, anonymization_seed=None)
+        found.setdefault(key, {})[results.config.anonymization_seed] = results.score_files
     return found
 
 
@@ -49,7 +47,9 @@ def c_ece_rows(sweep: Path) -> list[dict]:
             run0, run1 = read_scores(files0[label]), read_scores(files1[label])
             extension = calibration_extension(run0.target_scores, run0.nontarget_scores, run1.target_scores,
                                               run1.nontarget_scores)
-            rows.append({**dict(zip(PAIR_KEYS, key)), "attack": attack, "set": evaluation_set,
+            rows.append({"anonymizer": key.anonymizer, "attacker_anonymizer": key.attacker_anonymizer, "data": key.data,
+                         "attacker": key.attacker, "backend": key.backend, "seed": key.seed, "attack": attack,
+                         "set": evaluation_set,
                          "anonymization_seeds": [seed0, seed1], **extension.as_dict()})
     return rows
 

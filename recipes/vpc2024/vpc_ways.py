@@ -31,10 +31,11 @@ from pipeline.asv.embed import load_encoder
 from pipeline.asv.scoring import CosineBackend, score_trials
 from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
-from pipeline.core.layout import manifest_path, trials_path
+from pipeline.core.layout import RESULTS, manifest_path, trials_path
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import by_speaker, read_manifest, read_trials
 from pipeline.metrics import bootstrap_ci
+from pipeline.metrics.results import RunSummary
 from pipeline.metrics.scorefiles import speakers_of_utterances
 from pipeline.runtime.checkpoint import load_checkpoint
 from pipeline.stages import split
@@ -147,7 +148,7 @@ def compare(job_a: Path, job_b: Path) -> None:
 
 def scores_of_run(job: Path, name: str) -> np.ndarray:
     """A run's own AA scores of set `name`, in its trial order."""
-    files = json.loads((job / "report" / "results.json").read_text())["score_files"]
+    files = RunSummary.from_json(job / RESULTS).score_files
     return np.array([float(line.split()[2]) for line in Path(files[f"AA/{name}"]).read_text().splitlines()])
 
 

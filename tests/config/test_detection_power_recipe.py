@@ -4,14 +4,15 @@ import json
 
 import numpy as np
 
-from tests.helpers import recipe_script
+from pipeline.metrics.results import JudgedPair, SweepJob, SweepSummary
+from tests.helpers import recipe_script, run_config
 
 TRUSTED = ["mcadams", "mcadams_fixed", "mcadams_a05_07", "mcadams_a07_09"]
 
 
 def row(evaluated, attacker, eer_test, eer_val, seed, gap_var):
-    return {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_test": eer_test,
-            "eer_val": eer_val, "seed": seed, "group": "g", "relative_drop": None, "gap_var": gap_var}
+    return JudgedPair("AA", evaluated, attacker, eer_test=eer_test, eer_val=eer_val, seed=seed, group="g",
+                      gap_var=gap_var)
 
 
 def sweep(tmp_path, sd=0.003):
@@ -25,8 +26,9 @@ def sweep(tmp_path, sd=0.003):
         rows.append(row("mcadams", "mcadams_fixed", 0.27, 0.09, seed, sd ** 2))  # 10 points above its column's matched pair
         rows.append(row("mcadams_fixed", "mcadams", 0.12, 0.17, seed, sd ** 2))  # 3 points above: not counted
     results = tmp_path / "sweep" / "aggregate" / "results.json"
-    results.parent.mkdir(parents=True)
-    results.write_text(json.dumps({"jobs": [{"config": {"detect_trusted": ", ".join(TRUSTED)}}], "detection": rows}))
+    job = SweepJob("0", [], run_config(trusted=", ".join(TRUSTED)), "h")
+    SweepSummary(sweep="sweep", jobs=[job], failed=[], unfinished=[], records=[], detection=rows, detection_fit=[],
+                 seeds=[]).to_json(results)
     return tmp_path / "sweep"
 
 

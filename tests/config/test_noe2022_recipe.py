@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.core.config import compose
 from pipeline.metrics import calibration_extension
-from tests.helpers import recipe_script
+from tests.helpers import recipe_script, run_summary
 
 
 
@@ -29,9 +29,8 @@ def write_job(sweep, num, system, anonymization_seed, shift):
                  f"{'target' if i % 3 == 0 else 'nontarget'}" for i in range(300)]
         path.write_text("\n".join(lines) + "\n")
         files[label] = str(path)
-    config = {"anonymizer": system, "attacker_anonymizer": system, "data": "synthetic_small", "attacker": "ecapa_tiny",
-              "backend": "cosine", "seed": 1986, "attacks": "OO, OA", "anonymization_seed": anonymization_seed}
-    (job / "report" / "results.json").write_text(json.dumps({"config": config, "score_files": files}))
+    run_summary(anonymizer=system, attacker_anonymizer=system, data="synthetic_small", seed=1986, attacks="OO, OA",
+                anonymization_seed=anonymization_seed, score_files=files).to_json(job / "report" / "results.json")
     return files
 
 

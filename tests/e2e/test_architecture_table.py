@@ -304,8 +304,9 @@ def test_the_experiment_reports_the_toy_metric_for_every_condition(toy_run):
     records = json.loads((toy_run.report / "results.json").read_text())["records"]
     assert {record["attack"] for record in records} == {"OO", "AA-lazy"}
     for record in records:
-        share = record["n_target"] / (record["n_target"] + record["n_nontarget"])
-        assert record["toy_target_share"] == pytest.approx(share)
+        metrics = record["metrics"]
+        share = metrics["n_target"] / (metrics["n_target"] + metrics["n_nontarget"])
+        assert metrics["toy_target_share"] == pytest.approx(share)
     assert "Toy target share" in (toy_run.report / "report.md").read_text()
     assert "toy_target_share" in (toy_run.report / "results.csv").read_text().splitlines()[0]
 

@@ -11,14 +11,16 @@ from pipeline.app.aggregate import aggregate
 from pipeline.app.experiment import run_experiment
 from pipeline.app.utility import NO_WORDS
 from pipeline.core.cache import DONE
-from pipeline.core.config import compose
+from pipeline.core.config import REPO_ROOT, compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.metrics.detection import VERDICTS
-from tests.helpers import kaldi_dir, tone
+from pipeline.metrics.results import RunSummary, SweepSummary
+from tests.helpers import kaldi_dir, schema_problems, tone
 
 STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",
           "similarity", "pitch"}
+SCHEMA = REPO_ROOT / "docs" / "results.schema.json"
 SETS = ["dev_f", "dev_m", "test_f", "test_m", "val_f", "val_m"]
 
 
@@ -26,15 +28,15 @@ def overrides(data: Path, *extra: str) -> list[str]:
     return [f"paths.data={data}", "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu", *extra]
 
 
-def results(report: Path) -> dict:
-    return json.loads((report / "results.json").read_text())
+def results(report: Path) -> RunSummary:
+    return RunSummary.from_json(report / "results.json")
 
 
 def built(report: Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for event in results(report)["stages"]:
-        if not event["reused"]:
-            out.setdefault(event["stage"], []).append(event["path"])
+    for event in results(report).stages:
+        if not event.reused:
+            out.setdefault(event.stage, []).append(event.path)
     return out
 
 
@@ -47,31 +49,37 @@ def first(tmp_path_factory):
 def test_report_has_every_condition(first):
     _, report = first
     found = results(report)
-    assert [(r["attack"], r["set"]) for r in found["records"]] == [(a, s) for a in ("OO", "AA") for s in SETS]
-    for record in found["records"]:
-        assert 0 <= record["eer"] <= 1 and record["n_target"] > 0 and record["n_nontarget"] > 0
-        assert {"eer_threshold", "cllr", "min_cllr", "anonymizer", "attacker_anonymizer"} <= record.keys()
-    oo, aa = (r for r in found["records"] if r["set"] == "test_f")
-    assert (oo["anonymizer"], oo["attacker_anonymizer"]) == ("original", "original")
-    assert (aa["anonymizer"], aa["attacker_anonymizer"]) == ("mcadams", "mcadams")
-    assert [d["attack"] for d in found["detection"]] == ["OO", "AA"]
-    assert "relative_drop" in found["detection"][0]
-    assert found["detection"][1]["verdict"] == "undetermined"  # too few validation speakers, and detect.trusted not set
-    assert "detect.trusted" in found["detection"][1]["reason"], found["detection"][1]["reason"]
-    low, high = found["detection"][1]["relative_drop_ci"]
-    assert low <= found["detection"][1]["relative_drop"] <= high
-    assert all(r["eer_ci_low"] <= r["eer"] <= r["eer_ci_high"] for r in found["records"])
+    assert [(r.attack, r.set) for r in found.records] == [(a, s) for a in ("OO", "AA") for s in SETS]
+    for record in found.records:
+        assert 0 <= record.eer <= 1 and record.metrics["n_target"] > 0 and record.metrics["n_nontarget"] > 0
+        assert {"eer_threshold", "cllr", "min_cllr"} <= record.metrics.keys()
+    oo, aa = (r for r in found.records if r.set == "test_f")
+    assert (oo.anonymizer, oo.attacker_anonymizer) == ("original", "original")
+    assert (aa.anonymizer, aa.attacker_anonymizer) == ("mcadams", "mcadams")
+    assert [d.attack for d in found.detection] == ["OO", "AA"]
+    assert found.detection[0].relative_drop is not None
+    assert found.detection[1].verdict == "undetermined"  # too few validation speakers, and detect.trusted not set
+    assert "detect.trusted" in found.detection[1].reason, found.detection[1].reason
+    low, high = found.detection[1].relative_drop_ci
+    assert low <= found.detection[1].relative_drop <= high
+    assert all(r.eer_ci_low <= r.eer <= r.eer_ci_high for r in found.records)
     text = (report / "report.md").read_text()
     assert "| AA | test_m | mcadams | mcadams |" in text and "EER_val" in text
-    assert (report / "results.csv").read_text().count("\n") == len(found["records"]) + 1
+    assert (report / "results.csv").read_text().count("\n") == len(found.records) + 1
     assert "data:image/png;base64," in (report / "report.html").read_text()
     assert {"detection.png", "det.png", "ece_profiles.png"} <= {p.name for p in (report / "figures").iterdir()}
+
+
+def test_results_json_fits_the_published_schema(first):
+    """docs/results.schema.json (generated from `pipeline.metrics.results`) describes what a run writes."""
+    _, report = first
+    assert schema_problems(json.loads((report / "results.json").read_text()), json.loads(SCHEMA.read_text())) == []
 
 
 def test_attacks_carry_signal(first):
     """OO well below chance; anonymisation makes the attack harder (AA above OO)."""
     _, report = first
-    test = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"] if r["set"].startswith("test_")}
+    test = {(r.attack, r.set): r.eer for r in results(report).records if r.set.startswith("test_")}
     oo = (test[("OO", "test_f")] + test[("OO", "test_m")]) / 2
     aa = (test[("AA", "test_f")] + test[("AA", "test_m")]) / 2
     assert oo < 0.35 < 0.5
@@ -82,13 +90,13 @@ def test_per_speaker_risk_of_every_condition(first):
     """Every condition lists its speakers' EERs and ZEBRA; the attack on original speech works
     for the average speaker too (clipped mean well below chance)."""
     _, report = first
-    records = results(report)["records"]
+    records = results(report).records
     for r in records:
-        assert r["speakers"] == len(r["speaker_eers"]) == len(r["speaker_zebra"]) > 0
-        assert 0 <= r["eer_speaker_clipped_mean"] <= min(0.5, r["eer_speaker_mean"] + 1e-12)
-        assert r["least_protected_speakers"] and r["zebra_least_protected"]
-        assert max(s["l_w"] for s in r["speaker_zebra"]) == r["l_w"]
-    oo = [r["eer_speaker_clipped_mean"] for r in records if r["attack"] == "OO" and r["set"].startswith("test_")]
+        assert r.metrics["speakers"] == len(r.metrics["speaker_eers"]) == len(r.metrics["speaker_zebra"]) > 0
+        assert 0 <= r.metrics["eer_speaker_clipped_mean"] <= min(0.5, r.metrics["eer_speaker_mean"] + 1e-12)
+        assert r.metrics["least_protected_speakers"] and r.metrics["zebra_least_protected"]
+        assert max(s["l_w"] for s in r.metrics["speaker_zebra"]) == r.metrics["l_w"]
+    oo = [r.metrics["eer_speaker_clipped_mean"] for r in records if r.attack == "OO" and r.set.startswith("test_")]
     assert sum(oo) / len(oo) < 0.35
     assert "## Per-speaker risk" in (report / "report.md").read_text()
     assert (report / "figures" / "speaker_eer.png").is_file()
@@ -109,18 +117,20 @@ def test_a_sweep_reaches_a_fitted_line(first):
                                 "eval_splits=[test]", "similarity=false", "~attacks.OO", "split.select_fraction=null",
                                 trusted))
         run_experiment(cfg, sweep / str(number))
-    found = json.loads((aggregate(sweep) / "results.json").read_text())
-    (fit,) = found["detection_fit"]
+    path = aggregate(sweep) / "results.json"
+    assert schema_problems(json.loads(path.read_text()), json.loads(SCHEMA.read_text())) == []
+    found = SweepSummary.from_json(path)
+    (fit,) = found.detection_fit
     assert fit["n_points"] == 3 and fit["method"] == "gap" and "mean_gap" in fit
-    (judged,) = [d for d in found["detection"] if d["attacker_anonymizer"] != d["anonymizer"]]
-    assert judged["role"] == "judged" and judged["verdict"] in VERDICTS and judged["margin"] > 0
-    assert judged["residual_ci"][0] <= judged["residual"] <= judged["residual_ci"][1]
-    assert judged["column"]["other"] == "mcadams (AA)" and judged["column"]["comparisons"] == 2
+    (judged,) = [d for d in found.detection if d.attacker_anonymizer != d.anonymizer]
+    assert judged.role == "judged" and judged.verdict in VERDICTS and judged.margin > 0
+    assert judged.residual_ci[0] <= judged.residual <= judged.residual_ci[1]
+    assert judged.column["other"] == "mcadams (AA)" and judged.column["comparisons"] == 2
 
 
 def test_report_has_voice_similarity_of_every_set(first):
     _, report = first
-    similarity = results(report)["similarity"]
+    similarity = results(report).similarity
     assert list(similarity) == SETS[:-2]
     for name, sim in similarity.items():
         assert {"deid", "g_vd", "d_diag", "d_ece_op_oo", "cllr_min_op_oo", "g_dece_pp_oo", "g_cllr_pp_oo"} <= sim.keys()
@@ -131,12 +141,12 @@ def test_report_has_voice_similarity_of_every_set(first):
         assert all((Path(sim["folder"]) / f"{t}.txt").is_file() for t in ("oo", "op", "pp"))
     assert "## Voice similarity matrices" in (report / "report.md").read_text()
     assert (report / "similarity.csv").read_text().count("\n") == len(similarity) + 1
-    assert results(report)["config"]["similarity"] is True
+    assert results(report).config.similarity is True
 
 
 def test_report_has_utility_beside_privacy_and_says_what_was_skipped(first):
     _, report = first
-    utility = results(report)["utility"]
+    utility = results(report).utility
     assert list(utility["sets"]) == SETS[:-2] and list(utility["splits"]) == ["dev", "test"]
     assert all(-1 <= values["pitch_correlation"] <= 1 and values["utterances"] > 0 for values in utility["sets"].values())
     assert utility["skipped"]["wer"] == NO_WORDS
@@ -157,8 +167,8 @@ def test_a_bad_emotion_model_is_skipped_and_privacy_completes(first, tmp_path):
     (labelled / "utt2emo").write_text("e0 ang\ne1 neu\n")
     run = run_experiment(compose(overrides(data, f"emotion.folder={tmp_path / 'nomodel'}", f"emotion.data={labelled}")),
                          data / "runs" / "bad_emotion")
-    assert results(run)["records"] == results(report)["records"]
-    assert results(run)["utility"]["skipped"]["emotion"] == f"{tmp_path / 'nomodel'}: emotion.folder folder not found"
+    assert results(run).records == results(report).records
+    assert results(run).utility["skipped"]["emotion"] == f"{tmp_path / 'nomodel'}: emotion.folder folder not found"
     assert f"emotion skipped: {tmp_path / 'nomodel'}: emotion.folder folder not found." in (run / "report.md").read_text()
 
 
@@ -186,8 +196,8 @@ def test_second_run_does_no_stage_work(first):
     data, report = first
     again = run_experiment(compose(overrides(data)), data / "runs" / "second")
     assert built(again) == {}
-    assert results(again)["records"] == results(report)["records"]
-    assert results(again)["config_hash"] == results(report)["config_hash"]
+    assert results(again).records == results(report).records
+    assert results(again).config_hash == results(report).config_hash
 
 
 def test_training_curves_are_linked_and_change_no_stage(first):
@@ -202,8 +212,8 @@ def test_training_curves_are_linked_and_change_no_stage(first):
     text = (report / "report.md").read_text()
     assert "## Training curves" in text and f"`tensorboard --logdir {curves}`" in text
     off = run_experiment(compose(overrides(data, "curves.backend=none")), data / "runs" / "no_curves")
-    assert built(off) == {} and results(off)["records"] == results(report)["records"]
-    assert results(off)["config_hash"] == results(report)["config_hash"]
+    assert built(off) == {} and results(off).records == results(report).records
+    assert results(off).config_hash == results(report).config_hash
     assert not (off.parent / "curves").exists()
     assert "/training_log.jsonl`" in (off / "report.md").read_text()
 
@@ -215,8 +225,8 @@ def test_changed_alpha_reruns_anonymisation_and_what_follows_only(first):
     assert "prepare" not in stages and "validate" not in stages
     assert {"anonymize", "split", "train", "extract", "score", "evaluate", "confidence", "pitch"} <= set(stages)
     assert len(stages["train"]) == 1  # the attacker on original data is reused
-    before = {(r["attack"], r["set"]): r["eer"] for r in results(report)["records"]}
-    after = {(r["attack"], r["set"]): r["eer"] for r in results(changed)["records"]}
+    before = {(r.attack, r.set): r.eer for r in results(report).records}
+    after = {(r.attack, r.set): r.eer for r in results(changed).records}
     assert all(after[k] == before[k] for k in before if k[0] == "OO")
 
 
@@ -224,8 +234,8 @@ def test_similarity_off_builds_nothing_and_reports_none(first):
     data, _ = first
     off = run_experiment(compose(overrides(data, "similarity=false")), data / "runs" / "no_similarity")
     assert built(off) == {}
-    assert "similarity" not in results(off) and not (off / "similarity.csv").exists()
-    assert results(off)["config"]["similarity"] is False
+    assert results(off).similarity is None and not (off / "similarity.csv").exists()
+    assert results(off).config.similarity is False
 
 
 def test_mixed_gender_trials_are_reported_apart_and_carry_signal(tmp_path):
@@ -236,13 +246,13 @@ def test_mixed_gender_trials_are_reported_apart_and_carry_signal(tmp_path):
                                               "~attacks.AA", "similarity=false", "utility.wer=false",
                                               "utility.pitch_correlation=false")), tmp_path / "runs" / "mixed")
     found = results(report)
-    rows = {r["set"]: r for r in found["records"]}
-    assert [r["set"] for r in found["records"]] == ["test_f", "test_m", "test_mixed", "val_f", "val_m"]
+    rows = {r.set: r.metrics for r in found.records}
+    assert [r.set for r in found.records] == ["test_f", "test_m", "test_mixed", "val_f", "val_m"]
     mixed = rows["test_mixed"]
     assert mixed["n_target"] == rows["test_f"]["n_target"] + rows["test_m"]["n_target"]
     assert mixed["n_nontarget"] > rows["test_f"]["n_nontarget"] + rows["test_m"]["n_nontarget"]
     assert mixed["eer"] < 0.35
-    lines = [line.split() for line in Path(found["score_files"]["OO/test_mixed"]).read_text().splitlines()]
+    lines = [line.split() for line in Path(found.score_files["OO/test_mixed"]).read_text().splitlines()]
     same = {(t.enroll, t.test) for g in "fm" for t in read_trials(next(tmp_path.glob(f"cache/prepare/*/trials/"
                                                                                        f"test_trials_{g}.txt")))}
     cross = [float(s) for e, t, s, label in lines if (e, t) not in same]
@@ -261,12 +271,16 @@ def test_reidentification_on_builds_only_evaluate_and_carries_signal(first):
             "reidentification.lengths=[1]", "reidentification.calibration_conversations=1", "eval_splits=[test]"]
     run = run_experiment(compose(overrides(data, *grid)), data / "runs" / "reidentification")
     assert set(built(run)) - {"validate"} == {"evaluate"}
-    records = [r for r in results(run)["records"] if r["set"].startswith("test_")]
+    records = [r for r in results(run).records if r.set.startswith("test_")]
     for r in records:
-        assert 0 <= r["singling_out_rate_N2_L1_low"] <= r["singling_out_rate_N2_L1"] <= r["singling_out_rate_N2_L1_high"]
-        assert r["identification_rate_detail"]["identification_rate_N2_L1"]["chance"] == 0.5
-    oo = [r for r in records if r["attack"] == "OO"]
-    assert sum(r["identification_rate_N2_L1"] for r in oo) / len(oo) > 0.5
+        singling_out, identification = r.rates  # one grid cell each: N = N' = 2, L = 1
+        assert (singling_out.metric, singling_out.n, singling_out.length) == ("singling_out_rate", 2, 1)
+        assert 0 <= singling_out.low <= singling_out.value <= singling_out.high
+        assert (identification.metric, identification.n, identification.estimate["chance"]) == ("identification_rate",
+                                                                                                 2, 0.5)
+    oo = [r for r in records if r.attack == "OO"]
+    assert sum(r.rates[1].value for r in oo) / len(oo) > 0.5
     # on average: with 2 candidates and 8 items one list's ranks can split 4 / 4 (0 bits) for this tiny attacker
-    assert sum(r["rank_disclosure_bits"] for r in oo) / len(oo) > 0, [(r["set"], r["rank_disclosure_bits"]) for r in oo]
+    assert sum(r.metrics["rank_disclosure_bits"] for r in oo) / len(oo) > 0, [(r.set, r.metrics["rank_disclosure_bits"])
+                                                                             for r in oo]
     assert "## Re-identification" in (run / "report.md").read_text() and (run / "figures" / "reidentification.png").is_file()

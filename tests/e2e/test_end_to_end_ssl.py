@@ -8,6 +8,7 @@ import torch
 from pipeline.app.experiment import run_experiment
 from pipeline.asv.embed import load_encoder
 from pipeline.core.config import compose
+from pipeline.metrics.results import RunSummary
 from tests.helpers import wavlm_hf_folder
 
 
@@ -16,8 +17,8 @@ def test_semi_informed_attack_with_ecapa_ssl_carries_signal(tmp_path):
     cfg = compose([f"paths.data={tmp_path / 'data'}", "data=synthetic_tiny", "attacker=ecapa_ssl_tiny",
                    f"attacker.model.wavlm={wavlm}", "device=cpu", "similarity=false"])
     report = run_experiment(cfg, tmp_path / "runs" / "ssl")
-    found = json.loads((report / "results.json").read_text())
-    test = {(r["attack"], r["set"]): r["eer"] for r in found["records"] if r["set"].startswith("test_")}
+    found = RunSummary.from_json(report / "results.json")
+    test = {(r.attack, r.set): r.eer for r in found.records if r.set.startswith("test_")}
     oo = (test[("OO", "test_f")] + test[("OO", "test_m")]) / 2
     aa = (test[("AA", "test_f")] + test[("AA", "test_m")]) / 2
     assert oo < 0.35 and aa > oo, test

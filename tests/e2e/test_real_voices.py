@@ -30,7 +30,6 @@ bootstrap needs and every verdict is `undetermined`. With all 6 reporting (and s
 epoch, which biases EER_val low alike for every system of the sweep, the trusted ones
 included, so the gap model absorbs it) the detector can judge.
 """
-import json
 import os
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from pipeline.app.aggregate import aggregate
 from pipeline.app.experiment import run_experiment
 from pipeline.core.config import compose
 from pipeline.metrics.detection import UNDETERMINED
+from pipeline.metrics.results import ConditionResult, RunSummary, SweepSummary
 
 VOICES = os.environ.get("VPEVAL_VOICES")
 pytestmark = [pytest.mark.skipif(not VOICES, reason="VPEVAL_VOICES (the real-voice corpus, .ci/run) not set"),
@@ -51,8 +51,8 @@ OO_EER_TEST_MAX = 0.20
 EER_VAL_RANGE = (0.007, 0.156)
 
 
-def results(report: Path) -> dict:
-    return json.loads((report / "results.json").read_text())
+def results(report: Path) -> RunSummary:
+    return RunSummary.from_json(report / "results.json")
 
 
 @pytest.fixture(scope="module")
@@ -65,39 +65,39 @@ def sweep(tmp_path_factory):
                        "split.select_fraction=null", "seed=3",
                        f"anonymizer={system}", f"anonymizer@attacker_anonymizer={system}"])
         reports.append(run_experiment(cfg, folder / str(number)))
-    return reports, results(aggregate(folder))
+    return reports, SweepSummary.from_json(aggregate(folder) / "results.json")
 
 
-def eer_test(record_set: list[dict], attack: str) -> float:
-    found = [r["eer"] for r in record_set if r["attack"] == attack and r["set"] in ("test_f", "test_m")]
+def eer_test(record_set: list[ConditionResult], attack: str) -> float:
+    found = [r.eer for r in record_set if r.attack == attack and r.set in ("test_f", "test_m")]
     assert len(found) == 2, found
     return sum(found) / 2
 
 
 def test_the_original_attacker_identifies_real_voices(sweep):
     reports, _ = sweep
-    records = results(reports[0])["records"]
+    records = results(reports[0]).records
     assert eer_test(records, "OO") < OO_EER_TEST_MAX
 
 
 def test_mcadams_protects_more_than_no_anonymisation(sweep):
     reports, _ = sweep
-    oo = eer_test(results(reports[0])["records"], "OO")
-    aa = {system: eer_test(results(report)["records"], "AA") for report, system in zip(reports, SYSTEMS)}
+    oo = eer_test(results(reports[0]).records, "OO")
+    aa = {system: eer_test(results(report).records, "AA") for report, system in zip(reports, SYSTEMS)}
     assert sum(aa.values()) / len(aa) > oo + 0.03, (oo, aa)
     assert aa["mcadams_speaker"] > oo, (oo, aa)
 
 
 def test_eer_val_of_the_original_attacker_is_where_it_was_measured(sweep):
     reports, _ = sweep
-    (oo,) = [d for d in results(reports[0])["detection"] if d["attack"] == "OO"]
+    (oo,) = [d for d in results(reports[0]).detection if d.attack == "OO"]
     low, high = EER_VAL_RANGE
-    assert low <= oo["eer_val"] <= high, oo["eer_val"]
-    assert any("male validation EER only" in note for note in oo["notes"]), oo["notes"]  # one gender, said so
+    assert low <= oo.eer_val <= high, oo.eer_val
+    assert any("male validation EER only" in note for note in oo.notes), oo.notes  # one gender, said so
 
 
 def test_the_hidden_mismatch_gets_a_verdict_from_the_trusted_pairs(sweep):
     _, found = sweep
-    (hidden,) = [d for d in found["detection"] if d["anonymizer"] == "mcadams_speaker" and d["attack"] == "AA"]
-    assert hidden["role"] == "judged"
-    assert hidden["verdict"] != UNDETERMINED, hidden.get("reason")
+    (hidden,) = [d for d in found.detection if d.anonymizer == "mcadams_speaker" and d.attack == "AA"]
+    assert hidden.role == "judged"
+    assert hidden.verdict != UNDETERMINED, hidden.reason

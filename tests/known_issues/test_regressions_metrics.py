@@ -54,11 +54,12 @@ def test_eer_val_is_not_pooled_over_genders_while_eer_test_averages_them():
     was 17.5 % pooled, 25.19 % female and 5.93 % male. The split now writes val_trials_f and
     val_trials_m and EER_val is their mean."""
     from pipeline.metrics.detection import pairs
+    from tests.helpers import condition
 
     def rec(set_name, value):
-        return {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "set": set_name,
-                "eer": value, "eer_ci_low": value, "eer_ci_high": value}
+        return condition({"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original",
+                          "set": set_name, "eer": value, "eer_ci_low": value, "eer_ci_high": value})
 
     (row,) = pairs([rec("test_f", 0.05), rec("test_m", 0.08), rec("val_f", 0.2519), rec("val_m", 0.0593)])
-    assert row["eer_val"] == pytest.approx((0.2519 + 0.0593) / 2)
+    assert row.eer_val == pytest.approx((0.2519 + 0.0593) / 2)
     assert pairs([rec("test_f", 0.05), rec("test_m", 0.08), rec("val", 0.175)]) == []  # a pooled record is no EER_val

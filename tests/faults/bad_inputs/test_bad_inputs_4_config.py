@@ -1,4 +1,5 @@
 """Bad inputs: config overrides, settings and the command line."""
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -190,19 +191,49 @@ def test_detection_rows(tmp_path, row, what, trusted, needles):
 
 
 def test_power_study_of_one_seed(tmp_path, capsys):
-    import json
-
     from tests.helpers import recipe_script
 
+    from pipeline.metrics.results import JudgedPair, SweepJob, SweepSummary
+    from tests.helpers import run_config
+
     results = tmp_path / "sweep" / "aggregate" / "results.json"
-    results.parent.mkdir(parents=True)
-    results.write_text(json.dumps({"jobs": [{"config": {"detect_trusted": "s1"}}], "detection": [
-        {"attack": "AA", "anonymizer": "s1", "attacker_anonymizer": "s1", "seed": 1, "eer_test": 0.2, "eer_val": 0.19}]}))
+    SweepSummary(sweep="sweep", jobs=[SweepJob("0", [], run_config(trusted="s1"), "h")], failed=[], unfinished=[],
+                 records=[], detection=[JudgedPair("AA", "s1", "s1", eer_test=0.2, eer_val=0.19, seed=1)],
+                 detection_fit=[], seeds=[]).to_json(results)
     assert recipe_script("detection_power", "power").main([str(tmp_path / "sweep")]) == 2
     message = capsys.readouterr().err.removeprefix("power: error: ")
     assert (results.parent / "power.md").read_text().startswith("undetermined")
     record("power-one-seed", "`recipes/detection_power/power.py` on a sweep of one seed", "power study (exit 2, "
            "report written as undetermined)", message, tmp_path, "hydra.sweeper.params.seed", "at least 2")
+
+
+def test_results_of_an_older_format(tmp_path):
+    """A job's results.json written before the format version (issue 39): refused by the aggregate
+    with one line naming the file, not read as if its keys meant today's."""
+    from pipeline.app.aggregate import aggregate
+
+    results = tmp_path / "sweep" / "0" / "report" / "results.json"
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps({"config_hash": "h", "config": {"detect_method": "gap"}, "records": [],
+                                   "detection": []}))
+    message = raised(aggregate, tmp_path / "sweep")
+    record("results-older-format", "a run's `results.json` written by an older vpeval (no `format_version`)",
+           "`vpeval aggregate`, the recipes' scripts (reading results)", message, tmp_path, "results.json",
+           "format_version 1 expected, found none", "rerun the experiment")
+
+
+def test_results_missing_a_field(tmp_path):
+    """A hand-edited results.json without a record's set: one line naming the field."""
+    from pipeline.metrics.results import RunSummary
+    from tests.helpers import run_summary
+
+    results = run_summary([{"attack": "AA", "set": "test_f", "eer": 0.2}]).to_json(tmp_path / "results.json")
+    found = json.loads(results.read_text())
+    del found["records"][0]["set"]
+    results.write_text(json.dumps(found))
+    message = raised(RunSummary.from_json, results)
+    record("results-missing-field", "a hand-edited `results.json` whose record lacks `set`",
+           "reading results (`RunSummary.from_json`)", message, tmp_path, "results.json", "records[0].set missing")
 
 
 def test_slurm_memory_through_additional_parameters(tmp_path):

@@ -24,6 +24,7 @@ from pipeline.asv.speechbrain_folder import (
     load_speechbrain_encoder,
 )
 from pipeline.core.errors import VpevalError
+from pipeline.metrics.results import RunSummary
 from tests.helpers import VPC_HYPERPARAMS, encoder_folder, speechbrain_asv_folder, tone
 
 TOLERANCE = 1e-4
@@ -159,15 +160,15 @@ def test_pretrained_attacker_serves_oo_and_lazy_informed_without_training(tmp_pa
     cfg = compose([f"paths.data={data}", "data=synthetic_tiny", "attacker=ecapa_tiny", "device=cpu",
                    "attacks=lazy_informed", "similarity=false", "eval_splits=[dev]", f"attacker.pretrained={folder}"])
     report = run_experiment(cfg, data / "runs" / "pretrained")
-    found = json.loads((report / "results.json").read_text())
-    built = {event["stage"] for event in found["stages"] if not event["reused"]}
+    found = RunSummary.from_json(report / "results.json")
+    built = {event.stage for event in found.stages if not event.reused}
     assert "import" in built and "train" not in built
-    assert {r["attack"] for r in found["records"]} == {"OO", "AA-lazy"}
+    assert {r.attack for r in found.records} == {"OO", "AA-lazy"}
     vpc_rows = (report / "vpc2024" / "asv_orig" / "results_mcadams.csv").read_text().splitlines()
     assert [row.split(",")[1:6] for row in vpc_rows[1:]] == [  # OO then AA-lazy (VPC's aa) per trial list
         ["synth", "dev", g, e, e] for g in ("f", "m") for e in ("original", "anon")]
     assert not (report / "vpc2024" / "asv_anon_mcadams").exists()  # nothing retrained
-    imported = next(Path(e["path"]) for e in found["stages"] if e["stage"] == "import")
+    imported = next(Path(e.path) for e in found.stages if e.stage == "import")
     assert json.loads((imported / "model.json").read_text())["source"] == str(folder)
     wavs = audio()
     with torch.no_grad():

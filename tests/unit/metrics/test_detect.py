@@ -23,7 +23,9 @@ from pipeline.metrics.detection import (
     seed_summary,
 )
 from pipeline.metrics.detectors import GapModel, Line, Point, RandomGapModel, fit_model, from_fit
+from pipeline.metrics.results import ConditionResult
 from pipeline.stages.detect import run
+from tests.helpers import condition
 
 MATCHED = Trusted(systems=("s0", "s1", "s2", "s3", "s4"))
 PROTOCOL = "holdout=unseen"
@@ -278,31 +280,32 @@ def test_settings_are_checked():
         Settings(tolerance=0)
 
 
-def records(attack: str, evaluated: str, attacker: str, val: float, f: float, m: float) -> list[dict]:
+def records(attack: str, evaluated: str, attacker: str, val: float, f: float, m: float) -> list[ConditionResult]:
     base = {"attack": attack, "anonymizer": evaluated, "attacker_anonymizer": attacker}
-    return [{**base, "set": "test_f", "eer": f, "eer_ci_low": f - 0.02, "eer_ci_high": f + 0.04},
+    rows = [{**base, "set": "test_f", "eer": f, "eer_ci_low": f - 0.02, "eer_ci_high": f + 0.04},
             {**base, "set": "test_m", "eer": m, "eer_ci_low": m - 0.02, "eer_ci_high": m + 0.04},
             *({**base, "anonymizer": attacker, "set": f"val_{g}", "eer": val, "eer_ci_low": val - 0.01,
                "eer_ci_high": val + 0.01, "n_target": 45, "n_nontarget": 180, "eer_speakers": 5} for g in "fm")]
+    return [condition(row) for row in rows]
 
 
 def test_pairs_of_an_experiment_average_female_and_male_with_an_interval():
     (row,) = pairs(records("AA", "mcadams", "mcadams", 0.1, 0.3, 0.2))
-    assert row["eer_test"] == pytest.approx(0.25) and row["eer_val"] == 0.1 and row["gap"] == pytest.approx(0.15)
-    low, high = row["eer_test_ci"]
+    assert row.eer_test == pytest.approx(0.25) and row.eer_val == 0.1 and row.gap == pytest.approx(0.15)
+    low, high = row.eer_test_ci
     assert low == pytest.approx(0.25 - np.sqrt(2 * 0.02 ** 2) / 2)
     assert high == pytest.approx(0.25 + np.sqrt(2 * 0.04 ** 2) / 2)
-    assert row["eer_val_ci"] == [pytest.approx(0.1 - np.sqrt(2) * 0.01 / 2), pytest.approx(0.1 + np.sqrt(2) * 0.01 / 2)]
-    assert row["val_trials"] == [90, 360] and row["val_speakers"] == 5 and row["attacker_origin"] == "trained"
+    assert row.eer_val_ci == [pytest.approx(0.1 - np.sqrt(2) * 0.01 / 2), pytest.approx(0.1 + np.sqrt(2) * 0.01 / 2)]
+    assert row.val_trials == [90, 360] and row.val_speakers == 5 and row.attacker_origin == "trained"
 
 
 def test_single_experiment_says_a_sweep_or_csv_is_needed():
     rows, (fit,) = run(records("OO", "original", "original", 0.01, 0.02, 0.03)
                        + records("AA", "mcadams", "mcadams", 0.1, 0.3, 0.2), trusted=["mcadams"],
                        protocol=PROTOCOL, seeds=(1, 1))
-    assert [r["verdict"] for r in rows] == [UNDETERMINED, UNDETERMINED]
-    assert "1 trusted pair(s)" in rows[1]["reason"] and "detect.trusted" in rows[1]["reason"]
-    assert "reason" in fit and rows[1]["validation_protocol"] == PROTOCOL and rows[1]["seed"] == 1
+    assert [r.verdict for r in rows] == [UNDETERMINED, UNDETERMINED]
+    assert "1 trusted pair(s)" in rows[1].reason and "detect.trusted" in rows[1].reason
+    assert "reason" in fit and rows[1].validation_protocol == PROTOCOL and rows[1].seed == 1
 
 
 def test_same_name_with_another_config_is_not_a_matched_pair():
@@ -337,11 +340,11 @@ def test_relative_drop_is_the_papers_with_a_bootstrap_interval():
                   "AA/test_f": list(0.27 + rng.normal(0, 0.02, 500)),
                   "AA/test_m": list(0.27 + rng.normal(0, 0.02, 500))}
     (row,) = pairs(records("AA", "b3", "b3", 0.11, 0.27, 0.27), replicates=replicates)
-    assert row["relative_drop"] == pytest.approx((0.27 - 0.11) / 0.27)
-    low, high = row["relative_drop_ci"]
-    assert low < row["relative_drop"] < high and 0.03 < high - low < 0.2
-    assert row["gap_var"] == pytest.approx(0.01 ** 2 + 0.02 ** 2 / 2, rel=0.2)
-    judged, _ = assess([*gap_sweep()[:5], row], trusted=MATCHED)
+    assert row.relative_drop == pytest.approx((0.27 - 0.11) / 0.27)
+    low, high = row.relative_drop_ci
+    assert low < row.relative_drop < high and 0.03 < high - low < 0.2
+    assert row.gap_var == pytest.approx(0.01 ** 2 + 0.02 ** 2 / 2, rel=0.2)
+    judged, _ = assess([*gap_sweep()[:5], row.row()], trusted=MATCHED)
     residual_low, residual_high = judged[-1]["residual_ci"]
     assert residual_low < judged[-1]["residual"] < residual_high
 

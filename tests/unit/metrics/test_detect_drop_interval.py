@@ -3,7 +3,6 @@
 and the reason, results.json keeps the numbers (`drop_interval_problem`)."""
 from pipeline.metrics.bootstrap import MIN_SPEAKERS
 from pipeline.metrics.detection import DROP_MAX_WIDTH, drop_interval_problem
-from pipeline.stages.report import detection_table
 
 ROW = {"attack": "AA", "anonymizer": "mcadams", "attacker_anonymizer": "mcadams", "eer_val": 0.18, "eer_test": 0.2,
        "eer_val_ci": [0.1, 0.26], "eer_test_ci": [0.12, 0.28], "relative_drop": 0.1, "relative_drop_ci": [-0.3, 0.45],
@@ -26,12 +25,3 @@ def test_too_few_speakers_an_eer_test_reaching_0_or_a_wide_interval_tell_nothing
     assert drop_interval_problem(wide) == "uninformative: 7105 points wide"
     assert drop_interval_problem({**ROW, "relative_drop_ci": [-0.5, -0.5 + DROP_MAX_WIDTH]}) is None
 
-
-def test_the_report_prints_a_dash_and_the_reason_instead_of_the_figures():
-    headers, rows = detection_table([ROW, {**ROW, "relative_drop_ci": [-70.58, 0.47]},
-                                     {**ROW, "test_speakers": 3, "residual_ci": [-0.1, 0.1]}])
-    drop, residual, test = (headers.index(h) for h in ("drop CI %", "residual CI", "EER_test CI %"))
-    assert rows[0][drop] == "[-30.00, 45.00]"
-    assert rows[1][drop] == "– (uninformative: 7105 points wide)"
-    assert rows[2][drop] == "– (too few speakers (3))"
-    assert rows[2][residual] == rows[2][test] == "– (3 speaker(s): too few for a speaker interval)"

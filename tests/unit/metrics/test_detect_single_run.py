@@ -8,6 +8,7 @@ from pipeline.app.experiment import validation_protocol
 from pipeline.core.config import compose
 from pipeline.metrics.detection import UNDETERMINED, VERDICTS
 from pipeline.stages import detect
+from tests.helpers import condition
 
 SETS = {"val_f": 0.20, "val_m": 0.16, "test_f": 0.22, "test_m": 0.18}
 
@@ -19,9 +20,10 @@ def run_records():
     for attack, system, shift in (("OO", "original", -0.12), ("AA", "mcadams", 0.0)):
         for name, value in SETS.items():
             value += shift
-            records.append({"attack": attack, "set": name, "anonymizer": system, "attacker_anonymizer": system,
-                            "eer": value, "eer_ci_low": value - 0.05, "eer_ci_high": value + 0.05,
-                            "n_target": 60, "n_nontarget": 400, "eer_speakers": 8, "enroll": name, "trials": name})
+            records.append(condition({"attack": attack, "set": name, "anonymizer": system,
+                                      "attacker_anonymizer": system, "eer": value, "eer_ci_low": value - 0.05,
+                                      "eer_ci_high": value + 0.05, "n_target": 60, "n_nontarget": 400,
+                                      "eer_speakers": 8, "enroll": name, "trials": name}))
             replicates[f"{attack}/{name}"] = list(np.clip(value + rng.normal(0, 0.025, 1000), 0, 1))
     return records, replicates
 
@@ -43,8 +45,8 @@ def test_a_single_run_gets_a_verdict_from_a_csv_of_its_protocol(tmp_path):
                               replicates=replicates, protocol=protocol, seeds=(1986, 1986))
     oo, aa = rows
     assert "reason" not in fit and fit["n_points"] == 3
-    assert aa["verdict"] in VERDICTS and aa["verdict"] != UNDETERMINED, aa["reason"]
-    assert aa["predicted_eer_val"] is not None and oo["verdict"] == UNDETERMINED  # OO: no anonymisation
+    assert aa.verdict in VERDICTS and aa.verdict != UNDETERMINED, aa.reason
+    assert aa.predicted_eer_val is not None and oo.verdict == UNDETERMINED  # OO: no anonymisation
 
 
 def test_a_csv_of_another_protocol_gives_undetermined_naming_both(tmp_path):
@@ -54,5 +56,5 @@ def test_a_csv_of_another_protocol_gives_undetermined_naming_both(tmp_path):
     rows, (fit,) = detect.run(records, trusted=write_csv(tmp_path / "other.csv", other),
                               replicates=replicates, protocol=protocol)
     aa = rows[1]
-    assert aa["verdict"] == UNDETERMINED
-    assert f"'{other}'" in aa["reason"] and f"'{protocol}'" in aa["reason"] and fit["reason"] == aa["reason"]
+    assert aa.verdict == UNDETERMINED
+    assert f"'{other}'" in aa.reason and f"'{protocol}'" in aa.reason and fit["reason"] == aa.reason

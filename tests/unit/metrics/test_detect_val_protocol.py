@@ -6,15 +6,17 @@ import pytest
 
 from pipeline.metrics.detection import UNDETERMINED, OVERESTIMATED, Trusted, assess, pairs
 from pipeline.metrics.eer import eer
+from pipeline.metrics.results import ConditionResult
+from tests.helpers import condition
 
 FEMALE = (np.linspace(0.2, 1.2, 40), np.linspace(-0.2, 0.8, 160))  # (target, non-target): hard, scores high
 MALE = (np.linspace(-0.5, 0.5, 40), np.linspace(-2.0, -0.2, 160))  # easy, scores low
 
 
-def record(attack: str, set_name: str, value: float, system: str = "s1", **extra) -> dict:
-    return {"attack": attack, "anonymizer": system, "attacker_anonymizer": system, "set": set_name, "eer": value,
-            "eer_ci_low": max(0.0, value - 0.02), "eer_ci_high": value + 0.03, "n_target": 40, "n_nontarget": 160,
-            "eer_speakers": 4, **extra}
+def record(attack: str, set_name: str, value: float, system: str = "s1", **extra) -> ConditionResult:
+    return condition({"attack": attack, "anonymizer": system, "attacker_anonymizer": system, "set": set_name,
+                      "eer": value, "eer_ci_low": max(0.0, value - 0.02), "eer_ci_high": value + 0.03,
+                      "n_target": 40, "n_nontarget": 160, "eer_speakers": 4, **extra})
 
 
 def test_eer_val_is_the_mean_of_the_genders_not_the_pooled_eer():
@@ -26,13 +28,13 @@ def test_eer_val_is_the_mean_of_the_genders_not_the_pooled_eer():
     records = [record("AA", "test_f", 0.2), record("AA", "test_m", 0.1),
                record("AA", "val_f", female), record("AA", "val_m", male)]
     (row,) = pairs(records)
-    assert row["eer_val"] == pytest.approx((female + male) / 2) and row["eer_test"] == pytest.approx(0.15)
-    assert row["eer_val_f"] == female and row["eer_val_m"] == male and row["notes"] == []
+    assert row.eer_val == pytest.approx((female + male) / 2) and row.eer_test == pytest.approx(0.15)
+    assert row.eer_by_set == {"val_f": female, "val_m": male, "test_f": 0.2, "test_m": 0.1} and row.notes == []
     # the interval the test mean gets: distances below and above add in quadrature, halved
-    low, high = row["eer_val_ci"]
+    low, high = row.eer_val_ci
     below = np.hypot(female - max(0.0, female - 0.02), male - max(0.0, male - 0.02)) / 2
-    assert low == pytest.approx(row["eer_val"] - below) and high == pytest.approx(row["eer_val"] + np.hypot(0.03, 0.03) / 2)
-    assert row["val_trials"] == [80, 320] and row["val_speakers"] == 4
+    assert low == pytest.approx(row.eer_val - below) and high == pytest.approx(row.eer_val + np.hypot(0.03, 0.03) / 2)
+    assert row.val_trials == [80, 320] and row.val_speakers == 4
 
 
 def test_val_replicates_are_the_mean_of_the_genders_replicates():
@@ -41,14 +43,14 @@ def test_val_replicates_are_the_mean_of_the_genders_replicates():
                   for s, v in (("val_f", 0.3), ("val_m", 0.1), ("test_f", 0.25), ("test_m", 0.15))}
     records = [record("AA", s, v) for s, v in (("val_f", 0.3), ("val_m", 0.1), ("test_f", 0.25), ("test_m", 0.15))]
     (row,) = pairs(records, replicates=replicates)
-    assert np.mean(row["eer_val_replicates"]) == pytest.approx(0.2, abs=0.002)
-    assert np.var(row["eer_val_replicates"]) == pytest.approx(0.01 ** 2 / 2, rel=0.2)  # independent genders
+    assert np.mean(row.eer_val_replicates) == pytest.approx(0.2, abs=0.002)
+    assert np.var(row.eer_val_replicates) == pytest.approx(0.01 ** 2 / 2, rel=0.2)  # independent genders
 
 
 def test_a_gender_without_validation_trials_is_said_never_pooled():
     (row,) = pairs([record("AA", "test_f", 0.2), record("AA", "test_m", 0.1), record("AA", "val_m", 0.05)])
-    assert row["eer_val"] == 0.05 and "eer_val_f" not in row
-    (note,) = row["notes"]
+    assert row.eer_val == 0.05 and "val_f" not in row.eer_by_set
+    (note,) = row.notes
     assert note.startswith("EER_val is the male validation EER only: no female validation trials")
 
 

@@ -11,6 +11,7 @@ from pipeline.metrics.contract import Condition, Embeddings, run_metrics
 from pipeline.metrics.legal import Grid, legal_metrics
 from pipeline.metrics.registry import METRICS, metric_list
 from pipeline.metrics.reidentification import RANK_DISCLOSURE, reidentification_metrics
+from pipeline.metrics.results import ConditionResult
 from pipeline.report.reidentification import reidentification_sections
 from pipeline.stages import evaluate
 
@@ -82,8 +83,13 @@ def test_the_grid_is_in_the_evaluate_key():
 
 
 def test_report_section_tabulates_and_draws_from_the_records(tmp_path):
-    found = run_metrics(condition(0.3)[0], (*reidentification_metrics(SETTINGS, 1), RANK_DISCLOSURE))
-    records = [{"attack": "OO", "set": "test_f", **found}, {"attack": "OO", "set": "val_f", "eer": 0.1}]
+    metrics = (*reidentification_metrics(SETTINGS, 1), RANK_DISCLOSURE)
+    labels = {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "enroll": "original",
+              "trials": "original"}
+    records = [ConditionResult.measured(run_metrics(condition(0.3)[0], metrics), metrics, **labels, set="test_f"),
+               ConditionResult(**labels, set="val_f", metrics={"eer": 0.1})]
+    assert [(c.metric, c.n, c.length) for c in records[0].rates][:2] == [("singling_out_rate", 2, 1),
+                                                                          ("singling_out_rate", 3, 1)]
     [section] = reidentification_sections(records, tmp_path)
     rates, disclosure = section.tables
     assert len(rates[1]) == 2 * 2 + 2 * 2 and rates[1][0][:3] == ["OO/test_f", "singling out", "N=2, L=1"]

@@ -114,12 +114,14 @@ def test_log_domain_diagonal_dominance_by_hand():
 
 def test_the_report_lists_the_least_protected_speakers_and_draws_them(tmp_path):
     from pipeline.metrics.registry import METRICS
+    from pipeline.metrics.results import ConditionResult
     from pipeline.metrics.summary import evaluate
-    from pipeline.stages.report import metrics_sections
+    from pipeline.report.run_report import metrics_sections
 
     tar, non, tar_spk, non_spk = _population()
     metrics = evaluate(Condition(tar, non, tar_spk, non_spk), METRICS)
-    records = [{"attack": "OO", "set": name, "anonymizer": "original", "attacker_anonymizer": "original", **metrics}
+    records = [ConditionResult.measured(metrics, METRICS, attack="OO", set=name, anonymizer="original",
+                                        attacker_anonymizer="original", enroll="original", trials="original")
                for name in ("test_f", "dev_f")]
     privacy, speakers = metrics_sections(records, "cosine", tmp_path)
     assert privacy.title == "Privacy metrics" and "EER CI %" in privacy.tables[0][0]

@@ -10,6 +10,8 @@ from omegaconf import OmegaConf
 from pipeline.app.aggregate import aggregate, main
 from pipeline.app.sweep import AggregateCallback, error_line, record_failure
 from pipeline.core.errors import VpevalError
+from pipeline.metrics.results import JudgedPair, RunSummary
+from tests.helpers import run_summary
 
 SYSTEMS = {"s1": (0.20, 0.185), "s2": (0.27, 0.262), "s3": (0.33, 0.318), "s4": (0.40, 0.391)}  # (EER_test, EER_val)
 
@@ -30,12 +32,10 @@ def write_job(sweep: Path, num: int | str, evaluated: str, attacker: str, eer_va
           "eer_test": 0.02, "relative_drop": 0.5}
     aa = {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
           "eer_test": eer_test, "relative_drop": (eer_test - eer_val) / eer_test, "gap_var": 1e-5}
-    (job / "report").mkdir()
-    (job / "report" / "results.json").write_text(json.dumps({
-        "config_hash": f"h{num}", "config": {"anonymizer": evaluated, "attacker_anonymizer": attacker, "seed": seed,
-                                             "detection_group": group, "detect_trusted": "s1, s2, s3, s4"},
-        "records": records(evaluated, attacker, eer_val, eer_test), "detection": [oo, aa],
-        "similarity": {"test_f": voice_similarity(evaluated)}}))
+    run_summary(records(evaluated, attacker, eer_val, eer_test), [oo, aa], config_hash=f"h{num}",
+                anonymizer=evaluated, attacker_anonymizer=attacker, seed=seed, detection_group=group,
+                trusted="s1, s2, s3, s4", similarity={"test_f": voice_similarity(evaluated)},
+                ).to_json(job / "report" / "results.json")
 
 
 def voice_similarity(evaluated: str) -> dict:
@@ -191,12 +191,12 @@ def test_callback_records_a_failed_job_and_aggregates(sweep):
 def test_utility_once_per_evaluated_system_with_the_privacy_utility_figure(sweep):
     for job in sorted(p for p in sweep.iterdir() if (p / "report" / "results.json").is_file()):
         path = job / "report" / "results.json"
-        found = json.loads(path.read_text())
-        level = int(found["config"]["anonymizer"][1:])
+        found = RunSummary.from_json(path)
+        level = int(found.config.anonymizer[1:])
         pooled = {"pitch_correlation": 1 - 0.2 * level, "wer_original": 0.05, "wer_anonymized": 0.1 * level}
-        found["utility"] = {"sets": {"test_f": {**pooled, "utterances": 3}}, "splits": {"test": pooled},
-                            "emotion": {}, "skipped": {"emotion": "off: set emotion.folder"}, "asr": "pocketsphinx"}
-        path.write_text(json.dumps(found))
+        found.utility = {"sets": {"test_f": {**pooled, "utterances": 3}}, "splits": {"test": pooled},
+                         "emotion": {}, "skipped": {"emotion": "off: set emotion.folder"}, "asr": "pocketsphinx"}
+        found.to_json(path)
     out = aggregate(sweep)
     rows = (out / "utility.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 4  # s1..s4, a set and a pooled split each (s2 of the mismatched job left out)
@@ -245,10 +245,9 @@ def test_only_node_0_writes_the_aggregate(sweep, monkeypatch):
 def test_matrix_cells_and_figures_of_several_seeds():
     """Regression: the EER matrix kept the last seed's EER of a cell, and every calibration
     set's figure drew the rows of all seeds."""
-    from pipeline.stages.report import eer_matrix, figure_title, fit_set
+    from pipeline.report.run_report import eer_matrix, figure_title, fit_set
 
-    rows = [{"attack": "AA", "anonymizer": "s1", "attacker_anonymizer": "s2", "eer_test": e, "seed": k}
-            for k, e in ((1, 0.2), (2, 0.3))]
+    rows = [JudgedPair("AA", "s1", "s2", eer_val=0.1, eer_test=e, seed=k) for k, e in ((1, 0.2), (2, 0.3))]
     matrix, attackers, evaluated = eer_matrix(rows)
     assert matrix.tolist() == [[pytest.approx(0.25)]] and attackers == ["s2"] and evaluated == ["s1"]
     fit = {"group": "g", "seed": 2, "anonymization_seed": 2}

@@ -7,8 +7,11 @@ import shutil
 import pytest
 
 from pipeline.app.aggregate import aggregate
+from pipeline.metrics.results import JudgedPair
+from pipeline.report.run_report import eer_matrix, matrix_verdicts
 from pipeline.stages import report
 from scripts.render_reports import HEIGHT, measure, problems
+from tests.helpers import run_summary
 
 LONG = "because-" * 40  # an unbreakable word far wider than the page
 PAIRS = [("OO", "original", "original", 0.02, 0.03, "undetermined",
@@ -19,18 +22,17 @@ PAIRS = [("OO", "original", "original", 0.02, 0.03, "undetermined",
          ("AA", "s3", "s3", 0.30, 0.33, "not flagged", "EER_val 1.00 points below the matched pairs' prediction")]
 
 
-def detection_rows() -> list[dict]:
-    return [{"attack": a, "anonymizer": e, "attacker_anonymizer": t, "eer_val": v, "eer_test": x, "verdict": verdict,
-             "reason": f"{reason} {LONG}" if e == "s3" else reason, "role": "judged", "residual": -0.01,
-             "margin": 0.008, "eer_val_ci": [v - 0.01, v + 0.01], "eer_test_ci": [x - 0.01, x + 0.01],
-             "notes": ["EER_val from one gender"]} for a, e, t, v, x, verdict, reason in PAIRS]
+def detection_rows() -> list[JudgedPair]:
+    return [JudgedPair(a, e, t, eer_val=v, eer_test=x, verdict=verdict,
+                       reason=f"{reason} {LONG}" if e == "s3" else reason, role="judged", residual=-0.01,
+                       margin=0.008, eer_val_ci=[v - 0.01, v + 0.01], eer_test_ci=[x - 0.01, x + 0.01],
+                       notes=["EER_val from one gender"]) for a, e, t, v, x, verdict, reason in PAIRS]
 
 
 def run_report(tmp_path):
     records = [{"attack": a, "set": s, "anonymizer": e, "attacker_anonymizer": t, "enroll": "anonymized",
                 "trials": "anonymized", "eer": x} for a, e, t, _, x, _, _ in PAIRS for s in ("test_f", "test_m")]
-    return report.run(tmp_path / "report", config_hash="abc", config_summary={"anonymizer": "s2", "path": LONG},
-                      records=records, detection=detection_rows(), fit=[], stages=[])
+    return report.run(tmp_path / "report", run_summary(records, detection_rows(), anonymizer="s2", name=LONG))
 
 
 def titles(markdown: str) -> list[str]:
@@ -79,12 +81,12 @@ def test_in_chromium_no_sideways_overflow_and_the_verdicts_in_the_first_screen(t
 
 
 def test_the_matrix_cells_carry_their_pairs_verdicts_and_seeds_that_disagree_are_counted():
-    rows = [{"attack": "AA", "anonymizer": "s2", "attacker_anonymizer": "s4", "eer_test": 0.4, "verdict": v}
+    rows = [JudgedPair("AA", "s2", "s4", eer_val=0.1, eer_test=0.4, verdict=v)
             for v in ("overestimated", "not flagged", "overestimated")]
-    rows += [{"attack": "AA", "anonymizer": "s4", "attacker_anonymizer": "s4", "eer_test": 0.4, "verdict": "trustworthy"},
-             {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_test": 0.02}]
-    matrix, attackers, evaluated = report.eer_matrix(rows)
-    cells = report.matrix_verdicts(rows, attackers, evaluated)
+    rows += [JudgedPair("AA", "s4", "s4", eer_val=0.4, eer_test=0.4, verdict="trustworthy"),
+             JudgedPair("OO", "original", "original", eer_val=0.01, eer_test=0.02)]
+    matrix, attackers, evaluated = eer_matrix(rows)
+    cells = matrix_verdicts(rows, attackers, evaluated)
     assert attackers == ["s4"] and evaluated == ["s2", "s4"]
     assert cells.tolist() == [["2/3 overestimated", "trustworthy"]]
 
@@ -94,9 +96,8 @@ def test_undetermined_pairs_of_one_kind_share_a_line_naming_a_few():
     with its own figures, and pushed the EER matrix far below the first screen."""
     from pipeline.report.verdicts import MAX_LISTED, summary_text
 
-    rows = [{"attack": "AA", "anonymizer": f"s{i}", "attacker_anonymizer": f"s{i}", "eer_val": 0.1, "eer_test": 0.2,
-             "verdict": "undetermined", "reason": f"insufficient power: at EER_test {10 + i}.00 % a flag needs more"}
-            for i in range(12)]
+    rows = [JudgedPair("AA", f"s{i}", f"s{i}", eer_val=0.1, eer_test=0.2, verdict="undetermined",
+                       reason=f"insufficient power: at EER_test {10 + i}.00 % a flag needs more") for i in range(12)]
     (line,) = [line for line in summary_text(rows).splitlines() if line.startswith("- Undetermined")]
     assert line.startswith("- Undetermined (12), insufficient power: AA s0; AA s1")
     assert f"and {12 - MAX_LISTED} more" in line and "detection table" in line

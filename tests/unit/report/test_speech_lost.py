@@ -3,8 +3,9 @@ a noise 'anonymiser' read as excellent privacy, ρF0 = 0.000 the only hint)."""
 import json
 
 from pipeline.report.utility import LOST_PITCH, LOST_WER, speech_lost, speech_lost_sections
+from tests.helpers import condition, run_summary
 
-RECORDS = [{"attack": a, "set": s, "trials": t} for a, t in (("OO", "original"), ("AA", "anonymized"))
+RECORDS = [condition({"attack": a, "set": s, "trials": t}) for a, t in (("OO", "original"), ("AA", "anonymized"))
            for s in ("test_f", "test_m", "val")]
 
 
@@ -32,8 +33,7 @@ def test_the_report_warns_first_and_results_json_lists_the_flags(tmp_path):
     records = [{"attack": "AA", "set": "test_f", "anonymizer": "external", "attacker_anonymizer": "external",
                 "enroll": "anonymized", "trials": "anonymized", "eer": 0.44}]
     utility = {"sets": {"test_f": {"pitch_correlation": 0.0, "utterances": 8}}, "splits": {}, "skipped": {}}
-    out = report.run(tmp_path / "report", config_hash="x", config_summary={"anonymizer": "external"}, records=records,
-                     detection=[], fit=[], stages=[], utility=utility)
+    out = report.run(tmp_path / "report", run_summary(records, anonymizer="external", utility=utility))
     text = (out / "report.md").read_text()
     assert text.index("Warning: output that lost the speech") < text.index("Settings")
     assert "| AA | test_f | ρF0 0.000 < 0.1 |" in text

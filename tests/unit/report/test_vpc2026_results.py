@@ -1,9 +1,12 @@
 """Results written in the VPC 2026 toolkit's result_for_rank layout (pretrained and semi-informed rows)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
+from pipeline.metrics.results import RunSummary
 from pipeline.report.vpc2026_results import RunResults, frame_text, write_vpc2026_results
+from tests.helpers import condition, run_summary
 
 ATTACKS = {
     "OO": {"enroll": "original", "trials": "original", "attacker": "original"},
@@ -40,9 +43,9 @@ PUBLISHED_B4 = """\
 
 def b4_run(**changes) -> RunResults:
     eers = {"OO": (0.05, 0.04), "AA-lazy": (0.23, 0.17759), "AA": (0.17958, 0.14333)}
-    records = [{"attack": attack, "set": f"{split}_mixed", "eer_threshold": eer}
+    records = [condition({"attack": attack, "set": f"{split}_mixed", "eer_threshold": eer})
                for attack, values in eers.items() for split, eer in zip(("dev", "test"), values)]
-    records.append({"attack": "AA", "set": "val_f", "eer_threshold": 0.3})
+    records.append(condition({"attack": "AA", "set": "val_f", "eer_threshold": 0.3}))
     utility = {"splits": {"dev": {"wer_original": 0.01802, "wer_anonymized": 0.06163},
                           "test": {"wer_original": 0.01844, "wer_anonymized": 0.05901}}}
     return RunResults(**{"dataset": "libri", "eval_splits": ["dev", "test"], "records": records,
@@ -115,27 +118,26 @@ def test_float_columns_share_their_decimals_and_strings_get_a_leading_space():
 
 
 def test_a_run_without_mixed_gender_sets_writes_nothing(tmp_path):
-    same_gender = [dict(r, set=r["set"].replace("mixed", "f")) for r in b4_run().records]
+    same_gender = [replace(r, set=r.set.replace("mixed", "f")) for r in b4_run().records]
     assert write_vpc2026_results(tmp_path, [b4_run(records=same_gender)], system="b4", time=TIME) is None
     assert not list(tmp_path.iterdir())
 
 
-def results_json(tag: str, system: str, scale: float) -> dict:
-    """A sweep job's results.json: records as the experiment writes them, its data tag in config."""
+def results_json(tag: str, system: str, scale: float, lists: tuple[str, ...] = ("f", "m", "mixed")) -> RunSummary:
+    """A sweep job's results: records as the experiment writes them, its data tag in config."""
     attackers = {"OO": "original", "AA-lazy": "original", "AA": system}
-    records = [{"attack": attack, "set": f"{split}_{lists}", "enroll": spec["enroll"], "trials": spec["trials"],
-                "attacker_anonymizer": attackers[attack], "eer_threshold": scale * (i + 1)}
+    records = [{"attack": attack, "set": f"{split}_{trial_list}", "enroll": spec["enroll"], "trials": spec["trials"],
+                "anonymizer": system, "attacker_anonymizer": attackers[attack], "eer_threshold": scale * (i + 1)}
                for i, (attack, spec) in enumerate(ATTACKS.items()) for split in ("dev", "test")
-               for lists in ("f", "m", "mixed")]
-    return {"config": {"anonymizer": system, "data_tag": tag}, "records": records, "utility": {}}
+               for trial_list in lists]
+    return run_summary(records, anonymizer=system, data_tag=tag, utility={})
 
 
 def test_a_sweep_over_languages_gives_one_file_in_vpcs_language_order(tmp_path):
     """Track 2 (one job per language, finished in any order): one result_for_rank per system,
     English's rows first, an ASV_eval^anon section per language; jobs without mixed lists are left out."""
     jobs = [results_json("de", "mcadams", 0.02), results_json("en", "mcadams", 0.01),
-            {"config": {"anonymizer": "mcadams", "data_tag": "fr"},
-             "records": [{**r, "set": r["set"].replace("_mixed", "_f")} for r in results_json("fr", "mcadams", 0.03)["records"]]}]
+            results_json("fr", "mcadams", 0.03, lists=("f", "m"))]
     from pipeline.report.vpc2026_results import write_combined_results
 
     [path] = write_combined_results(tmp_path, jobs)

@@ -1,7 +1,9 @@
 """EERs written in the VPC 2024 toolkit's results<suffix>.csv layout."""
 from __future__ import annotations
 
+from pipeline.metrics.results import ConditionResult
 from pipeline.report.vpc_results import write_vpc_results
+from tests.helpers import condition
 
 ATTACKS = {
     "OO": {"enroll": "original", "trials": "original", "attacker": "original"},
@@ -11,11 +13,11 @@ ATTACKS = {
 }
 
 
-def records(eers: dict[str, list[float]]) -> list[dict]:
+def records(eers: dict[str, list[float]]) -> list[ConditionResult]:
     sets = ["dev_f", "dev_m", "test_f", "test_m"]
-    return [{"attack": attack, "set": name, "eer_threshold": eer, "eer": 0.5}
+    return [condition({"attack": attack, "set": name, "eer_threshold": eer, "eer": 0.5})
             for attack, values in eers.items() for name, eer in zip(sets, values)] + [
-        {"attack": attack, "set": "val_f", "eer_threshold": 0.3, "eer": 0.3} for attack in eers]
+        condition({"attack": attack, "set": "val_f", "eer_threshold": 0.3, "eer": 0.3}) for attack in eers]
 
 
 def test_rows_columns_and_rounding_as_vpc_writes_them(tmp_path):
@@ -52,7 +54,7 @@ def test_rows_columns_and_rounding_as_vpc_writes_them(tmp_path):
 
 def test_vctk_common_lists_and_a_semi_informed_run_only(tmp_path):
     attacks = {name: ATTACKS[name] for name in ("OO", "AA")}
-    recs = [{"attack": a, "set": f"{s}_{g}", "eer_threshold": 0.25}
+    recs = [condition({"attack": a, "set": f"{s}_{g}", "eer_threshold": 0.25})
             for a in attacks for s in ("dev", "dev_common") for g in "fm"]
     written = write_vpc_results(tmp_path, recs, attacks, dataset="vctk", system="b1", attacker_system="b2",
                                 eval_splits=["dev", "dev_common"], genders=["f", "m"])

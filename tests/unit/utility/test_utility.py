@@ -15,11 +15,12 @@ from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance, write_manifest
 from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stretched
+from pipeline.metrics.results import JudgedPair
 from pipeline.metrics.uar import unweighted_average_recall
 from pipeline.recognition.emotion import EmotionClassifier, read_emotion_data
 from pipeline.report.utility import semi_informed_points
 from pipeline.stages import emotion, pitch, report
-from tests.helpers import kaldi_dir
+from tests.helpers import kaldi_dir, run_summary
 
 RATE = 16000
 
@@ -182,10 +183,8 @@ def utility_result(wer: bool = True) -> dict:
             "asr": "pocketsphinx"}
 
 
-DETECTION = [{"attack": "AA", "anonymizer": "mcadams", "attacker_anonymizer": "mcadams", "eer_test": 0.2,
-              "eer_test_ci": [0.15, 0.25], "eer_val": 0.2, "relative_gap": 0.0},
-             {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_test": 0.02,
-              "eer_test_ci": [0.01, 0.03], "eer_val": 0.02, "relative_gap": 0.0}]
+DETECTION = [JudgedPair("AA", "mcadams", "mcadams", eer_val=0.2, eer_test=0.2, eer_test_ci=[0.15, 0.25]),
+             JudgedPair("OO", "original", "original", eer_val=0.02, eer_test=0.02, eer_test_ci=[0.01, 0.03])]
 
 
 def test_privacy_utility_points_are_matched_anonymised_pairs():
@@ -196,9 +195,9 @@ def test_privacy_utility_points_are_matched_anonymised_pairs():
 
 @pytest.mark.parametrize("wer", [True, False])
 def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
-    out = report.run(tmp_path / "report", config_hash="x", config_summary={"anonymizer": "mcadams"}, records=[],
-                     detection=DETECTION, fit=[{"group": "", "reason": "too few points"}], stages=[],
-                     utility=utility_result(wer))
+    out = report.run(tmp_path / "report", run_summary(anonymizer="mcadams", detection=DETECTION,
+                                                      utility=utility_result(wer),
+                                                      detection_fit=[{"group": "", "reason": "too few points"}]))
     text = (out / "report.md").read_text()
     assert "## Utility metrics" in text and "| mcadams | test (pooled) | 0.700 |" in text
     assert ("WER anonymised %" in text) and (("| 30.00 |" in text) == wer)
@@ -234,8 +233,8 @@ def test_a_recogniser_failing_on_original_speech_is_flagged(tmp_path, caplog):
     flag_weak_recogniser(result)
     assert "61.0 %, above 30 %" in result["sets"]["test_f"]["wer_note"] and MEANINGFUL_WER == 0.30
     assert "wer_note" not in result["sets"]["test_m"] and "wer_note" not in result["splits"]["test"]
-    out = report.run(tmp_path / "report", config_hash="x", config_summary={"anonymizer": "mcadams"}, records=[],
-                     detection=DETECTION, fit=[{"group": "", "reason": "too few points"}], stages=[], utility=result)
+    out = report.run(tmp_path / "report", run_summary(anonymizer="mcadams", detection=DETECTION, utility=result,
+                                                      detection_fit=[{"group": "", "reason": "too few points"}]))
     assert "WER not meaningful for mcadams test_f: the recogniser's WER on original speech is 61.0 %" in \
         (out / "report.md").read_text()
     caplog.set_level(logging.INFO, logger="pipeline.app.utility")
