@@ -148,12 +148,9 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                    pair.attacker_anonymizer)
             if key not in seen:
                 seen.add(key)
-                # judged without the pair's test speakers, as the aggregate always was (its hand-kept key list
-                # left them out): with them, a sweep of fewer than MIN_SPEAKERS test speakers gets no verdict
-                without = replace(pair.measured(), test_speakers=None)
                 rows.append({"job": name, "seed": config.seed, "anonymization_seed": config.anonymization_seed,
                              "group": config.detection_group, "validation_protocol": config.validation_protocol,
-                             **without.row()})
+                             **pair.measured().row()})
         for row in similarity_rows(results.similarity or {}):
             if row["folder"] not in measured:
                 measured.add(row["folder"])

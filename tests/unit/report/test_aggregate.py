@@ -23,7 +23,8 @@ def records(evaluated: str, attacker: str, eer_val: float, eer_test: float) -> l
 
 
 def write_job(sweep: Path, num: int | str, evaluated: str, attacker: str, eer_val: float, eer_test: float,
-              seed: int = 0, group: str = "synthetic/ecapa_tiny/cosine#abc123") -> None:
+              seed: int = 0, group: str = "synthetic/ecapa_tiny/cosine#abc123", test_speakers: int | None = None,
+              ) -> None:
     job = sweep / str(num)
     (job / ".hydra").mkdir(parents=True, exist_ok=True)
     (job / ".hydra" / "overrides.yaml").write_text(
@@ -31,7 +32,8 @@ def write_job(sweep: Path, num: int | str, evaluated: str, attacker: str, eer_va
     oo = {"attack": "OO", "anonymizer": "original", "attacker_anonymizer": "original", "eer_val": 0.01,
           "eer_test": 0.02, "relative_drop": 0.5}
     aa = {"attack": "AA", "anonymizer": evaluated, "attacker_anonymizer": attacker, "eer_val": eer_val,
-          "eer_test": eer_test, "relative_drop": (eer_test - eer_val) / eer_test, "gap_var": 1e-5}
+          "eer_test": eer_test, "relative_drop": (eer_test - eer_val) / eer_test, "gap_var": 1e-5,
+          "test_speakers": test_speakers}
     run_summary(records(evaluated, attacker, eer_val, eer_test), [oo, aa], config_hash=f"h{num}",
                 anonymizer=evaluated, attacker_anonymizer=attacker, seed=seed, detection_group=group,
                 trusted="s1, s2, s3, s4", similarity={"test_f": voice_similarity(evaluated)},
@@ -85,6 +87,15 @@ def test_aggregate_reports_matrix_detection_and_failed_points(sweep):
     table = (out / "similarity.csv").read_text().splitlines()
     assert len(table) == 5 and table[0].startswith("job,anonymizer,set,folder,")
     assert "## Voice similarity per evaluated system" in text and "| s3 | test_f | 2 | 30.00 | -3.00 |" in text
+
+
+def test_a_pair_from_too_few_test_speakers_is_undetermined_as_in_a_single_run(sweep):
+    """Regression: the aggregate's hand-kept key list dropped `test_speakers`, so a sweep judged a
+    pair whose EER_test came from fewer speakers than the bootstrap needs (a single run did not)."""
+    write_job(sweep, 4, "s2", "s4", 0.09, 0.44, test_speakers=3)
+    found = json.loads((aggregate(sweep) / "results.json").read_text())
+    (pair,) = [d for d in found["detection"] if (d["anonymizer"], d["attacker_anonymizer"]) == ("s2", "s4")]
+    assert pair["verdict"] == "undetermined" and "3 speaker(s)" in pair["reason"]
 
 
 def test_jobs_in_sub_folders_count_in_number_order(sweep):
