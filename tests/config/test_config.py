@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 from hydra.utils import get_class
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from pipeline.core.config import CONFIG_DIR, compose, instantiate, without
 from pipeline.core.errors import VpevalError
@@ -25,9 +25,11 @@ NEEDS_TRAINING = {"xvector": "vc_model", "xvector_speaker": "vc_model", "ohnn": 
 RECIPES_DIR = CONFIG_DIR.parent / "recipes"
 
 
-def with_root(overrides: list[str]) -> list[str]:
-    """`overrides` and, where the corpus leaves `data.root: ???` to the user, a stand-in folder."""
-    return [*overrides, "data.root=/corpora/x"] if OmegaConf.is_missing(compose(overrides).data, "root") else overrides
+def with_root(cfg: DictConfig) -> DictConfig:
+    """`cfg`, with a stand-in folder where its corpus leaves `data.root: ???` to the user."""
+    if OmegaConf.is_missing(cfg.data, "root"):
+        cfg.data.root = "/corpora/x"
+    return cfg
 
 
 def options(group: str, folder: Path = CONFIG_DIR) -> list[str]:
@@ -43,7 +45,7 @@ def test_every_group_has_options():
 
 @pytest.mark.parametrize("group,option", GROUPS)
 def test_group_option_composes_and_resolves(group, option):
-    cfg = compose(with_root([f"{group}={option}", *REQUIRED.get((group, option), [])]))
+    cfg = with_root(compose([f"{group}={option}", *REQUIRED.get((group, option), [])]))
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert resolved[group] is not None
 
@@ -98,7 +100,7 @@ def test_backends_instantiate(option):
 
 @pytest.mark.parametrize("option", options("data"))
 def test_data_readers_and_protocols_build(option):
-    cfg = compose(with_root([f"data={option}"]))
+    cfg = with_root(compose([f"data={option}"]))
     assert instantiate(cfg.data.protocol) is not None
     assert callable(get_class(cfg.data.reader._target_))
 
@@ -137,7 +139,7 @@ def test_every_recipe_folder_has_a_readme_and_the_papers_recipes_exist():
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_composes_and_resolves(recipe):
-    cfg = compose(with_root([f"+experiment={recipe}", *RECIPE_REQUIRED.get(recipe, [])]))
+    cfg = with_root(compose([f"+experiment={recipe}", *RECIPE_REQUIRED.get(recipe, [])]))
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert resolved["name"] == recipe
     assert set(resolved["attacks"]) >= {"OO"}
@@ -149,7 +151,7 @@ def test_recipe_sweep_points_compose(recipe):
     params = OmegaConf.select(OmegaConf.load(RECIPE_FILES[recipe]), "hydra.sweeper.params")
     for key, values in (params or {}).items():
         for value in str(values).split(","):
-            cfg = compose(with_root([f"+experiment={recipe}", f"{key}={value}", *RECIPE_REQUIRED.get(recipe, [])]))
+            cfg = with_root(compose([f"+experiment={recipe}", f"{key}={value}", *RECIPE_REQUIRED.get(recipe, [])]))
             target = "attacker_anonymizer" if key.endswith("@attacker_anonymizer") else SWEEP_TARGETS.get(key, key)
             node = OmegaConf.select(cfg, target)
             assert (node.name if OmegaConf.is_config(node) else str(node)) == value
