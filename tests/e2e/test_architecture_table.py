@@ -360,7 +360,7 @@ def test_the_toy_parts_touch_only_the_files_their_rows_name(toy_run):
     assert touched(toy_run.copy) == expected  # nothing else was written or edited
 
 
-@pytest.mark.slow  # five runs of the enumerating tests: ~17 min on 2 shared cores; .ci/run runs it
+@pytest.mark.slow  # five runs of the enumerating tests: ~11 min on 2 shared cores; .ci/run runs it
 def test_make_test_stays_green_after_each_row(tmp_path):
     """Each row's part is added with exactly its row's steps, its "then" commands run, then the
     tests of `make test` that enumerate what it added: all pass, and the row names every file
