@@ -1,10 +1,12 @@
 """docs/architecture.md is what the code needs.
 
-"Adding things: what to touch": in a copy of the project, a toy anonymiser, attacker and
-corpus reader (their modules in a package outside the copy, their config files in the copy),
-a toy metric and a toy recipe are added by writing and editing only the files their rows
-name, and one experiment uses all five. The data-flow figure is the output of the script
-that draws it.
+"Adding things: what to touch": in a copy of the project (with its tests and docs), a toy
+anonymiser, attacker and corpus reader (their modules in a package outside the copy, their
+config files in the copy), a toy metric and a toy recipe are added by writing and editing only
+the files their rows name, and one experiment uses all five. The slow test adds them one row at
+a time, each followed by its "then" commands, and runs after each the tests of `make test` that
+enumerate what that row adds: a row that leaves out a step `make test` needs fails it (.ci/run
+runs it). The data-flow figure is the output of the script that draws it.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import runpy
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +27,17 @@ import soundfile
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-COPIED = ("pipeline", "anonymizers", "conf", "recipes")
-SKIPPED = shutil.ignore_patterns("__pycache__")
+# What `make test` reads: the code, configs, recipes, tests, docs and scripts; the files pip builds the wheel from.
+COPIED = ("pipeline", "anonymizers", "conf", "conf_train_vc", "recipes", "hydra_plugins", "tests", "docs", "scripts")
+COPIED_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "CITATION.cff", "CHANGELOG.md",
+                "constraints.txt")
+SKIPPED = shutil.ignore_patterns("__pycache__", ".pytest_cache")
 PLACEHOLDER = re.compile(r"<[a-z]+>")
+# The tests of `make test` that enumerate what a row adds, by the folder its files are in.
+ENUMERATING = {"conf/": ("tests/config", "tests/e2e/test_package.py"),
+               "recipes/": ("tests/config", "tests/e2e/test_package.py"),
+               "pipeline/metrics/": ("tests/unit/metrics",)}
+EVERY_ROW = ("tests/e2e/test_reference_docs.py", "tests/unit/core/test_cli_usage.py")
 
 TOY_ANONYMIZER = '''\
 """A toy system: every utterance times a gain drawn per pseudo-speaker."""
@@ -147,6 +157,19 @@ protocol:
   enroll_fraction: 0.67
   enroll_utterances: 2
 """
+TOY_ANONYMIZER_TEST = '''\
+"""The toy system scales every utterance of a speaker by the same gain."""
+import numpy as np
+
+from toy_plugins.gain import Gain
+
+
+def test_one_gain_per_speaker():
+    waves = [np.full(1600, 0.5, np.float32)] * 3
+    outputs = Gain(level="speaker", seed=0)(waves, ["a", "b", "c"], ["s1", "s1", "s2"], 16000, "test")
+    assert outputs[0][0] == outputs[1][0] != outputs[2][0]
+    assert all(0.15 <= float(output[0]) <= 0.3 for output in outputs)
+'''
 TOY_METRIC = '''\
 """A toy metric: the share of target trials."""
 from pipeline.metrics.contract import SCORES, Column, Metric
@@ -175,16 +198,54 @@ utility: {pitch_correlation: false, wer: false}
 
 
 @dataclass
+class Part:
+    """What a row's toy part writes ({path in the copy: text}) and edits ((path, old, new))."""
+    write: dict[str, str]
+    edit: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def files(self) -> dict[str, set[str]]:
+        return {"write": set(self.write), "edit": {path for path, _, _ in self.edit}}
+
+
+DETECTION_RECIPES = "| recipe | command | what |\n|---|---|---|\n"
+PARTS = {  # in the table's order: the recipe uses the four others
+    "an anonymiser": Part({"conf/anonymizer/toy_gain.yaml": TOY_ANONYMIZER_CONFIG,
+                           "tests/unit/anonymizers/test_toy_gain.py": TOY_ANONYMIZER_TEST}),
+    "an attacker": Part({"conf/attacker/toy_spectrum.yaml": TOY_ATTACKER_CONFIG}),
+    "a metric": Part({"pipeline/metrics/toy_share.py": TOY_METRIC}, [
+        ("pipeline/metrics/registry.py", "from pipeline.metrics.contract import EMBEDDINGS\n",
+         "from pipeline.metrics.contract import EMBEDDINGS\nfrom pipeline.metrics.toy_share import TOY_SHARE\n"),
+        ("pipeline/metrics/registry.py", "    RANK_DISCLOSURE,\n)", "    RANK_DISCLOSURE,\n    TOY_SHARE,\n)")]),
+    "a corpus": Part({"conf/data/toy_corpus.yaml": TOY_CORPUS_CONFIG}),
+    "a recipe": Part({"recipes/toy/experiment.yaml": TOY_RECIPE,
+                      "recipes/toy/README.md": "# toy\n\n`vpeval +experiment=toy data.root=...`: the toy parts.\n"},
+                     [("docs/detection.md", DETECTION_RECIPES,
+                       DETECTION_RECIPES + "| `toy` | `vpeval +experiment=toy data.root=<dir>` | the toy parts |\n")]),
+}
+PLUGINS = {"toy_plugins/__init__.py": "", "toy_plugins/gain.py": TOY_ANONYMIZER,  # "any importable module will do"
+           "toy_plugins/spectrum.py": TOY_ATTACKER, "toy_plugins/corpus.py": TOY_READER}
+
+
+@dataclass
+class Row:
+    """A row of the table: the path patterns of its "write", "edit" and "then" cells, and the
+    commands of its "then" cell (`python <script> ...`)."""
+    write: list[re.Pattern]
+    edit: list[re.Pattern]
+    then: list[re.Pattern]
+    commands: list[list[str]]
+
+
+@dataclass
 class ToyRun:
     copy: Path  # the project with the toy parts
-    per_row: dict[str, dict[str, set[str]]]  # {row of the table: {"write" / "edit": the files}}
     report: Path
     cache: Path
     utterances: set[str]  # the toy corpus's utterance ids
 
 
-def adding_table() -> dict[str, dict[str, list[re.Pattern]]]:
-    """{thing to add: {"write" / "edit": path patterns}} of the table in docs/architecture.md."""
+def adding_table() -> dict[str, Row]:
+    """{thing to add: its row} of the table in docs/architecture.md."""
     section = ARCHITECTURE.read_text().split("## Adding things", 1)[1].split("\n## ", 1)[0]
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| a")]
     assert rows, "no 'to add' rows in docs/architecture.md"
@@ -193,7 +254,9 @@ def adding_table() -> dict[str, dict[str, list[re.Pattern]]]:
         paths = [path for path in re.findall(r"`([^`]+)`", cell) if "/" in path and " " not in path]
         return [re.compile(PLACEHOLDER.sub("[^/]+", re.escape(path)) + "$") for path in paths]
 
-    return {row[0].strip("| "): {"write": patterns(row[1]), "edit": patterns(row[2])} for row in rows}
+    return {row[0].strip("| "): Row(patterns(row[1]), patterns(row[2]), patterns(row[3]),
+                                    [command.split() for command in re.findall(r"`python ([^`]+)`", row[3])])
+            for row in rows}
 
 
 def touched(copy: Path) -> dict[str, set[str]]:
@@ -224,6 +287,25 @@ def edit(root: Path, relative: str, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+def add(copy: Path, part: Part) -> None:
+    for relative, text in part.write.items():
+        write(copy, relative, text)
+    for relative, old, new in part.edit:
+        edit(copy, relative, old, new)
+
+
+def project_copy(tmp: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of the project and the toy plugin package beside it; the environment that imports both."""
+    copy, plugins = tmp / "project", tmp / "plugins"
+    for folder in COPIED:
+        shutil.copytree(ROOT / folder, copy / folder, ignore=SKIPPED)
+    for name in COPIED_FILES:
+        shutil.copy(ROOT / name, copy / name)
+    for relative, text in PLUGINS.items():
+        write(plugins, relative, text)
+    return copy, {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(plugins)])}
+
+
 def toy_corpus(root: Path) -> set[str]:
     """1 s harmonic tones, a pitch and a spectral tilt per speaker, in the toy reader's layout;
     the utterance ids written. Sizes as data=synthetic_tiny (12 + 12 training speakers)."""
@@ -249,7 +331,7 @@ def toy_corpus(root: Path) -> set[str]:
     return written
 
 
-def covered(files: set[str], allowed: list[re.Pattern]) -> set[str]:
+def uncovered(files: set[str], allowed: list[re.Pattern]) -> set[str]:
     """The files no pattern of `allowed` matches."""
     return {file for file in files if not any(pattern.match(file) for pattern in allowed)}
 
@@ -258,46 +340,50 @@ def covered(files: set[str], allowed: list[re.Pattern]) -> set[str]:
 def toy_run(tmp_path_factory):
     """`+experiment=toy` run in a copy of the project with the toy parts."""
     tmp = tmp_path_factory.mktemp("architecture")
-    copy, plugins = tmp / "project", tmp / "plugins"
-    for folder in COPIED:
-        shutil.copytree(ROOT / folder, copy / folder, ignore=SKIPPED)
-    write(plugins, "toy_plugins/__init__.py", "")
-    write(plugins, "toy_plugins/gain.py", TOY_ANONYMIZER)  # "any importable module will do"
-    write(plugins, "toy_plugins/spectrum.py", TOY_ATTACKER)
-    write(plugins, "toy_plugins/corpus.py", TOY_READER)
-    per_row = {
-        "an anonymiser": {"write": {"conf/anonymizer/toy_gain.yaml"}, "edit": set()},
-        "an attacker": {"write": {"conf/attacker/toy_spectrum.yaml"}, "edit": set()},
-        "a corpus": {"write": {"conf/data/toy_corpus.yaml"}, "edit": set()},
-        "a metric": {"write": {"pipeline/metrics/toy_share.py"}, "edit": {"pipeline/metrics/registry.py"}},
-        "a recipe": {"write": {"recipes/toy/experiment.yaml", "recipes/toy/README.md"}, "edit": set()},
-    }
-    write(copy, "conf/anonymizer/toy_gain.yaml", TOY_ANONYMIZER_CONFIG)
-    write(copy, "conf/attacker/toy_spectrum.yaml", TOY_ATTACKER_CONFIG)
-    write(copy, "conf/data/toy_corpus.yaml", TOY_CORPUS_CONFIG)
-    write(copy, "pipeline/metrics/toy_share.py", TOY_METRIC)
-    edit(copy, "pipeline/metrics/registry.py", "from pipeline.metrics.contract import EMBEDDINGS\n",
-         "from pipeline.metrics.contract import EMBEDDINGS\nfrom pipeline.metrics.toy_share import TOY_SHARE\n")
-    edit(copy, "pipeline/metrics/registry.py", "    RANK_DISCLOSURE,\n)", "    RANK_DISCLOSURE,\n    TOY_SHARE,\n)")
-    write(copy, "recipes/toy/experiment.yaml", TOY_RECIPE)
-    write(copy, "recipes/toy/README.md", "# toy\n\n`vpeval +experiment=toy data.root=...`: the toy parts.\n")
+    copy, env = project_copy(tmp)
+    for part in PARTS.values():
+        add(copy, part)
     utterances = toy_corpus(tmp / "corpus")
     run = subprocess.run([sys.executable, "-m", "pipeline", "+experiment=toy", f"data.root={tmp / 'corpus'}",
-                          f"paths.data={tmp / 'data'}"],
-                         cwd=tmp, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(plugins)])})
+                          f"paths.data={tmp / 'data'}"], cwd=tmp, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
-    return ToyRun(copy, per_row, Path(run.stdout.strip().splitlines()[-1]), tmp / "data" / "cache", utterances)
+    return ToyRun(copy, Path(run.stdout.strip().splitlines()[-1]), tmp / "data" / "cache", utterances)
 
 
 def test_the_toy_parts_touch_only_the_files_their_rows_name(toy_run):
     table = adding_table()
-    for row, files in toy_run.per_row.items():
-        for kind in ("write", "edit"):
-            assert covered(files[kind], table[row][kind]) == set(), f"{row}: {kind} not named in its row"
-    rows = toy_run.per_row.values()
-    expected = {kind: set().union(*(files[kind] for files in rows)) for kind in ("write", "edit")}
+    assert list(table) == list(PARTS)
+    for row, part in PARTS.items():
+        for kind, files in part.files().items():
+            assert uncovered(files, getattr(table[row], kind)) == set(), f"{row}: {kind} not named in its row"
+    expected = {kind: set().union(*(part.files()[kind] for part in PARTS.values())) for kind in ("write", "edit")}
     assert touched(toy_run.copy) == expected  # nothing else was written or edited
+
+
+@pytest.mark.slow  # five runs of the enumerating tests: ~11 min on 2 shared cores; .ci/run runs it
+def test_make_test_stays_green_after_each_row(tmp_path):
+    """Each row's part is added with exactly its row's steps, its "then" commands run, then the
+    tests of `make test` that enumerate what it added: all pass, and the row names every file
+    that changed."""
+    copy, env = project_copy(tmp_path)
+    table = adding_table()
+    for row, part in PARTS.items():
+        before = touched(copy)
+        add(copy, part)
+        for command in table[row].commands:
+            run = subprocess.run([sys.executable, *command], cwd=copy, env=env, capture_output=True, text=True)
+            assert run.returncode == 0, f"{row}: python {' '.join(command)}\n{run.stderr[-3000:]}"
+        after = touched(copy)
+        changed = (after["write"] - before["write"]) | (after["edit"] - before["edit"])
+        named = table[row].write + table[row].edit + table[row].then
+        assert uncovered(changed, named) == set(), f"{row}: changed files its row does not name"
+        tests = {test for folder, enumerating in ENUMERATING.items()
+                 if any(path.startswith(folder) for path in changed) for test in enumerating}
+        tests |= {*EVERY_ROW, *(path for path in changed if path.startswith("tests/") and path.endswith(".py"))}
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              f"--basetemp={tmp_path / 'pytest'}", *sorted(tests)],
+                             cwd=copy, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, f"{row}: make test fails after its row's steps\n{run.stdout[-6000:]}"
 
 
 def test_the_experiment_reports_the_toy_metric_for_every_condition(toy_run):

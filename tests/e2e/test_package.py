@@ -84,4 +84,7 @@ def test_installed_help_lists_the_packaged_recipes(wheel, tmp_path):
     result = subprocess.run([sys.executable, "-m", "pipeline", "--help"], cwd=tmp_path, capture_output=True, text=True,
                             env={"PYTHONPATH": str(site), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
-    assert "smoke, vpc2024" in result.stdout and f"paths.data={tmp_path}/.local/share/vpeval" in result.stdout
+    recipes = [recipe.strip() for recipe in result.stdout.split("recipes (+experiment=RECIPE):\n", 1)[1].splitlines()[0]
+               .split(",")]
+    assert recipes == sorted(recipe_options(REPO_ROOT / "recipes")["experiment"]) and "smoke" in recipes
+    assert f"paths.data={tmp_path}/.local/share/vpeval" in result.stdout

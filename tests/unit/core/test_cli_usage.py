@@ -32,7 +32,9 @@ def test_help_lists_commands_groups_recipes_keys_and_docs(capsys):
             line = next(line for line in out.splitlines() if line.split()[:1] == [group])
             assert line.split(None, 1)[1] == ", ".join(options)
     assert "mcadams_a05_07" in group_options()["anonymizer"]  # recipes/<recipe>/anonymizer/ counts too
-    assert "smoke, vpc2024" in out
+    line = out.split("recipes (+experiment=RECIPE):\n", 1)[1].splitlines()[0]
+    recipes = [recipe.strip() for recipe in line.split(",")]
+    assert recipes == group_options()["experiment"] and {"smoke", "vpc2024"} <= set(recipes)  # not by their neighbours
     assert "seed=1986" in out and "device=auto" in out
     assert "docs: README.md" in out
 
