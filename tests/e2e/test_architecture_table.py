@@ -43,18 +43,26 @@ TOY_ANONYMIZER = '''\
 """A toy system: every utterance times a gain drawn per pseudo-speaker."""
 import numpy as np
 
-from anonymizers.base import Anonymizer, Batch
+from dataclasses import dataclass
+
+from anonymizers.base import Anonymizer, Batch, Parameters
+from pipeline.core.checks import setting
+
+
+@dataclass
+class GainParameters(Parameters):
+    low: float = setting(0.3)
+    high: float = setting(0.6)
 
 
 class Gain(Anonymizer):
-    def __init__(self, low: float = 0.3, high: float = 0.6, **common):
-        super().__init__(**common)
-        self.low, self.high = float(low), float(high)
+    parameters = GainParameters
 
     def anonymize(self, batch: Batch):
         outputs = []
+        low, high = self.settings.low, self.settings.high
         for wave, seed, drawn in zip(batch.waves, batch.seeds, batch.drawn):
-            drawn["gain"] = float(np.random.default_rng(seed).uniform(self.low, self.high))
+            drawn["gain"] = float(np.random.default_rng(seed).uniform(low, high))
             outputs.append(wave * drawn["gain"])
         return outputs
 '''
@@ -213,8 +221,8 @@ PARTS = {  # in the table's order: the recipe uses the four others
                            "tests/unit/anonymizers/test_toy_gain.py": TOY_ANONYMIZER_TEST}),
     "an attacker": Part({"conf/attacker/toy_spectrum.yaml": TOY_ATTACKER_CONFIG}),
     "a metric": Part({"pipeline/metrics/toy_share.py": TOY_METRIC}, [
-        ("pipeline/metrics/registry.py", "from pipeline.metrics.contract import EMBEDDINGS\n",
-         "from pipeline.metrics.contract import EMBEDDINGS\nfrom pipeline.metrics.toy_share import TOY_SHARE\n"),
+        ("pipeline/metrics/registry.py", "from pipeline.metrics.contract import EMBEDDINGS, EMOTION_DATA\n",
+         "from pipeline.metrics.contract import EMBEDDINGS, EMOTION_DATA\nfrom pipeline.metrics.toy_share import TOY_SHARE\n"),
         ("pipeline/metrics/registry.py", "    RANK_DISCLOSURE,\n)", "    RANK_DISCLOSURE,\n    TOY_SHARE,\n)")]),
     "a corpus": Part({"conf/data/toy_corpus.yaml": TOY_CORPUS_CONFIG}),
     "a recipe": Part({"recipes/toy/experiment.yaml": TOY_RECIPE,
