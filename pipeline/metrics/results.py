@@ -290,6 +290,10 @@ def read_json(cls: type, path: Path):
         data = json.loads(path.read_text())
     except json.JSONDecodeError as error:
         raise input_error(path, f"not JSON ({error.msg} at line {error.lineno}): interrupted while written?") from None
+    except UnicodeDecodeError:
+        raise input_error(path, "not a results file (not UTF-8 text)") from None
+    except OSError as error:
+        raise input_error(path, f"cannot be read ({error.strerror or error})") from None
     return from_data(cls, data, path)
 
 
@@ -298,7 +302,7 @@ def from_data(cls: type, data, path: Path):
     if not isinstance(data, dict):
         raise input_error(path, "not a results file (a JSON object expected)")
     found = data.get("format_version")
-    if found != FORMAT_VERSION:
+    if type(found) is not int or found != FORMAT_VERSION:
         older = "none (written by an older vpeval)" if found is None else repr(found)
         raise input_error(path, f"format_version {FORMAT_VERSION} expected, found {older}; rerun the experiment "
                                 "(its stages are cached) to rewrite it")
@@ -317,10 +321,16 @@ def to_plain(value):
 
 
 def from_plain(cls: type, data, path: Path, where: str = ""):
-    """`cls` built from JSON values; a missing field raises one line naming it (`where`: its place)."""
+    """`cls` built from JSON values; a missing field, a key that is no field (a renamed field would
+    otherwise read as absent) or a value of another type raises one line naming it (`where`: its place)."""
     if not isinstance(data, dict):
         raise input_error(path, f"{where or cls.__name__}: an object expected, found {type(data).__name__}")
     hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    for key in data:
+        if key not in known and not (cls in (RunSummary, SweepSummary) and key == "format_version"):
+            raise input_error(path, f"{f'{where}.' if where else ''}{key}: not a field of {cls.__name__} "
+                                    "(hand-edited, or written by another vpeval?)")
     values = {}
     for f in fields(cls):
         name = f"{where}.{f.name}" if where else f.name
@@ -334,16 +344,56 @@ def from_plain(cls: type, data, path: Path, where: str = ""):
 
 
 def _value(kind, value, path: Path, where: str):
-    """A field's JSON value as its type: dataclasses (and lists of them) are built, the rest kept."""
+    """A field's JSON value as its type: dataclasses (and lists of them) are built, the rest
+    checked against its type (null only where the field may be None) and kept."""
+    optional = kind is Any or (_is_union(kind) and type(None) in typing.get_args(kind))
     if value is None:
-        return None
+        if optional:
+            return None
+        raise input_error(path, f"{where}: null where a value is expected (hand-edited?)")
     inner = [k for k in typing.get_args(kind) if k is not type(None)] if _is_union(kind) else [kind]
+    if not any(_fits(k, value) for k in inner):
+        raise input_error(path, f"{where}: {type(value).__name__} {_short(value)} where {_type_name(kind)} is "
+                                "expected (hand-edited?)")
     kind = inner[0] if len(inner) == 1 else kind
     if is_dataclass(kind):
         return from_plain(kind, value, path, where)
     if typing.get_origin(kind) is list and typing.get_args(kind) and is_dataclass(typing.get_args(kind)[0]):
         return [from_plain(typing.get_args(kind)[0], v, path, f"{where}[{i}]") for i, v in enumerate(value)]
     return value
+
+
+def _fits(kind, value) -> bool:
+    """Whether a JSON value can be a field of type `kind` (its containers' items are checked
+    where they are dataclasses, by `from_plain`)."""
+    if kind is Any:
+        return True
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is str:
+        return isinstance(value, str)
+    if is_dataclass(kind) or kind is dict or typing.get_origin(kind) is dict:
+        return isinstance(value, dict)
+    if kind is list or typing.get_origin(kind) is list:
+        return isinstance(value, list)
+    return True
+
+
+def _type_name(kind) -> str:
+    inner = [k for k in typing.get_args(kind) if k is not type(None)] if _is_union(kind) else [kind]
+    names = [SCALARS.get(k) or ("an object" if is_dataclass(k) or k is dict or typing.get_origin(k) is dict
+                                else "an array" if k is list or typing.get_origin(k) is list else str(k))
+             for k in inner]
+    return " or ".join(f"an {n}" if n == "integer" else f"a {n}" if n in SCALARS.values() else n for n in names)
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 30 else text[:27] + "..."
 
 
 def _is_union(kind) -> bool:

@@ -76,6 +76,31 @@ def test_a_hand_edited_file_missing_a_field_names_it(tmp_path):
         assert str(caught.value).startswith(f"{path}: {field} missing") and "\n" not in str(caught.value)
 
 
+def test_a_renamed_key_a_wrong_type_or_an_unreadable_file_is_one_line(tmp_path):
+    """Regression (review of issue 39): a renamed field read as absent (an EER interval silently
+    None), strings passed for numbers, null for a list, and a missing file was a traceback."""
+    path = tmp_path / "results.json"
+    cases = ((lambda d: d["records"][0].update(eer_ci_lo=d["records"][0].pop("eer_ci_low")),
+              "records[0].eer_ci_lo: not a field of ConditionResult"),
+             (lambda d: d["detection"][0].update(eer_val="0.1"), 'detection[0].eer_val: str "0.1" where a number'),
+             (lambda d: d["config"].update(seed="3"), 'config.seed: str "3" where an integer'),
+             (lambda d: d.update(records=None), "records: null where a value is expected"),
+             (lambda d: d.update(records=5), "records: int 5 where an array is expected"),
+             (lambda d: d.update(format_version=True), f"format_version {FORMAT_VERSION} expected, found True"))
+    for edit, message in cases:
+        found = json.loads(summary().to_json(path).read_text())
+        edit(found)
+        path.write_text(json.dumps(found))
+        with pytest.raises(VpevalError) as caught:
+            RunSummary.from_json(path)
+        assert str(caught.value).startswith(f"{path}: {message}") and "\n" not in str(caught.value)
+    for bad, message in ((tmp_path / "absent.json", "cannot be read"), (path, "not UTF-8 text")):
+        if bad == path:
+            path.write_bytes(b"\xff\xfe\x00binary")
+        with pytest.raises(VpevalError, match=message):
+            RunSummary.from_json(bad)
+
+
 def test_the_published_schema_is_the_codes():
     """docs/results.schema.json is generated: rerun `python scripts/results_schema.py`."""
     assert SCHEMA.read_text() == schema_text(), "run `python scripts/results_schema.py`"
