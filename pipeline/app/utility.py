@@ -157,8 +157,9 @@ def emotion_recognition(experiment, result: dict) -> None:
     original = prepared / "manifest.jsonl"
     truth = emotion.load(prepared, emotion.LABELS)
     found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache))}  # a bad model stops here
-    anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, seed=experiment.cfg.seed,
-                               device=experiment.device, sample_rate=experiment.cfg.data.sample_rate,
+    anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, list_name="emotion",
+                               seed=int(experiment.cfg.anonymization_seed), device=experiment.device,
+                               sample_rate=experiment.cfg.data.sample_rate,
                                output_check=experiment.cfg.get("output_check"))
     found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
     for kind, predicted in found.items():

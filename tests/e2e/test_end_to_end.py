@@ -16,7 +16,7 @@ from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.metrics.detection import VERDICTS
 from pipeline.metrics.results import RunSummary, SweepSummary
-from tests.helpers import kaldi_dir, schema_problems, tone
+from tests.helpers import EMOTIONS, emotion_folder, kaldi_dir, schema_problems, tone
 
 STAGES = {"prepare", "validate", "anonymize", "split", "train", "extract", "score", "evaluate", "confidence",
           "similarity", "pitch"}
@@ -172,6 +172,24 @@ def test_a_bad_emotion_model_is_skipped_and_privacy_completes(first, tmp_path):
     assert results(run).records == results(report).records
     assert results(run).utility["skipped"]["emotion"] == f"{tmp_path / 'nomodel'}: emotion.folder folder not found"
     assert f"emotion skipped: {tmp_path / 'nomodel'}: emotion.folder folder not found." in (run / "report.md").read_text()
+
+
+def test_a_working_emotion_model_gives_the_uar_of_both_sides(first, tmp_path):
+    """Regression: with a model that loads, the emotion stage's anonymisation call lacked its list
+    name and the run died with a TypeError before the report (only a bad model was tested)."""
+    data, report = first
+    labelled = tmp_path / "iemocap"
+    kaldi_dir(labelled, [(f"e{i}", f"s{i % 2}", "fm"[i % 2], str(write_audio(labelled / f"e{i}.flac",
+                                                                          tone(0.5, 120 + 10 * i), 16000)))
+                         for i in range(4)])
+    (labelled / "utt2emo").write_text("".join(f"e{i} {emotion}\n" for i, emotion in enumerate(EMOTIONS)))
+    run = run_experiment(compose(overrides(data, f"emotion.folder={emotion_folder(tmp_path / 'model')}",
+                                           f"emotion.data={labelled}")),
+                         data / "runs" / "emotion")
+    emotion = results(run).utility["emotion"]
+    assert emotion["utterances"] == 4 and set(emotion["classes"]) <= set(EMOTIONS)
+    assert 0 <= emotion["uar_original"] <= 1 and 0 <= emotion["uar_anonymized"] <= 1
+    assert results(run).records == results(report).records
 
 
 def test_every_stage_wrote_complete_outputs(first):

@@ -20,7 +20,7 @@ from pipeline.metrics.uar import unweighted_average_recall
 from pipeline.recognition.emotion import EmotionClassifier, read_emotion_data
 from pipeline.report.utility import semi_informed_points
 from pipeline.stages import emotion, pitch, report
-from tests.helpers import kaldi_dir, run_summary
+from tests.helpers import EMOTIONS, emotion_folder, kaldi_dir, run_summary
 
 RATE = 16000
 
@@ -86,50 +86,6 @@ def test_pitch_stage_averages_utterances_and_names_a_missing_version(tmp_path):
 
 
 # Emotion
-
-HPARAMS = """n_mels: 20
-compute_features: !new:speechbrain.lobes.features.Fbank
-    n_mels: !ref <n_mels>
-mean_var_norm: !new:speechbrain.processing.features.InputNormalization
-    norm_type: sentence
-    std_norm: False
-embedding_model: !new:speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN
-    input_size: !ref <n_mels>
-    channels: [16, 16, 16, 16, 48]
-    lin_neurons: 8
-classifier: !new:speechbrain.lobes.models.ECAPA_TDNN.Classifier
-    input_size: 8
-    out_neurons: 4
-label_encoder: !new:speechbrain.dataio.encoder.CategoricalEncoder
-modules:
-    compute_features: !ref <compute_features>
-    mean_var_norm: !ref <mean_var_norm>
-    embedding_model: !ref <embedding_model>
-    classifier: !ref <classifier>
-pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
-    loadables:
-        embedding_model: !ref <embedding_model>
-        classifier: !ref <classifier>
-        label_encoder: !ref <label_encoder>
-"""
-EMOTIONS = ["ang", "hap", "neu", "sad"]
-
-
-def emotion_folder(folder: Path) -> Path:
-    """A SpeechBrain EncoderClassifier folder with random weights, saved by SpeechBrain's classes."""
-    from speechbrain.dataio.encoder import CategoricalEncoder
-    from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN, Classifier
-
-    folder.mkdir(parents=True)
-    (folder / "hyperparams.yaml").write_text(HPARAMS)
-    torch.manual_seed(0)
-    torch.save(ECAPA_TDNN(20, channels=[16, 16, 16, 16, 48], lin_neurons=8).state_dict(), folder / "embedding_model.ckpt")
-    torch.save(Classifier(8, out_neurons=4).state_dict(), folder / "classifier.ckpt")
-    encoder = CategoricalEncoder()
-    encoder.update_from_iterable(EMOTIONS)
-    encoder.save(folder / "label_encoder.ckpt")
-    return folder
-
 
 def emotion_data(folder: Path, labels: bool = True) -> Path:
     rows = [(f"e{i}", f"spk{i % 2}", "fm"[i % 2], str(write_audio(folder / f"e{i}.flac", glide(100 + 20 * i, 150), RATE)))
