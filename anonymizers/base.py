@@ -168,8 +168,11 @@ class Parameters:
                 if getattr(self, name) is None or not Path(str(getattr(self, name))).is_dir()]
 
     def check(self, key: str = "anonymizer") -> None:
-        """Raise one VpevalError listing the problems (ranges and relations, then files)."""
-        found = self.problems(key) or self.file_problems(key)
+        """Raise one VpevalError listing the problems (a value left to set, `???`; ranges and
+        relations; then files). The settings check reports `???` on its own, before any stage."""
+        unset = [f"{key}.{f.name}: a value is required (it is ??? in the config)" for f in fields(self)
+                 if getattr(self, f.name) == "???"]
+        found = unset or self.problems(key) or self.file_problems(key)
         if found:
             raise VpevalError("; ".join(found))
 

@@ -44,13 +44,20 @@ from anonymizers.vc.pool import (
     speaker_genders,
     speaker_statistics,
 )
-from pipeline.core.checks import PRECISION, SECONDS, setting
+from pipeline.core.checks import PRECISION, SECONDS, Check, setting
 from pipeline.core.devices import module_device
 from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Utterance, file_digest
 from pipeline.runtime.precision import autocast_dtype
 
 RECIPE_POOL = "pool.pt"
+
+
+POOL_KEYS = ("source", "subsets", "cache_dir")
+POOL = Check(f"a mapping of {', '.join(POOL_KEYS)} (subsets: null or a list of names)",
+             lambda v: isinstance(v, Mapping) and set(v) <= set(POOL_KEYS)
+             and (v.get("subsets") is None or (isinstance(v["subsets"], Sequence) and not isinstance(v["subsets"], str)
+                                               and all(isinstance(x, str) for x in v["subsets"]))))
 
 
 @dataclass
@@ -64,7 +71,7 @@ class SpeakerEmbeddingParameters(Parameters):
     """
 
     vc_model: str | None = setting(None)
-    pool: dict = setting({})
+    pool: dict = setting({}, POOL)
     precision: str = setting("fp32", PRECISION)
     statistics_batch_seconds: float = setting(120.0, SECONDS)
 
@@ -85,6 +92,9 @@ class SpeakerEmbeddingParameters(Parameters):
         from the model folder and the pool's source (no model is built)."""
         model_dir = Path(self.vc_model)
         spec = read_spec(model_dir, MODEL_FORMAT)
+        if "speaker_encoder_sha256" not in spec:
+            raise VpevalError(f"{model_dir / 'model.json'}: no speaker_encoder_sha256 (not written by "
+                              f"`vpeval train-vc vc`?); retrain it with {VC_RECIPE}")
         encoder_digest = str(spec["speaker_encoder_sha256"])
         pool = dict(self.pool or {})
         if pool.get("source") is None:

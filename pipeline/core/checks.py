@@ -1,8 +1,9 @@
 """What a setting may be, declared once beside the setting, and the one function that reads it.
 
 A `Check` is the allowed values of one key, in words and as a test. Settings typed by a
-schema declare theirs in their field's metadata (pipeline.core.schemas); the keys of a `_target_`
-plugin (an anonymiser, the attacker's speaker encoder, an ASR model) in its class, as
+schema declare theirs in their field's metadata (pipeline.core.schemas); an anonymiser's in the
+fields of its parameter dataclass (`setting(default, check)`, read by `field_problems`); the keys
+of another `_target_` plugin (the attacker's speaker encoder, an ASR model) in its class, as
 `settings_checks` (class `Checked`), so a new plugin in another package brings its own.
 `range_problems` turns every value that fails into one line, `key=value: must be <allowed>`.
 

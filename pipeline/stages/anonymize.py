@@ -54,12 +54,13 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     """Anonymise the utterances of list `list_name` (`manifest`) with `system` (a
     conf/anonymizer node); `speakers`: {speaker: gender} of every list of the corpus (None:
     this list's own, for a list anonymised on its own); `output_check`: the config section
-    (`speech`, `max_non_speech`; None: its defaults, on). The folder's key comes from the
-    system's parameter dataclass (its settings and the fingerprint of the files they name):
-    the system is built only when the folder is not complete."""
+    (`speech`, `max_non_speech`; None: its defaults, on). The folder's key is the system's
+    config (less its labels) and the fingerprint of the files its parameter dataclass names
+    (checked first): the system is built only when the folder is not complete."""
     system_class = plugin_class(system)
-    if system_class is None:
-        raise VpevalError(f"anonymizer._target_={system.get('_target_')}: must name an anonymiser class")
+    if getattr(system_class, "parameters", None) is None:
+        raise VpevalError(f"anonymizer._target_={system.get('_target_')}: must name an anonymiser class (a subclass "
+                          "of anonymizers.base.Anonymizer in a module that imports)")
     settings = instantiate(without(system, "name", "_target_"), _convert_="all")  # a strategy node -> its builder
     parameters = system_class.parameters.of(settings)
     parameters.check()

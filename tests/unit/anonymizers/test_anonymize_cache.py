@@ -4,10 +4,14 @@ import json
 
 import pytest
 
+from anonymizers.external import ExternalParameters
 from anonymizers.mcadams import McAdams
+from anonymizers.vc.model import MODEL_FORMAT
+from anonymizers.vc.system import SpeakerEmbeddingParameters
 from pipeline.app.settings import problems
 from pipeline.core.cache import PARAMS, Cache
 from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance, write_manifest
 from pipeline.stages import anonymize
@@ -70,3 +74,18 @@ def test_each_mcadams_parameter_is_checked_once_by_its_field(built):
         McAdams(lpc="covariance", device="cpu")
     cfg = compose(["anonymizer.lpc=covariance"])
     assert problems(cfg) == ["anonymizer.lpc=covariance: must be levinson or burg"]
+
+
+def test_a_misspelt_pool_key_a_value_left_unset_and_an_old_model_description_are_one_line(tmp_path):
+    """Regressions (review of issue 39): `pool: {sorce: ...}` passed and used the stored pool;
+    `???` passed a parameter dataclass's own check; a model.json without the encoder digest was
+    a KeyError."""
+    found = problems(compose(["anonymizer=xvector", f"anonymizer.vc_model={tmp_path}", "+anonymizer.pool.sorce=x"]))
+    assert [p for p in found if p.startswith("anonymizer.pool=")] == [
+        "anonymizer.pool={'source': None, 'subsets': None, 'cache_dir': None, 'sorce': 'x'}: must be a mapping of "
+        "source, subsets, cache_dir (subsets: null or a list of names)"]
+    with pytest.raises(VpevalError, match=r"^anonymizer.command: a value is required \(it is \?\?\? in the config\)$"):
+        ExternalParameters(command="???").check()
+    (tmp_path / "model.json").write_text(json.dumps({"format": MODEL_FORMAT, "model": {}}))
+    with pytest.raises(VpevalError, match="model.json: no speaker_encoder_sha256"):
+        SpeakerEmbeddingParameters(vc_model=str(tmp_path)).fingerprint(None)

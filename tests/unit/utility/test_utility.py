@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from omegaconf import OmegaConf
 
 from pipeline.core.cache import Cache
