@@ -8,7 +8,7 @@ Contract of the command (placeholders are replaced in every argv item):
 - `{output_dir}`: empty folder where the command writes `<utt_id>.wav` (or `.flac`) for
   every utterance: mono, at `{sample_rate}`, length within `length_tolerance` (+ 0.05 s)
   of the input's;
-- `{sample_rate}`, `{seed}` (the experiment seed, for reproducible stochastic systems),
+- `{sample_rate}`, `{seed}` (`anonymization_seed`, for reproducible stochastic systems),
   `{level}` (`utterance` or `speaker`) and `{list_name}` (the list being anonymised, e.g.
   `dev_enrolls`, `dev_trials_f`, `train`: at speaker level a speaker must get a different
   pseudo-speaker in each list, as in the VoicePrivacy attack model).

@@ -73,12 +73,11 @@ class PrecomputedParameters(Parameters):
         return []
 
     def fingerprint(self, source_speakers=None) -> dict[str, str]:
-        """With `suffix`: what the system's dirs list (wav.scp, else their audio files' names,
-        sizes and times), so re-anonymised data at the same place are not taken for the old."""
-        if self.system_suffix is None:
-            return {}
+        """What the system's dirs (with `suffix`) or its folder list (wav.scp, else their audio
+        files' names, sizes and times), so re-anonymised data at the same place are not taken
+        for the old."""
         digest = hashlib.sha256()
-        for folder in self.system_dirs():
+        for folder in self.system_dirs() if self.system_suffix is not None else [Path(self.folder)]:
             scp = folder / "wav.scp"
             listing = scp.read_bytes() if scp.is_file() else "\n".join(
                 f"{path.relative_to(folder)} {path.stat().st_size} {path.stat().st_mtime_ns}"

@@ -178,11 +178,11 @@ class OHNNTrainer(Trainer):
                                   **self.loss_options())
                 self.optimizer.zero_grad(set_to_none=True)
                 parts["loss"].backward()
+                self.optimizer.step()  # its first call allocates Adam's state
             except torch.OutOfMemoryError as error:  # one line naming the batch, never a traceback
                 raise out_of_memory(error, self.device, f"an OHNN training step of {len(batch)} embeddings",
                                     f"training.batch_size={batch_size}",
                                     "lower training.batch_size (it changes the result)") from None
-            self.optimizer.step()
         self.state["history"].append({"epoch": epoch + 1, "train": self.evaluate(self.train_index),
                                       "validation": self.evaluate(self.val_index)})
         record = self.state["history"][-1]

@@ -9,7 +9,7 @@ import soundfile as sf
 import torch
 
 from anonymizers.external import External
-from anonymizers.precomputed import Precomputed
+from anonymizers.precomputed import Precomputed, PrecomputedParameters
 from pipeline.core.errors import VpevalError
 
 RATE = 16000
@@ -123,6 +123,17 @@ def test_precomputed_finds_files_anywhere_under_the_folder(tmp_path):
     outputs = Precomputed(folder=str(tmp_path), device="cpu")(waves, IDS, SPEAKERS, RATE)
     for wave, output in zip(waves, outputs):
         np.testing.assert_allclose(output.numpy(), 0.5 * wave, atol=2 / 32768)
+
+
+def test_precomputed_audio_changed_in_place_without_suffix_is_not_taken_for_the_old(tmp_path):
+    """Regression (review of issue 39): without `suffix` the fingerprint was empty, so audio
+    re-anonymised at the same folder was served from the cache."""
+    waves = inputs()
+    write_precomputed(tmp_path, [0.5 * w for w in waves], IDS)
+    before = PrecomputedParameters(folder=str(tmp_path)).fingerprint(None)
+    write_precomputed(tmp_path, [0.25 * w for w in waves[:1]], IDS[:1])
+    after = PrecomputedParameters(folder=str(tmp_path)).fingerprint(None)
+    assert before["precomputed_dirs"] and after != before
 
 
 def test_precomputed_uses_wav_scp_when_present(tmp_path):
