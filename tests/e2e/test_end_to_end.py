@@ -15,6 +15,7 @@ from pipeline.core.config import REPO_ROOT, compose
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.metrics.detection import VERDICTS
+from pipeline.metrics.registry import unlisted_utility_keys
 from pipeline.metrics.results import RunSummary, SweepSummary
 from tests.helpers import EMOTIONS, emotion_folder, kaldi_dir, schema_problems, tone
 
@@ -153,6 +154,7 @@ def test_report_has_utility_beside_privacy_and_says_what_was_skipped(first):
     assert all(-1 <= values["pitch_correlation"] <= 1 and values["utterances"] > 0 for values in utility["sets"].values())
     assert utility["skipped"]["wer"] == NO_WORDS
     assert utility["skipped"]["emotion"].startswith("off: set emotion.folder")
+    assert unlisted_utility_keys(utility) == []  # every value has its column in the metric contract
     text = (report / "report.md").read_text()
     assert (text.index("## Verdicts") < text.index("## Overestimation") < text.index("## Privacy metrics")
             < text.index("## Utility metrics") < text.index("## Settings"))
@@ -189,6 +191,7 @@ def test_a_working_emotion_model_gives_the_uar_of_both_sides(first, tmp_path):
     emotion = results(run).utility["emotion"]
     assert emotion["utterances"] == 4 and set(emotion["classes"]) <= set(EMOTIONS)
     assert 0 <= emotion["uar_original"] <= 1 and 0 <= emotion["uar_anonymized"] <= 1
+    assert unlisted_utility_keys(results(run).utility) == []
     assert results(run).records == results(report).records
 
 
