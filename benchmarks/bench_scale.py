@@ -141,7 +141,7 @@ def rehearse(args, scale: float) -> dict:
     disk = {"corpus": disk_use(root), **{p.name: disk_use(p) for p in sorted(Path(cfg.paths.cache).iterdir())}}
     print("disk use: " + ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in disk.items()))
     for record in records:
-        print(f"{record['attack']} {record['set']:>7}: EER {100 * record['eer']:.1f} %")
+        print(f"{record.attack} {record.set:>7}: EER {100 * record.eer:.1f} %")
     return {"scale": scale, "rows": stages.rows, "disk": disk}
 
 
