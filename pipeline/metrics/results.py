@@ -306,7 +306,7 @@ def from_data(cls: type, data, path: Path):
         older = "none (written by an older vpeval)" if found is None else repr(found)
         raise input_error(path, f"format_version {FORMAT_VERSION} expected, found {older}; rerun the experiment "
                                 "(its stages are cached) to rewrite it")
-    return from_plain(cls, data, path)
+    return from_plain(cls, {k: v for k, v in data.items() if k != "format_version"}, path)
 
 
 def to_plain(value):
@@ -328,7 +328,7 @@ def from_plain(cls: type, data, path: Path, where: str = ""):
     hints = typing.get_type_hints(cls)
     known = {f.name for f in fields(cls)}
     for key in data:
-        if key not in known and not (cls in (RunSummary, SweepSummary) and key == "format_version"):
+        if key not in known:
             raise input_error(path, f"{f'{where}.' if where else ''}{key}: not a field of {cls.__name__} "
                                     "(hand-edited, or written by another vpeval?)")
     values = {}

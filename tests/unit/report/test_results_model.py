@@ -62,18 +62,24 @@ def test_results_of_an_older_format_are_refused_with_one_line(tmp_path):
         RunSummary.from_json(path)
 
 
+def refusal(path, edit) -> str:
+    """The error of reading `summary()` written to `path` and changed by `edit` (of its JSON)."""
+    found = json.loads(summary().to_json(path).read_text())
+    edit(found)
+    path.write_text(json.dumps(found))
+    with pytest.raises(VpevalError) as caught:
+        RunSummary.from_json(path)
+    return str(caught.value)
+
+
 def test_a_hand_edited_file_missing_a_field_names_it(tmp_path):
     """Regression (issue 39, bad input): a missing key surfaced as a KeyError deep in the report."""
     path = summary().to_json(tmp_path / "results.json")
     for edit, field in ((lambda d: d["detection"][0].pop("eer_test"), "detection[0].eer_test"),
                         (lambda d: d["config"]["detect"].pop("method"), "config.detect.method"),
                         (lambda d: d.pop("records"), "records")):
-        found = json.loads(summary().to_json(path).read_text())
-        edit(found)
-        path.write_text(json.dumps(found))
-        with pytest.raises(VpevalError) as caught:
-            RunSummary.from_json(path)
-        assert str(caught.value).startswith(f"{path}: {field} missing") and "\n" not in str(caught.value)
+        message = refusal(path, edit)
+        assert message.startswith(f"{path}: {field} missing") and "\n" not in message
 
 
 def test_a_renamed_key_a_wrong_type_or_an_unreadable_file_is_one_line(tmp_path):
@@ -88,12 +94,8 @@ def test_a_renamed_key_a_wrong_type_or_an_unreadable_file_is_one_line(tmp_path):
              (lambda d: d.update(records=5), "records: int 5 where an array is expected"),
              (lambda d: d.update(format_version=True), f"format_version {FORMAT_VERSION} expected, found True"))
     for edit, message in cases:
-        found = json.loads(summary().to_json(path).read_text())
-        edit(found)
-        path.write_text(json.dumps(found))
-        with pytest.raises(VpevalError) as caught:
-            RunSummary.from_json(path)
-        assert str(caught.value).startswith(f"{path}: {message}") and "\n" not in str(caught.value)
+        found = refusal(path, edit)
+        assert found.startswith(f"{path}: {message}") and "\n" not in found
     for bad, message in ((tmp_path / "absent.json", "cannot be read"), (path, "not UTF-8 text")):
         if bad == path:
             path.write_bytes(b"\xff\xfe\x00binary")
