@@ -63,15 +63,22 @@ class Trainer(ABC):
     def on_fit_start(self) -> None:
         """After resuming, before the first unit."""
 
+    def on_fit_stop(self) -> None:
+        """After the last unit, or when a unit raised: release what `on_fit_start` opened (a
+        progress bar left open would shift the lines printed after it, the error included)."""
+
     def on_fit_end(self) -> Any:
-        """After the last unit; returns what `fit()` returns."""
+        """After `on_fit_stop`, when every unit is done; returns what `fit()` returns."""
 
     def fit(self) -> Any:
         """Resume (or start), train until finished, return `on_fit_end()`."""
         self.resume()
         self.on_fit_start()
-        while not self.finished():
-            self.fit_unit()
+        try:
+            while not self.finished():
+                self.fit_unit()
+        finally:
+            self.on_fit_stop()
         return self.on_fit_end()
 
     def writes_checkpoint(self) -> bool:

@@ -219,6 +219,10 @@ class VCTrainer(Trainer):
         self.bar = progress(logger=log, total=steps, initial=state["step"], desc="vc training")
         self.started = time.monotonic()
 
+    def on_fit_stop(self) -> None:
+        if not self.already_done:
+            self.bar.close()
+
     def finished(self) -> bool:
         return self.already_done or self.state["step"] >= int(self.cfg.training.steps)
 
@@ -254,7 +258,6 @@ class VCTrainer(Trainer):
         """Validate, write the log and the model folder (unless the run was already done)."""
         if self.already_done:
             return self.model_dir
-        self.bar.close()
         state = self.state
         state["seconds"] += time.monotonic() - self.started
         self.save()  # before validation, which draws excitation noise from the RNG

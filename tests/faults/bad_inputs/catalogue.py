@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tqdm import tqdm
 
 from pipeline.core.cache import Cache
 from pipeline.core.config import REPO_ROOT
@@ -43,8 +44,13 @@ def record(row: str, what: str, where: str, message: str, tmp: Path, *needles: s
 
 
 def raised(function, *args, **kwargs) -> str:
+    """The one-line error of `function(*args, **kwargs)`; no progress bar it opened is left open
+    (an open bar shifts every line printed after it, the CLI's `vpeval: error:` line included)."""
+    before = set(map(id, tqdm._instances))
     with pytest.raises(VpevalError) as caught:
         function(*args, **kwargs)
+    left_open = [bar.desc for bar in list(tqdm._instances) if id(bar) not in before]
+    assert not left_open, f"progress bars left open by the error: {left_open}"
     return str(caught.value)
 
 
