@@ -123,10 +123,10 @@ def rehearse(args, scale: float) -> dict:
     training = stages.run("anonymize train", lambda: anonymized("train"), lambda m: len(read_manifest(m)))
     stages.run("anonymize eval", lambda: [anonymized(name) for name in eval_lists],
                lambda ms: sum(len(read_manifest(m)) for m in ms))
-    held_out = stages.run("split", lambda: split.run(cfg.split, training, cache, seed=cfg.seed),
+    held_out = stages.run("split", lambda: split.run(experiment.split, training, cache, seed=cfg.seed),
                           lambda _: len(read_manifest(training)))
-    model = stages.run("train (1 epoch)", lambda: train.run(cfg.attacker, held_out, cache, seed=cfg.seed,
-                                                            device="cpu"),
+    model = stages.run("train (1 epoch)", lambda: train.run(experiment.attacker_settings, held_out, cache,
+                                                            seed=cfg.seed, device="cpu"),
                        lambda out: json.loads((out / "training_log.jsonl").read_text().splitlines()[-1])["crops"],
                        unit="crop")
     if experiment.attacker("anonymized") != (model, held_out):  # the stages above, reused from the cache

@@ -22,6 +22,7 @@ from pipeline.asv.train import attacker_settings
 from pipeline.core.config import CONFIG_DIR, REPO_ROOT, compose
 from pipeline.core.config_tree import TRAIN_VC_CONFIG_DIR
 from pipeline.core.fileio import write_json
+from pipeline.core.schemas import Split, typed
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.metrics.results import ConditionResult, DetectSettings, JudgedPair, RunConfig, RunSummary
@@ -533,3 +534,15 @@ def emotion_folder(folder: Path) -> Path:
     encoder.update_from_iterable(EMOTIONS)
     encoder.save(folder / "label_encoder.ckpt")
     return folder
+
+
+def split_of(cfg) -> Split:
+    """A composed config's `split` section as the split stage takes it."""
+    return typed(cfg.split, Split, "split")
+
+
+def split_settings(**given) -> Split:
+    """Split settings: `given` over what the train-vc configs give (holdout by speaker,
+    selection on half the validation speakers, none named, all trials)."""
+    return typed({"holdout": "speaker", "unseen_speakers": None, "select_fraction": 0.5, "sparse_trials": None,
+                  **given}, Split, "split")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -22,12 +22,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from anonymizers.base import check_speech
 from pipeline.app import utility
+from pipeline.asv.train import attacker_settings
 from pipeline.core import faults
 from pipeline.core.cache import Cache, content_hash, plain
 from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path, trials_path
+from pipeline.core.schemas import Detect, Split, typed
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
@@ -77,6 +79,9 @@ class Experiment:
         self.cfg = cfg
         self.team = team  # the ranks that train and extract, when distributed
         self.curves = curves  # where the attackers trained here log their curves (`curve_settings`)
+        # the settings the stages take, typed once (pipeline.core.schemas)
+        self.split, self.detect = typed(cfg.split, Split, "split"), typed(cfg.detect, Detect, "detect")
+        self.attacker_settings = attacker_settings(cfg.attacker)
         self.cache = Cache(Path(cfg.paths.cache))
         device = resolve_device(cfg.device)
         self.device = str(device)
@@ -98,9 +103,8 @@ class Experiment:
         """The split's own checks (e.g. too few speakers to hold out unseen), before the
         training list is anonymised: the held-out ids are the same for every system."""
         split.hold_out(read_manifest(manifest_path(self.prepared, "train")), int(self.cfg.seed),
-                       float(self.cfg.split.val_fraction), str(self.cfg.split.holdout),
-                       split.named_speakers(self.cfg.split.get("unseen_speakers")),
-                       self.cfg.split.get("select_fraction"))
+                       self.split.val_fraction, self.split.holdout, split.named_speakers(self.split.unseen_speakers),
+                       self.split.select_fraction)
 
     def probe_systems(self) -> None:
         """Run each anonymisation system that asks for it (`probe_first`: an external
@@ -151,10 +155,10 @@ class Experiment:
         was trained on (`trained_on`)."""
         if kind not in self._attackers:
             training = self.data(trained_on(self.cfg, kind), "train", self.attacker_system)
-            held_out = split.run(self.cfg.split, training, self.cache, seed=self.cfg.seed, warned=True)  # check_split
+            held_out = split.run(self.split, training, self.cache, seed=self.cfg.seed, warned=True)  # check_split
             pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
             model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
-                self.cfg.attacker, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team,
+                self.attacker_settings, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team,
                 curves=self.curves)
             log.info("attacker for %s data: %s", kind, model)  # e.g. the voice converter's speaker_encoder
             self._attackers[kind] = (model, held_out)
@@ -193,9 +197,9 @@ class Experiment:
                     self.score_files[f"{attack}/{name}"] = str(scores)
                     records.append(ConditionResult.measured(self.metrics(scores, model, enrolls, trial_utts),
                                                             self.metric_list, **labels, set=name))
-            origin, imported = attacker_origin(self.cfg, spec.attacker)
+            origin, imported = attacker_origin(self.cfg.attacker, self.split, spec.attacker)
             val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"], "attacker_origin": origin,
-                          "imported": imported, "protocol_problem": protocol_problem(self.cfg)}
+                          "imported": imported, "protocol_problem": protocol_problem(self.split)}
             enrolls = manifest_path(held_out, "val_enrolls")
             for g in GENDERS:  # per gender, as the evaluation sets: EER_val is their mean, as EER_test is
                 trial_utts = manifest_path(held_out, f"val_trials_{g}")
@@ -234,9 +238,9 @@ class Experiment:
         """Every metric of a score file, with the bootstrap interval of its EER (its
         replicates are kept for `replicates`); `trial_utts` names the test speakers; the
         embedding-based metrics get `model`'s embeddings of `enrolls` and `trial_utts`."""
-        boot = self.cfg.detect.bootstrap
-        interval = confidence.run(scores, trial_utts, self.cache, n_resamples=int(boot.n_resamples),
-                                  confidence=float(boot.confidence), unit=str(boot.unit), seed=self.cfg.seed)
+        boot = self.detect.bootstrap
+        interval = confidence.run(scores, trial_utts, self.cache, n_resamples=boot.n_resamples,
+                                  confidence=boot.confidence, unit=boot.unit, seed=self.cfg.seed)
         self._replicates[str(scores)] = interval.pop("eer_replicates")
         embeddings = evaluate.EmbeddingSources(self.embed(model, enrolls), enrolls, self.embed(model, trial_utts),
                                                trial_utts)
@@ -289,29 +293,29 @@ def trained_on(cfg: DictConfig, kind: str) -> str:
     return kind
 
 
-def attacker_origin(cfg: DictConfig, kind: str) -> tuple[str, str | None]:
+def attacker_origin(attacker: DictConfig, split_settings: Split, kind: str) -> tuple[str, str | None]:
     """(trained | imported | fine-tuned, why its EER_val cannot be judged, or None) of the
     attacker of an attack with `attacker: kind`: an imported or fine-tuned attacker's training
     data is unknown, so vpeval's split may hold out speakers it saw, unless
     `split.unseen_speakers` names speakers it never saw."""
-    if kind == ORIGINAL and cfg.attacker.get("pretrained"):
+    if kind == ORIGINAL and attacker.get("pretrained"):
         key, origin = "attacker.pretrained", "imported"
-    elif cfg.attacker.get("init"):
+    elif attacker.get("init"):
         key, origin = "attacker.init", "fine-tuned"
     else:
         return "trained", None
-    if cfg.split.get("unseen_speakers") is not None:
+    if split_settings.unseen_speakers is not None:
         return origin, None
     return origin, (f"imported attacker ({key}), its training data unknown: EER_val on vpeval's split may be on "
                     "speakers it saw; name speakers it never saw in split.unseen_speakers to judge it")
 
 
-def protocol_problem(cfg: DictConfig) -> str | None:
+def protocol_problem(split_settings: Split) -> str | None:
     """Why the validation protocol cannot judge a privacy estimate, or None: `split.holdout`
     `speaker` and `list` validate on the attacker's own training speakers, so EER_val measures
     how well it memorised them (0 on small corpora whatever the system), not a mismatch
     (docs/detection.md, the validation protocol)."""
-    holdout = str(cfg.split.holdout)
+    holdout = split_settings.holdout
     if holdout == "unseen":
         return None
     return (f"split.holdout={holdout} cannot judge (its validation speakers are training speakers: EER_val "
@@ -330,16 +334,17 @@ def system_labels(cfg: DictConfig) -> tuple[str, str]:
     return evaluated.name, f"{attacker.name}#{content_hash(plain_attacker, 6)}"
 
 
-def config_summary(cfg: DictConfig) -> RunConfig:
+def config_summary(cfg: DictConfig, split_settings: Split, detect_cfg: Detect) -> RunConfig:
+    """The run's settings as results.json records them (`split` and `detect` typed)."""
     evaluated, attacker = system_labels(cfg)
-    detect_cfg = cfg.detect
     return RunConfig(name=cfg.name, data=cfg.data.name, data_tag=str(cfg.data.tag), anonymizer=evaluated,
                      attacker_anonymizer=attacker, attacker=cfg.attacker.name, backend=cfg.backend.name,
                      attacks=", ".join(cfg.attacks), seed=cfg.seed, anonymization_seed=cfg.anonymization_seed,
                      detect=DetectSettings(method=detect_cfg.method, false_alarm=detect_cfg.false_alarm,
                                            tolerance=detect_cfg.tolerance, column=bool(detect_cfg.column),
                                            trusted=detect_trusted_label(detect_cfg.trusted)),
-                     detection_group=detection_group(cfg), validation_protocol=validation_protocol(cfg),
+                     detection_group=detection_group(cfg),
+                     validation_protocol=validation_protocol(cfg, split_settings),
                      similarity=bool(cfg.get("similarity", False)), asr=cfg.asr.name if "asr" in cfg else None,
                      emotion=bool(cfg.get("emotion") and cfg.emotion.get("folder") and cfg.emotion.get("data")))
 
@@ -362,30 +367,31 @@ def detection_group(cfg: DictConfig) -> str:
     return f"{cfg.data.name}/{cfg.attacker.name}/{cfg.backend.name}#{content_hash(parts, 6)}"
 
 
-def validation_protocol(cfg: DictConfig) -> str:
+def validation_protocol(cfg: DictConfig, split_settings: Split) -> str:
     """The validation protocol in one line: what a trusted CSV must have been measured with
     (the split settings, the corpus, attacker and backend by name, and the test split: a matched
     pair's gap depends on every one of them).
 
     >>> from pipeline.core.config import compose
-    >>> validation_protocol(compose([]))
+    >>> cfg = compose([])
+    >>> validation_protocol(cfg, typed(cfg.split, Split, "split"))
     'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn corpus=synthetic attacker=ecapa_small backend=cosine test_split=test eer_val=gender_mean'
     """
-    split_cfg = cfg.split
-    sparse = split_cfg.get("sparse_trials")
-    named = split_cfg.get("unseen_speakers")
+    split_cfg = split_settings
+    sparse = split_cfg.sparse_trials
+    named = split_cfg.unseen_speakers
     return (f"holdout={split_cfg.holdout} val_fraction={split_cfg.val_fraction} "
             f"enroll_utterances={split_cfg.enroll_utterances} select_fraction={split_cfg.select_fraction} "
-            f"sparse_trials={plain(sparse) if sparse is not None else None} "
+            f"sparse_trials={asdict(sparse) if sparse is not None else None} "
             f"unseen_speakers={'named:' + content_hash(plain(named), 6) if named is not None else 'drawn'} "
             f"corpus={cfg.data.name} attacker={cfg.attacker.name} backend={cfg.backend.name} "
             f"test_split={cfg.detect.test_split} eer_val=gender_mean")
 
 
-def detect_settings(detect_cfg) -> Settings:
+def detect_settings(detect_cfg: Detect) -> Settings:
     """`detect.*` as the detection statistics' settings."""
-    return Settings(method=str(detect_cfg.method), false_alarm=float(detect_cfg.false_alarm),
-                    tolerance=float(detect_cfg.tolerance), column=bool(detect_cfg.column))
+    return Settings(method=detect_cfg.method, false_alarm=detect_cfg.false_alarm, tolerance=detect_cfg.tolerance,
+                    column=detect_cfg.column)
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -420,13 +426,15 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
         records = experiment.records()
         voice_similarity = experiment.voice_similarity()
         utility_results = utility.measure(experiment)
-    trusted = cfg.detect.trusted
-    detection, fit = detect.run(records, test_split=str(cfg.detect.test_split),
+    trusted = experiment.detect.trusted
+    detection, fit = detect.run(records, test_split=experiment.detect.test_split,
                                 trusted=trusted if trusted is None or isinstance(trusted, str) else list(trusted),
-                                settings=detect_settings(cfg.detect), replicates=experiment.replicates(),
-                                protocol=validation_protocol(cfg), seeds=(cfg.seed, cfg.anonymization_seed))
+                                settings=detect_settings(experiment.detect), replicates=experiment.replicates(),
+                                protocol=validation_protocol(cfg, experiment.split),
+                                seeds=(cfg.seed, cfg.anonymization_seed))
     with faults.stage("report"):
-        summary = RunSummary(config_hash=config_hash(cfg), config=config_summary(cfg), records=records,
+        config = config_summary(cfg, experiment.split, experiment.detect)
+        summary = RunSummary(config_hash=config_hash(cfg), config=config, records=records,
                              detection=detection, detection_fit=fit, score_files=experiment.score_files,
                              stages=experiment.cache.events, utility=utility_results)
         folder = report.run(Path(run_dir) / "report", summary, similarity=voice_similarity,

@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
@@ -61,7 +61,7 @@ from pipeline.asv.speechbrain_folder import load_attacker_folder
 from pipeline.core import faults
 from pipeline.core.devices import compile_mode, out_of_memory
 from pipeline.core.errors import VpevalError
-from pipeline.core.schemas import Attacker
+from pipeline.core.schemas import Attacker, typed
 from pipeline.data.manifest import Utterance
 from pipeline.runtime.checkpoint import differences
 from pipeline.runtime.cpus import usable_cpus
@@ -82,8 +82,7 @@ Validate = Callable[[nn.Module], float]
 def attacker_settings(cfg: DictConfig) -> Attacker:
     """An attacker config (conf/attacker/*.yaml) as the typed object training takes: resolved,
     values in their schema types, the `_target_` plugins (model, optimiser, ...) as plain dicts."""
-    typed = OmegaConf.merge(OmegaConf.structured(Attacker), OmegaConf.to_container(cfg, resolve=True))
-    return OmegaConf.to_object(typed)
+    return typed(cfg, Attacker, "attacker")
 
 
 def train_attacker(cfg: Attacker, train_utts: Sequence[Utterance], out_dir: str | Path, *,

@@ -8,7 +8,8 @@ ranges of the keys below it that its options share (`plugin`); `checks` collects
 pipeline.app.settings, whose COMBINATIONS check relations between keys. `type_problems` merges a
 plain copy of each section into its schema, so the config the pipeline runs and hashes never
 becomes typed (no int -> float coercion, no new keys). A key a schema does not have is refused
-with the closest name; an `Any` field (a `_target_` plugin: data.reader, data.protocol,
+with the closest name. `typed` converts a checked section, once, into its schema's dataclass,
+the settings a stage takes. An `Any` field (a `_target_` plugin: data.reader, data.protocol,
 attacker.model, the optimiser and scheduler) is not typed here, nor are the plugin groups
 whose keys differ per option (anonymizer, attacker_anonymizer, asr, emotion): their overrides
 are checked against the option's own defaults (pipeline.core.config.check_value_types).
@@ -24,12 +25,13 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, ValidationError
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
 from pipeline.core.config_tree import did_you_mean
+from pipeline.core.errors import VpevalError
 from pipeline.core.checks import (
     COUNT,
     COUNT0,
@@ -276,6 +278,35 @@ class Backend:
 SCHEMAS = {ROOT: Run, "paths": Paths, "data": Data, "split": Split, "detect": Detect, "distributed": Distributed,
            "utility": Utility, "attacker": Attacker, "backend": Backend, "reidentification": Reidentification,
            "curves": Curves, "output_check": OutputCheck}
+
+
+Section = TypeVar("Section")
+
+
+def typed(node, schema: type[Section], key: str) -> Section:
+    """A config section (a DictConfig or a dict) as `schema`'s dataclass, the settings a stage
+    takes: resolved, values in their field types, `Any` fields (`_target_` plugins) as plain
+    containers. A key that is no field, a value of another type or a key left unset is one line
+    naming it under `key`.
+
+    >>> typed({"val_fraction": 0.2, "holdout": "speaker", "unseen_speakers": None, "enroll_utterances": 2,
+    ...        "select_fraction": None, "sparse_trials": {"target": 3, "nontarget": 9}}, Split, "split").sparse_trials
+    SparseTrials(target=3, nontarget=9)
+    >>> typed({"val_fraction": 0.2}, Split, "split")
+    Traceback (most recent call last):
+    pipeline.core.errors.VpevalError: split.holdout: required, not set (add split.holdout=...)
+    """
+    values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+    except OmegaConfBaseException as error:
+        at = f"{key}.{error.full_key}" if getattr(error, "full_key", None) else key
+        if isinstance(error, MissingMandatoryValue):
+            raise VpevalError(f"{at}: required, not set (add {at}=...)") from None
+        if isinstance(error, ConfigKeyError):
+            raise VpevalError(f"{at}: unknown key (the keys of {key} are "
+                              f"{', '.join(f.name for f in dataclasses.fields(schema))})") from None
+        raise VpevalError(f"{at}: {str(error).splitlines()[0]}") from None
 
 
 def checks() -> dict[str, Check]:

@@ -57,12 +57,13 @@ trials/{val_trials_<g>,select_trials}.txt (g: f, m; a gender without reported tr
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
-from pipeline.core.cache import Cache, plain
+from pipeline.core.cache import Cache
+from pipeline.core.schemas import Split
 from pipeline.runtime.seeds import stable_seed
 from pipeline.data.manifest import (
     GENDERS,
@@ -163,11 +164,12 @@ def holdout_warning(n: int, n_val: int, name: str, wanted: str, least: int) -> s
             f"{n - n_val} {name} speaker(s) and EER_val of that gender comes from few speakers")
 
 
-def run(split: DictConfig, train_manifest: Path, cache: Cache, *, seed: int, warned: bool = False) -> Path:
+def run(split: Split, train_manifest: Path, cache: Cache, *, seed: int, warned: bool = False) -> Path:
     """Split `train_manifest` into training and validation data; returns the stage folder.
-    `warned`: the caller has logged the holdout's warnings already (`hold_out` on the same list,
-    as the experiment's check does), so they are not logged twice."""
-    settings = {**plain(split), "unseen_speakers": named_speakers(split.get("unseen_speakers"))}
+    `split`: the section's settings (`typed(cfg.split, Split, "split")`). `warned`: the caller
+    has logged the holdout's warnings already (`hold_out` on the same list, as the experiment's
+    check does), so they are not logged twice."""
+    settings = {**asdict(split), "unseen_speakers": named_speakers(split.unseen_speakers)}
     inputs = {"train": file_digest(train_manifest)}
     return cache.build("split", {**settings, "seed": seed}, inputs,
                        lambda out: _build(out, read_manifest(train_manifest), seed, warn=not warned, **settings),

@@ -16,16 +16,15 @@ the stage's: they are no part of its key or its result.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
-
-from omegaconf import DictConfig
 
 from pipeline.asv.embed import embed_utterances, save_encoder
 from pipeline.asv.scoring import CosineBackend, score_trials
 from pipeline.asv.speechbrain_folder import folder_files, load_attacker_folder
-from pipeline.asv.train import OPERATIONAL_KEYS, attacker_settings, train_attacker
+from pipeline.asv.train import OPERATIONAL_KEYS, train_attacker
 from pipeline.core.cache import Cache
-from pipeline.core.config import without
 from pipeline.core.layout import manifest_path, trials_path
 from pipeline.core.schemas import Attacker
 from pipeline.data.manifest import file_digest, read_manifest, read_trials
@@ -67,25 +66,26 @@ def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, s
                        world=world, curves=logger)
 
 
-def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None,
+def run(attacker: Attacker, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None,
         curves: dict | None = None) -> Path:
     """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
-    ranks when given, else in this process on `device`. `curves`: the `curves` config and the
-    `folder` the curves go to (None: no curves)."""
+    ranks when given, else in this process on `device`. `attacker`: its settings
+    (`attacker_settings(cfg.attacker)`). `curves`: the `curves` config and the `folder` the
+    curves go to (None: no curves)."""
     # pretrained (never trained here), an unset init and finetune (init decides it) are left out, so that
     # they do not change the folder
-    params = {**without(attacker, "name", "pretrained", "init", "finetune"),
-              "training": without(attacker.training, *OPERATIONAL_KEYS), "seed": seed}
+    settings = asdict(attacker)
+    params = {**{k: v for k, v in settings.items() if k not in ("name", "pretrained", "init", "finetune")},
+              "training": {k: v for k, v in settings["training"].items() if k not in OPERATIONAL_KEYS}, "seed": seed}
     inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "select_enrolls", "select_trials")}
     inputs["select_trial_list"] = file_digest(trials_path(held_out, "select_trials"))
-    if attacker.get("init"):
+    if attacker.init:
         params["init"] = str(attacker.init)
         inputs["init"] = {path.name: file_digest(path) for path in folder_files(attacker.init)}
     inputs |= model_weight_files(attacker.model)
-    settings = attacker_settings(attacker)  # the typed object every rank trains with
 
     def build(out: Path) -> dict:
-        run_on_ranks(team, device, train_on_rank, attacker=settings, held_out=held_out, out=out, seed=seed,
+        run_on_ranks(team, device, train_on_rank, attacker=attacker, held_out=held_out, out=out, seed=seed,
                      curves=curves)
         # its sub-folders are keyed by the audio files' paths and times: not part of the result
         shutil.rmtree(out / VALIDATION_AUDIO, ignore_errors=True)
@@ -94,7 +94,7 @@ def run(attacker: DictConfig, held_out: Path, cache: Cache, *, seed: int, device
     return cache.build("train", params, inputs, build, code=__name__)
 
 
-def model_weight_files(model: DictConfig) -> dict:
+def model_weight_files(model: Mapping) -> dict:
     """Digests of the files the model's path arguments name (e.g. ecapa_ssl's frozen WavLM), so
     that another file at the same path is another attacker: {"model.<key>": digest(s)}."""
     found = {}

@@ -203,7 +203,7 @@ def data(job: Path) -> None:
     speakers = sorted(by_speaker(utts))
     none, under_two, n_dev = [], [], 0
     for draw in range(1000):  # 1000 of VPC's random draws of the whole list (split.holdout=list)
-        held = by_speaker(split.hold_out(utts, draw, float(exp.cfg.split.val_fraction), "list")[1])
+        held = by_speaker(split.hold_out(utts, draw, exp.split.val_fraction, "list")[1])
         n_dev = sum(map(len, held.values()))
         counts = np.array([len(held.get(speaker, [])) for speaker in speakers])
         none.append(int((counts == 0).sum()))

@@ -38,14 +38,14 @@ from torch import nn
 from pipeline.asv.crops import CropBatches
 from pipeline.asv.embed import embed_utterances, extract_embeddings
 from pipeline.asv.model import SpeakerEncoder
-from pipeline.asv.train import train_attacker
+from pipeline.asv.train import attacker_settings, train_attacker
 from pipeline.core.config import REPO_ROOT
 from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.runtime.distributed import World, use_global_batchnorm
 from pipeline.runtime.team import Team, TeamSpec, _free_port_pair
 from pipeline.stages.extract import extract_on_rank
-from tests.helpers import attacker_config, encoder_folder, read_log, typed_attacker, validation_eer
+from tests.helpers import attacker_config, encoder_folder, read_log, split_settings, typed_attacker, validation_eer
 
 TESTS = Path(__file__).resolve().parent
 DDP_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=2", "attacker.training.checkpoint_every=3"]
@@ -298,8 +298,8 @@ def test_on_a_team_rank_0_alone_logs_the_training_curves(team, corpus, tmp_path)
     cfg = OmegaConf.create({"split": {"val_fraction": 0.34, "enroll_utterances": 1, "select_fraction": None},
                             "attacker": attacker_config(overrides=tuple(DDP_OVERRIDES))})
     cache = Cache(tmp_path / "cache")
-    held_out = split.run(cfg.split, everything, cache, seed=1986)
-    model = train.run(cfg.attacker, held_out, cache, seed=1986, device="cpu", team=team,
+    held_out = split.run(split_settings(**cfg.split), everything, cache, seed=1986)
+    model = train.run(attacker_settings(cfg.attacker), held_out, cache, seed=1986, device="cpu", team=team,
                       curves={"backend": "tensorboard", "folder": str(tmp_path / "curves")})
     [run] = [p for p in (tmp_path / "curves").iterdir() if p.is_dir()]
     assert run.name == f"attacker_{model.name}" and len(list(run.glob("events.out.tfevents.*"))) == 1
@@ -319,8 +319,8 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
     results = {}
     for name, with_team in (("team", team), ("alone", None)):
         cache = Cache(tmp_path / name)
-        held_out = split.run(cfg.split, everything, cache, seed=1986)
-        model = train.run(cfg.attacker, held_out, cache, seed=1986, device="cpu", team=with_team)
+        held_out = split.run(split_settings(**cfg.split), everything, cache, seed=1986)
+        model = train.run(attacker_settings(cfg.attacker), held_out, cache, seed=1986, device="cpu", team=with_team)
         embedded = extract.run(model, manifest_path(held_out, "val"), cache, device="cpu",
                                extraction={"batch_seconds": 4.0, "precision": "fp32", "workers": 1}, team=with_team)
         assert is_complete(model) and is_complete(embedded) and (model / "model.pt").is_file()

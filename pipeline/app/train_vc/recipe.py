@@ -19,9 +19,11 @@ from anonymizers.vc.checkpoints import WEIGHTS
 from anonymizers.vc.pool import utterances_key
 from pipeline.asv.embed import embed_utterances
 from pipeline.asv.model import SpeakerEncoder
+from pipeline.asv.train import attacker_settings
 from pipeline.core.cache import Cache, plain
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path
+from pipeline.core.schemas import Split, typed
 from pipeline.data.manifest import Utterance, file_digest, read_manifest
 from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.stages import prepare, split, train
@@ -63,9 +65,11 @@ def speaker_encoder_dir(cfg: DictConfig, cache: Cache, prepared: Path, device: s
         if not (folder / "model.json").is_file() or not (folder / WEIGHTS).is_file():
             raise VpevalError(f"speaker_encoder.model_dir={folder}: no model.json and model.pt (an attacker folder)")
         return folder
-    held_out = split.run(cfg.speaker_encoder.split, manifest_path(prepared, "train"), cache, seed=int(cfg.seed))
+    split_settings = typed(cfg.speaker_encoder.split, Split, "speaker_encoder.split")
+    held_out = split.run(split_settings, manifest_path(prepared, "train"), cache, seed=int(cfg.seed))
     curves = {**plain(cfg.get("curves") or {}), "folder": str(cache.root.parent / "curves")}  # beside the recipe's own
-    return train.run(cfg.speaker_encoder.attacker, held_out, cache, seed=int(cfg.seed), device=device, curves=curves)
+    attacker = attacker_settings(cfg.speaker_encoder.attacker)
+    return train.run(attacker, held_out, cache, seed=int(cfg.seed), device=device, curves=curves)
 
 
 def utterance_embeddings(utterances: Sequence[Utterance], encoder: SpeakerEncoder, encoder_dir: Path,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pipeline.app.experiment import config_hash
-from pipeline.asv.train import train_attacker
+from pipeline.asv.train import attacker_settings, train_attacker
 from pipeline.core.cache import Cache
 from pipeline.core.config import compose
 from pipeline.core.layout import manifest_path, trials_path
@@ -68,9 +68,9 @@ def test_curves_change_no_cache_key_and_no_config_hash(tmp_path):
     trials_path(held_out, "select_trials").write_text("")
     cache = KeyOnly(tmp_path / "cache")
     cfg = compose(["attacker=ecapa_tiny"])
-    train.run(cfg.attacker, held_out, cache, seed=1986, device="cpu")
+    train.run(attacker_settings(cfg.attacker), held_out, cache, seed=1986, device="cpu")
     for backend in ("none", "tensorboard", "wandb", "mlflow"):
-        train.run(cfg.attacker, held_out, cache, seed=1986, device="cpu",
+        train.run(attacker_settings(cfg.attacker), held_out, cache, seed=1986, device="cpu",
                   curves={"backend": backend, "folder": str(tmp_path / "run" / "curves")})
     assert len(set(cache.events)) == 1
     hashes = {config_hash(compose([f"curves.backend={backend}", f"curves.project=p{backend}"]))

@@ -5,16 +5,16 @@ from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path, trials_path
 from pipeline.data.manifest import read_manifest, read_trials, write_manifest
 from pipeline.stages import split
-from tests.helpers import utterances
+from tests.helpers import split_settings, utterances
 
 SPEAKERS = {"1": "f", "2": "f", "3": "m", "4": "m"}
 
 
 def run_split(tmp_path, utts, val_fraction=0.1, seed=3, **options):
     manifest = write_manifest(tmp_path / "train.jsonl", utts)
-    cfg = {"val_fraction": val_fraction, "enroll_utterances": 5, "select_fraction": None, **options}
-    from omegaconf import OmegaConf
-    return split.run(OmegaConf.create(cfg), manifest, Cache(tmp_path / "cache"), seed=seed)
+    settings = split_settings(**{"val_fraction": val_fraction, "enroll_utterances": 5, "select_fraction": None,
+                                 **options})
+    return split.run(settings, manifest, Cache(tmp_path / "cache"), seed=seed)
 
 
 def reported(out, kind="trials"):
@@ -93,7 +93,7 @@ def test_sparse_trials_draw_that_many_per_speaker(tmp_path):
 @pytest.mark.parametrize("options, message", [
     ({"select_fraction": 0.5}, r"the select protocol of 2 validation speaker\(s\) has 2 target and 0 non-target"),
     ({"select_fraction": 1.5}, r"split.select_fraction must lie in \(0, 1\) or be null"),
-    ({"sparse_trials": {"target": 3}}, r"split.sparse_trials must be null or \{target: n, nontarget: m\}"),
+    ({"sparse_trials": {"target": 3}}, r"split.sparse_trials.nontarget: required, not set"),  # the typed settings
 ])
 def test_bad_selection_settings_are_named(tmp_path, options, message):
     with pytest.raises(VpevalError, match=message):

@@ -4,14 +4,13 @@ and the per-gender validation lists the split writes."""
 import logging
 
 import pytest
-from omegaconf import OmegaConf
 
 from pipeline.core.cache import Cache
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path, trials_path
 from pipeline.data.manifest import read_trials, write_manifest
 from pipeline.stages import split
-from tests.helpers import utterances
+from tests.helpers import split_settings, utterances
 
 
 def corpus(female: int, male: int) -> dict[str, str]:
@@ -78,8 +77,8 @@ def test_named_unseen_speakers_get_the_same_refusal_and_warning(caplog):
 
 def run_split(tmp_path, speakers, **options):
     manifest = write_manifest(tmp_path / "train.jsonl", utterances(speakers, 8))
-    cfg = OmegaConf.create({"val_fraction": 0.1, "enroll_utterances": 3, "select_fraction": 0.5, **options})
-    return split.run(cfg, manifest, Cache(tmp_path / "cache"), seed=1)
+    return split.run(split_settings(**{"val_fraction": 0.1, "enroll_utterances": 3, **options}), manifest,
+                     Cache(tmp_path / "cache"), seed=1)
 
 
 def test_reported_trials_are_written_per_gender_and_a_gender_without_them_is_said(tmp_path, caplog):
@@ -100,8 +99,8 @@ def test_warning_logged_once_when_the_experiment_checked_first(tmp_path, caplog)
     """Regression (issue 38): "split.holdout=unseen: 6 of the 13 male training speakers held out..."
     was logged twice per run, by the experiment's check and again by the split stage."""
     manifest = write_manifest(tmp_path / "train.jsonl", utterances(corpus(20, 7), 6))
-    cfg = OmegaConf.create({"val_fraction": 0.1, "holdout": "unseen", "enroll_utterances": 2, "select_fraction": 0.5})
+    settings = split_settings(val_fraction=0.1, holdout="unseen", enroll_utterances=2)
     with caplog.at_level(logging.WARNING, logger=split.__name__):
         split.hold_out(utterances(corpus(20, 7), 6), seed=1, val_fraction=0.1, holdout="unseen")  # the check
-        split.run(cfg, manifest, Cache(tmp_path / "cache"), seed=1, warned=True)
+        split.run(settings, manifest, Cache(tmp_path / "cache"), seed=1, warned=True)
     assert len([r for r in caplog.records if "held out unseen" in r.getMessage()]) == 1

@@ -25,7 +25,7 @@ from pipeline.metrics.detection import (
 from pipeline.metrics.detectors import GapModel, Line, Point, RandomGapModel, fit_model, from_fit
 from pipeline.metrics.results import ConditionResult
 from pipeline.stages.detect import run
-from tests.helpers import condition
+from tests.helpers import condition, split_of
 
 MATCHED = Trusted(systems=("s0", "s1", "s2", "s3", "s4"))
 PROTOCOL = "holdout=unseen"
@@ -356,14 +356,17 @@ def test_imported_attackers_are_judged_only_on_speakers_named_unseen():
     from pipeline.app.experiment import attacker_origin, trained_on
     from pipeline.core.config import compose
 
-    assert attacker_origin(compose([]), "anonymized") == ("trained", None)
-    origin, reason = attacker_origin(compose(["attacker.pretrained=/vpc/exp/asv_orig"]), "original")
+    def origin_of(cfg, kind):
+        return attacker_origin(cfg.attacker, split_of(cfg), kind)
+
+    assert origin_of(compose([]), "anonymized") == ("trained", None)
+    origin, reason = origin_of(compose(["attacker.pretrained=/vpc/exp/asv_orig"]), "original")
     assert origin == "imported" and "attacker.pretrained" in reason and "split.unseen_speakers" in reason
-    assert attacker_origin(compose(["attacker.pretrained=/vpc/exp/asv_orig"]), "anonymized") == ("trained", None)
-    origin, reason = attacker_origin(compose(["attacker.init=/vpc/exp/asv_orig"]), "anonymized")
+    assert origin_of(compose(["attacker.pretrained=/vpc/exp/asv_orig"]), "anonymized") == ("trained", None)
+    origin, reason = origin_of(compose(["attacker.init=/vpc/exp/asv_orig"]), "anonymized")
     assert origin == "fine-tuned" and "attacker.init" in reason
     vouched = compose(["attacker.init=/vpc/exp/asv_orig", "split.unseen_speakers=[19,26]"])
-    assert attacker_origin(vouched, "anonymized") == ("fine-tuned", None)
+    assert origin_of(vouched, "anonymized") == ("fine-tuned", None)
     assert trained_on(compose(["attacker.pretrained=/vpc/exp/asv_anon_b2"]), "original") == "original"
     anon = compose(["attacker.pretrained=/vpc/exp/asv_anon_b2", "attacker.pretrained_on=anonymized"])
     assert trained_on(anon, "original") == "anonymized" and trained_on(anon, "anonymized") == "anonymized"
@@ -380,6 +383,6 @@ def test_detection_group_covers_the_validation_protocol():
                      "split.enroll_utterances=3"):
         other = compose([override])
         assert detection_group(other) != detection_group(base), override
-        assert validation_protocol(other) != validation_protocol(base), override
+        assert validation_protocol(other, split_of(other)) != validation_protocol(base, split_of(base)), override
     assert detection_group(compose(["seed=7"])) == detection_group(base)  # seeds are repeats of one group
-    assert validation_protocol(base).startswith("holdout=unseen val_fraction=0.1 enroll_utterances=5")
+    assert validation_protocol(base, split_of(base)).startswith("holdout=unseen val_fraction=0.1 enroll_utterances=5")

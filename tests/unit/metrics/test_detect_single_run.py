@@ -8,7 +8,7 @@ from pipeline.app.experiment import validation_protocol
 from pipeline.core.config import compose
 from pipeline.metrics.detection import UNDETERMINED, VERDICTS
 from pipeline.stages import detect
-from tests.helpers import condition
+from tests.helpers import condition, split_of
 
 SETS = {"val_f": 0.20, "val_m": 0.16, "test_f": 0.22, "test_m": 0.18}
 
@@ -38,8 +38,12 @@ def write_csv(path, protocol):
     return str(path)
 
 
+def protocol_of(cfg) -> str:
+    return validation_protocol(cfg, split_of(cfg))
+
+
 def test_a_single_run_gets_a_verdict_from_a_csv_of_its_protocol(tmp_path):
-    protocol = validation_protocol(compose([]))
+    protocol = protocol_of(compose([]))
     records, replicates = run_records()
     rows, (fit,) = detect.run(records, trusted=write_csv(tmp_path / "trusted.csv", protocol),
                               replicates=replicates, protocol=protocol, seeds=(1986, 1986))
@@ -50,8 +54,8 @@ def test_a_single_run_gets_a_verdict_from_a_csv_of_its_protocol(tmp_path):
 
 
 def test_a_csv_of_another_protocol_gives_undetermined_naming_both(tmp_path):
-    protocol = validation_protocol(compose([]))
-    other = validation_protocol(compose(["split.val_fraction=0.3"]))
+    protocol = protocol_of(compose([]))
+    other = protocol_of(compose(["split.val_fraction=0.3"]))
     records, replicates = run_records()
     rows, (fit,) = detect.run(records, trusted=write_csv(tmp_path / "other.csv", other),
                               replicates=replicates, protocol=protocol)

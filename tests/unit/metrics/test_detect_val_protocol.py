@@ -58,11 +58,12 @@ def test_a_protocol_that_cannot_judge_gives_undetermined_with_its_reason():
     """split.holdout=speaker (recipes/noe2022, vpc2024, vpc2026) validates on training speakers."""
     from pipeline.app.experiment import protocol_problem
     from pipeline.core.config import compose
+    from tests.helpers import split_of
 
-    assert protocol_problem(compose([])) is None
-    reason = protocol_problem(compose(["split.holdout=speaker"]))
+    assert protocol_problem(split_of(compose([]))) is None
+    reason = protocol_problem(split_of(compose(["split.holdout=speaker"])))
     assert reason.startswith("split.holdout=speaker cannot judge (") and "split.holdout=unseen" in reason
-    assert protocol_problem(compose(["split.holdout=list"])).startswith("split.holdout=list cannot judge")
+    assert protocol_problem(split_of(compose(["split.holdout=list"]))).startswith("split.holdout=list cannot judge")
     matched = [{"attack": "AA", "anonymizer": f"s{i}", "attacker_anonymizer": f"s{i}", "eer_test": x,
                 "eer_val": 0.0, "gap": x, "relative_drop": 1.0, "protocol_problem": reason}
                for i, x in enumerate((0.1, 0.2, 0.3, 0.4))]
@@ -79,10 +80,12 @@ def test_a_protocol_that_cannot_judge_gives_undetermined_with_its_reason():
 def test_noe2022_recipe_keeps_its_protocol_and_says_it_cannot_judge():
     from pipeline.app.experiment import protocol_problem, validation_protocol
     from pipeline.core.config import compose
+    from tests.helpers import split_of
 
     cfg = compose(["+experiment=noe2022", "data.root=/nowhere"])
-    assert cfg.split.holdout == "speaker" and protocol_problem(cfg).startswith("split.holdout=speaker cannot judge")
-    assert validation_protocol(cfg).endswith("eer_val=gender_mean")
+    assert cfg.split.holdout == "speaker"
+    assert protocol_problem(split_of(cfg)).startswith("split.holdout=speaker cannot judge")
+    assert validation_protocol(cfg, split_of(cfg)).endswith("eer_val=gender_mean")
 
 
 def test_the_protocol_names_corpus_attacker_and_backend():
@@ -90,8 +93,9 @@ def test_the_protocol_names_corpus_attacker_and_backend():
     protocol line differs, so it is refused (regression: only the split settings were named)."""
     from pipeline.app.experiment import validation_protocol
     from pipeline.core.config import compose
+    from tests.helpers import split_of
 
-    base = validation_protocol(compose([]))
+    base = validation_protocol(compose([]), split_of(compose([])))
     assert "corpus=synthetic attacker=ecapa_small backend=cosine" in base
     for override in ("data=synthetic_tiny", "attacker=ecapa_tiny", "backend=plda"):
-        assert validation_protocol(compose([override])) != base, override
+        assert validation_protocol(compose([override]), split_of(compose([override]))) != base, override
