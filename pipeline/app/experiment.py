@@ -377,11 +377,9 @@ def validation_protocol(cfg: DictConfig, split_settings: Split) -> str:
     >>> validation_protocol(cfg, typed(cfg.split, Split, "split"))
     'holdout=unseen val_fraction=0.1 enroll_utterances=5 select_fraction=0.5 sparse_trials=None unseen_speakers=drawn corpus=synthetic attacker=ecapa_small backend=cosine test_split=test eer_val=gender_mean'
     """
-    split_cfg = split_settings
-    sparse = split_cfg.sparse_trials
-    named = split_cfg.unseen_speakers
-    return (f"holdout={split_cfg.holdout} val_fraction={split_cfg.val_fraction} "
-            f"enroll_utterances={split_cfg.enroll_utterances} select_fraction={split_cfg.select_fraction} "
+    sparse, named = split_settings.sparse_trials, split_settings.unseen_speakers
+    return (f"holdout={split_settings.holdout} val_fraction={split_settings.val_fraction} "
+            f"enroll_utterances={split_settings.enroll_utterances} select_fraction={split_settings.select_fraction} "
             f"sparse_trials={asdict(sparse) if sparse is not None else None} "
             f"unseen_speakers={'named:' + content_hash(plain(named), 6) if named is not None else 'drawn'} "
             f"corpus={cfg.data.name} attacker={cfg.attacker.name} backend={cfg.backend.name} "

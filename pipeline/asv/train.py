@@ -79,10 +79,11 @@ OPERATIONAL_KEYS = ("num_workers", "cache_workers", "checkpoint_every", "log_eve
 Validate = Callable[[nn.Module], float]
 
 
-def attacker_settings(cfg: DictConfig) -> Attacker:
-    """An attacker config (conf/attacker/*.yaml) as the typed object training takes: resolved,
-    values in their schema types, the `_target_` plugins (model, optimiser, ...) as plain dicts."""
-    return typed(cfg, Attacker, "attacker")
+def attacker_settings(cfg: DictConfig, key: str = "attacker") -> Attacker:
+    """An attacker config (conf/attacker/*.yaml, at `key`) as the typed object training takes:
+    resolved, values in their schema types, the `_target_` plugins (model, optimiser, ...) as
+    plain dicts."""
+    return typed(cfg, Attacker, key)
 
 
 def train_attacker(cfg: Attacker, train_utts: Sequence[Utterance], out_dir: str | Path, *,

@@ -139,3 +139,32 @@ def test_settings_name_a_wrong_type_once():
     cfg = _compose(["attacker.training.batch_size=2.5", "seed=-1"], "config")
     assert problems(cfg) == ["attacker.training.batch_size=2.5: must be an integer",
                              "seed=-1: must be an integer >= 0 and <= 2**63-1 (9223372036854775807)"]
+
+
+def test_typed_settings_of_every_shipped_section_and_one_line_per_bad_key():
+    """The sections the stages take typed (`typed`): every shipped config converts, train-vc's
+    `speaker_encoder.split` included; a bad key is one line naming it under the section."""
+    from pipeline.asv.train import attacker_settings
+    from pipeline.core.errors import VpevalError
+    from pipeline.core.schemas import Detect, Split, SparseTrials, typed
+    from tests.helpers import training_config
+
+    cfg = compose(["split.sparse_trials={target: 3, nontarget: 9}", "split.unseen_speakers=[19,26]"])
+    split = typed(cfg.split, Split, "split")
+    assert split.sparse_trials == SparseTrials(3, 9) and split.unseen_speakers == [19, 26]
+    assert typed(cfg.detect, Detect, "detect").bootstrap.n_resamples == cfg.detect.bootstrap.n_resamples
+    for name in ("tiny", "small", "gpu"):
+        vc = training_config(name, ["out=unused"])
+        assert typed(vc.speaker_encoder.split, Split, "speaker_encoder.split").holdout == "speaker"
+        attacker_settings(vc.speaker_encoder.attacker, "speaker_encoder.attacker")
+    given = {"val_fraction": 0.1, "enroll_utterances": 2}
+    for values, line in (
+            (given, "speaker_encoder.split.holdout: required, not set (add speaker_encoder.split.holdout=...)"),
+            ({**split.__dict__, "val_fraktion": 0.2}, "speaker_encoder.split.val_fraktion: unknown key (the keys of "
+             "speaker_encoder.split are val_fraction, holdout, unseen_speakers, enroll_utterances, select_fraction, "
+             "sparse_trials)"),
+            ({**split.__dict__, "sparse_trials": None, "enroll_utterances": "two"},
+             "speaker_encoder.split.enroll_utterances: Value 'two' of type 'str' could not be converted to Integer")):
+        with pytest.raises(VpevalError) as raised:
+            typed(values, Split, "speaker_encoder.split")
+        assert str(raised.value) == line

@@ -68,7 +68,7 @@ def speaker_encoder_dir(cfg: DictConfig, cache: Cache, prepared: Path, device: s
     split_settings = typed(cfg.speaker_encoder.split, Split, "speaker_encoder.split")
     held_out = split.run(split_settings, manifest_path(prepared, "train"), cache, seed=int(cfg.seed))
     curves = {**plain(cfg.get("curves") or {}), "folder": str(cache.root.parent / "curves")}  # beside the recipe's own
-    attacker = attacker_settings(cfg.speaker_encoder.attacker)
+    attacker = attacker_settings(cfg.speaker_encoder.attacker, "speaker_encoder.attacker")
     return train.run(attacker, held_out, cache, seed=int(cfg.seed), device=device, curves=curves)
 
 
