@@ -58,7 +58,35 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
     if found:
         raise config_error(f"config: {len(found)} problem(s): " + "; ".join(found))
     check_value_types(overrides, config_name)
+    if config_name == "config":
+        check_added_keys(overrides)
     return cfg
+
+
+def check_added_keys(overrides: list[str]) -> None:
+    """Refuse an override that adds a top-level key nothing reads: `+sed=5` for `seed=5` would
+    run with the default seed and exit 0. A key is known when the default config, a config group
+    (`+experiment=...`, `+asr=...`) or Hydra has it, or when the other overrides (a recipe) add it.
+
+    >>> check_added_keys(["+experiment=noe2022", "+hydra.job.env_set.X=1"])
+    >>> check_added_keys(["+sed=5"])
+    Traceback (most recent call last):
+    pipeline.core.config.config_error.<locals>.ConfigError: config override '+sed=5': adds the top-level key 'sed', which vpeval does not read (did you mean 'seed'?)
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups = {group.split("/")[0] for group in group_options()} | {"hydra"}
+    added = [o for o in OverridesParser.create().parse_overrides(overrides) if o.is_add() or o.is_force_add()]
+    added = [o for o in added if o.key_or_group.split(".")[0] not in groups]
+    if not added:
+        return
+    known = set(_compose([], "config")) | groups
+    for override in added:
+        top = override.key_or_group.split(".")[0]
+        if top in known or top in _compose([o for o in overrides if o != override.input_line], "config"):
+            continue
+        raise config_error(f"config override '{override.input_line}': adds the top-level key '{top}', which vpeval "
+                           f"does not read{did_you_mean(top, sorted(known))}")
 
 
 def config_error(message: str):

@@ -18,6 +18,8 @@ CONFIG_ROWS = [  # row, input, where detected, override, needles
      ("eval_splits", "must be a list")),
     ("unknown-option", "a config group option that does not exist (`anonymizer=mcadam`)", "config (compose)",
      "anonymizer=mcadam", ("anonymizer=mcadam", "did you mean 'mcadams'")),
+    ("added-unread-key", "a top-level key added with `+` that nothing reads (`+sed=5`; the run went on with the "
+     "default seed and exit 0)", "config (compose)", "+sed=5", ("'+sed=5'", "does not read", "did you mean 'seed'")),
 ]
 
 
@@ -148,16 +150,14 @@ def test_cli_evaluation_split_of_one_gender(tmp_path):
 
 
 def test_split_names_unseen_speakers_absent_from_the_training_list(tmp_path):
-    from omegaconf import OmegaConf
-
     from pipeline.core.cache import Cache
     from pipeline.data.manifest import write_manifest
     from pipeline.stages import split
-    from tests.helpers import utterances
+    from tests.helpers import split_settings, utterances
 
     manifest = write_manifest(tmp_path / "train.jsonl", utterances({str(i): "f" if i < 6 else "m" for i in range(12)}, 6))
-    cfg = OmegaConf.create({"val_fraction": 0.1, "holdout": "unseen", "unseen_speakers": ["1", "99", "98"],
-                            "enroll_utterances": 3, "select_fraction": None})
+    cfg = split_settings(val_fraction=0.1, holdout="unseen", unseen_speakers=["1", "99", "98"], enroll_utterances=3,
+                         select_fraction=None)
     record("unseen-speakers-absent", "`split.unseen_speakers` naming speakers not in the training list", "split",
            raised(split.run, cfg, manifest, Cache(tmp_path / "cache"), seed=1), tmp_path, "split.unseen_speakers",
            "2 speaker(s)", "99")
