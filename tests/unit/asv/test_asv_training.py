@@ -21,7 +21,7 @@ from pipeline.asv.crops import CropBatches, CropPlan, take_context, take_crops
 from pipeline.asv.embed import extract_embeddings, length_buckets, load_encoder
 from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.scoring import length_normalise
-from pipeline.asv.train import train_attacker
+from pipeline.asv.train import attacker_settings, train_attacker
 from pipeline.core.cache import content_hash
 from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
@@ -349,19 +349,24 @@ class KeyOnly:
         return Path("unbuilt")
 
 
-def test_the_train_stage_keys_a_fixed_config_as_before_the_settings_were_typed(tmp_path):
-    """The train stage's folder is keyed by the config as written (an integer stays an integer),
-    not by the typed settings: hashes pinned with the code before them (the default config of
-    `make run`, and an integer where the schema types a number)."""
+def test_the_train_stage_keys_its_typed_settings(tmp_path):
+    """The train stage's folder is keyed by the typed settings (issue 39): a number written as an
+    integer or as a float is one key (the config as written gave two folders for one attacker); a
+    setting that changes training is another key; operational settings are not in it."""
     for name in ("train", "select_enrolls", "select_trials"):
         write_text(manifest_path(tmp_path, name), f"{name}\n")
     write_text(trials_path(tmp_path, "select_trials"), "trials\n")
-    pinned = {(): ("7d36905c33e44c0d", "8699afd7fd0d153b"), ("attacker.training.crop_seconds=2",): ("a096f744a6068f68", "8699afd7fd0d153b")}
-    for overrides, (params, inputs) in pinned.items():
-        cfg = compose(list(overrides))
-        cache = KeyOnly()
-        train_stage.run(cfg.attacker, tmp_path, cache, seed=cfg.seed, device="cpu")
-        assert (content_hash(cache.params), content_hash(cache.inputs)) == (params, inputs), overrides
+
+    def key(*overrides: str) -> tuple[str, str]:
+        cfg, cache = compose(list(overrides)), KeyOnly()
+        train_stage.run(attacker_settings(cfg.attacker), tmp_path, cache, seed=cfg.seed, device="cpu")
+        return content_hash(cache.params), content_hash(cache.inputs)
+
+    base = key()  # crop_seconds: 2.0 in the config
+    assert key("attacker.training.crop_seconds=2") == base  # as written, a096f744... and 7d36905c...
+    assert key("attacker.training.crop_seconds=3") == key("attacker.training.crop_seconds=3.0") != base
+    assert key("attacker.training.num_workers=3", "attacker.training.log_every=7") == base
+    assert key("attacker.training.epochs=5")[0] != base[0] and key("seed=7") != base
 
 
 @pytest.mark.gpu
