@@ -24,8 +24,16 @@ def test_every_schema_is_in_hydras_config_store():
 
 @pytest.mark.parametrize("label", EXPERIMENT_CASES)
 def test_every_group_option_and_recipe_fits_the_schemas(label):
-    """Every option of every group and every recipe (as tests/config/test_config_inheritance.py lists them)."""
-    assert type_problems(_compose(cases()[label][1], "config")) == []
+    """Every option of every group and every recipe (as tests/config/test_config_inheritance.py
+    lists them) fits the schemas, and converts to the typed settings the experiment builds from
+    it (a section with a value left to the user, `???`, is refused by the settings check first)."""
+    from pipeline.core.schemas import Attacker, Detect, Split, typed
+
+    cfg = _compose(cases()[label][1], "config")
+    assert type_problems(cfg) == []
+    for key, schema in (("split", Split), ("detect", Detect), ("attacker", Attacker)):
+        if not OmegaConf.missing_keys(cfg[key]):
+            assert isinstance(typed(cfg[key], schema, key), schema)
 
 
 def test_every_schema_field_is_in_some_shipped_config():
