@@ -80,7 +80,7 @@ def check_added_keys(overrides: list[str]) -> None:
     added = [o for o in added if o.key_or_group.split(".")[0] not in groups]
     if not added:
         return
-    known = set(_compose([], "config")) | groups
+    known = {key.split(".")[0] for key in known_keys()} | groups
     for override in added:
         top = override.key_or_group.split(".")[0]
         if top in known or top in _compose([o for o in overrides if o != override.input_line], "config"):
