@@ -67,7 +67,7 @@ class OHNN(SpeakerEmbeddingAnonymizer):
         self.f0_neighbours = int(self.settings.f0_neighbours)
         if self.f0_neighbours > usable:
             raise VpevalError(f"anonymizer.f0_neighbours={self.f0_neighbours}: the pool has {usable} speakers with F0 "
-                              f"statistics; need 1 <= f0_neighbours <= {usable}")
+                              f"statistics; f0_neighbours can be at most {usable}")
 
     def pseudo_speakers(self, sources: list[Source], drawn: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         embeddings = torch.as_tensor(np.stack([s.embedding for s in sources]), dtype=torch.float32, device=self.device)

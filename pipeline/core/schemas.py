@@ -24,6 +24,7 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -41,6 +42,8 @@ from pipeline.core.checks import (
     SEED,
     Check,
     between,
+    range_problems,
+    shown,
     integer,
     non_negative,
     number,
@@ -147,7 +150,7 @@ class Split:
     select_fraction: float | None = limited(Check("null or a number in (0, 1)", optional(open_range(0, 1))))
     sparse_trials: SparseTrials | None = limited(Check(
         "null or {target: N, nontarget: N} with N >= 1",
-        optional(lambda v: isinstance(v, DictConfig) and set(v) == {"target", "nontarget"}
+        optional(lambda v: isinstance(v, Mapping) and set(v) == {"target", "nontarget"}
                  and all(integer(1)(n) for n in v.values()))))
 
 
@@ -286,8 +289,8 @@ Section = TypeVar("Section")
 def typed(node, schema: type[Section], key: str) -> Section:
     """A config section (a DictConfig or a dict) as `schema`'s dataclass, the settings a stage
     takes: resolved, values in their field types, `Any` fields (`_target_` plugins) as plain
-    containers. A key that is no field, a value of another type or a key left unset is one line
-    naming it under `key`.
+    containers. A key that is no field, a value of another type, one outside its range (the
+    field's check) or a key left unset is one line naming it under `key`.
 
     >>> typed({"val_fraction": 0.2, "holdout": "speaker", "unseen_speakers": None, "enroll_utterances": 2,
     ...        "select_fraction": None, "sparse_trials": {"target": 3, "nontarget": 9}}, Split, "split").sparse_trials
@@ -295,10 +298,14 @@ def typed(node, schema: type[Section], key: str) -> Section:
     >>> typed({"val_fraction": 0.2}, Split, "split")
     Traceback (most recent call last):
     pipeline.core.errors.VpevalError: split.holdout: required, not set (add split.holdout=...)
+    >>> typed({"n_resamples": 0, "confidence": 0.95, "unit": "speakers"}, Bootstrap, "detect.bootstrap")
+    Traceback (most recent call last):
+    pipeline.core.errors.VpevalError: detect.bootstrap.n_resamples=0: must be an integer >= 1
     """
     values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+        merged = OmegaConf.merge(OmegaConf.structured(schema), values)
+        settings = OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:
         at = f"{key}.{error.full_key}" if getattr(error, "full_key", None) else key
         if isinstance(error, MissingMandatoryValue):
@@ -307,6 +314,31 @@ def typed(node, schema: type[Section], key: str) -> Section:
             raise VpevalError(f"{at}: unknown key (the keys of {key} are "
                               f"{', '.join(f.name for f in dataclasses.fields(schema))})") from None
         raise VpevalError(f"{at}: {str(error).splitlines()[0]}") from None
+    for problem in range_problems(merged, _field_checks(schema, ""), key):
+        raise VpevalError(problem)
+    return settings
+
+
+def check_of(schema: type, name: str) -> Check:
+    """The check a schema's field declares (`limited`).
+
+    >>> check_of(Split, "holdout").allowed
+    'unseen, speaker or list'
+    """
+    return next(entry.metadata["check"] for entry in dataclasses.fields(schema) if entry.name == name)
+
+
+def require(check: Check, value, key: str) -> None:
+    """Stop with `key=value: must be <allowed>` unless `check` allows `value`: the guard of a
+    function an API caller reaches without the settings check, with the rule and the words of
+    the setting's one check.
+
+    >>> require(check_of(Split, "select_fraction"), 1.5, "split.select_fraction")
+    Traceback (most recent call last):
+    pipeline.core.errors.VpevalError: split.select_fraction=1.5: must be null or a number in (0, 1)
+    """
+    if not check.test(value):
+        raise VpevalError(f"{key}={shown(value)}: must be {check.allowed}")
 
 
 def checks() -> dict[str, Check]:

@@ -29,6 +29,7 @@ from typing import Protocol as Interface
 import numpy as np
 
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Data, check_of, require
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader
 from pipeline.data.manifest import GENDERS, Trial, Utterance, by_speaker
 
@@ -43,8 +44,7 @@ def trial_lists(eval_trials: str) -> tuple[str, ...]:
     >>> trial_lists("both")
     ('f', 'm', 'mixed')
     """
-    if eval_trials not in EVAL_TRIALS:
-        raise VpevalError(f"data.eval_trials={eval_trials}: must be one of {', '.join(EVAL_TRIALS)}")
+    require(check_of(Data, "eval_trials"), eval_trials, "data.eval_trials")
     return EVAL_TRIALS[eval_trials]
 
 

@@ -47,6 +47,7 @@ import numpy as np
 from scipy.stats import norm
 
 from pipeline.core.errors import VpevalError, input_error
+from pipeline.core.schemas import Detect, check_of, require
 from pipeline.core.vocabulary import ORIGINAL
 from pipeline.metrics.bootstrap import MIN_SPEAKERS
 from pipeline.metrics.detectors import MODELS, Model, Point, as_fit, fit_model
@@ -295,12 +296,8 @@ class Settings:
     column: bool = True
 
     def __post_init__(self):
-        if self.method not in MODELS:
-            raise VpevalError(f"detect.method must be one of {', '.join(MODELS)}, got {self.method!r}")
-        if not 0 < self.false_alarm < 0.5:
-            raise VpevalError(f"detect.false_alarm must lie in (0, 0.5), got {self.false_alarm}")
-        if not 0 < self.tolerance < 0.5:
-            raise VpevalError(f"detect.tolerance must lie in (0, 0.5), got {self.tolerance}")
+        for name in ("method", "false_alarm", "tolerance"):
+            require(check_of(Detect, name), getattr(self, name), f"detect.{name}")
 
 
 def assess(rows: list[dict], *, trusted: Trusted, settings: Settings = Settings()) -> tuple[list[dict], list[dict]]:

@@ -63,7 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.core.cache import Cache
-from pipeline.core.schemas import Split
+from pipeline.core.schemas import Split, check_of, require
 from pipeline.runtime.seeds import stable_seed
 from pipeline.data.manifest import (
     GENDERS,
@@ -83,7 +83,6 @@ from pipeline.metrics.bootstrap import MIN_SPEAKERS
 
 log = logging.getLogger(__name__)
 
-HOLDOUTS = ("unseen", "speaker", "list")
 MIN_REPORTED = 2  # reported validation speakers of a gender, the fewest that give non-target trials
 MIN_TRAIN = 2  # training speakers per gender present: one speaker teaches nothing about telling that gender's
 # speakers apart (issue 37: 7 female speakers, 6 held out, the attacker trained on 1; EER_val f 25 %, m 6 %)
@@ -236,8 +235,7 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
         n_val = max(1, int(round(val_fraction * len(ordered))))
         held = {ordered[i].id for i in rng.choice(len(ordered), size=n_val, replace=False).tolist()}
         return [u for u in utts if u.id not in held], [u for u in utts if u.id in held]
-    if holdout != "speaker":
-        raise VpevalError(f"split.holdout must be one of {', '.join(HOLDOUTS)}, got {holdout!r}")
+    require(check_of(Split, "holdout"), holdout, "split.holdout")
     train, val = [], []
     for speaker, own in by_speaker(utts).items():
         rng = np.random.default_rng(stable_seed(seed, f"split:{speaker}"))
@@ -314,18 +312,11 @@ def write_by_gender(out: Path, trial_utts: list[Utterance], trials: list[Trial],
 
 
 def check_sparse(sparse_trials: dict | None) -> None:
-    if sparse_trials is None:
-        return
-    valid = isinstance(sparse_trials, dict) and set(sparse_trials) == {"target", "nontarget"} and all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sparse_trials.values())
-    if not valid:
-        raise VpevalError(f"split.sparse_trials must be null or {{target: n, nontarget: m}} with positive integers, "
-                          f"got {sparse_trials!r}")
+    require(check_of(Split, "sparse_trials"), sparse_trials, "split.sparse_trials")
 
 
 def check_select_fraction(select_fraction: float | None) -> None:
-    if select_fraction is not None and not 0 < float(select_fraction) < 1:
-        raise VpevalError(f"split.select_fraction must lie in (0, 1) or be null, got {select_fraction!r}")
+    require(check_of(Split, "select_fraction"), select_fraction, "split.select_fraction")
 
 
 def selection_speakers(held: dict[str, list[Utterance]], seed: int, select_fraction: float | None) -> set[str]:

@@ -5,9 +5,10 @@ import pytest
 
 from pipeline.core.cache import Cache, summary_of
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Data, check_of
 from pipeline.data.corpus import PreparationProblems
 from pipeline.data.manifest import Utterance, read_manifest, read_trials
-from pipeline.data.protocol import Protocol, cross_trials, mixed_trials, trial_lists
+from pipeline.data.protocol import EVAL_TRIALS, Protocol, cross_trials, mixed_trials, trial_lists
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import damaged, kaldi_dir, librispeech_tree, vpc_cfg
@@ -66,8 +67,9 @@ def test_seeded_and_reproducible():
 
 def test_eval_trials_values():
     assert trial_lists("same_gender") == ("f", "m") and trial_lists("mixed") == ("mixed",)
-    with pytest.raises(VpevalError, match="data.eval_trials=cross: must be one of same_gender, mixed, both"):
+    with pytest.raises(VpevalError, match="^data.eval_trials=cross: must be same_gender, mixed or both$"):
         trial_lists("cross")
+    assert all(check_of(Data, "eval_trials").test(value) for value in EVAL_TRIALS)  # the schema's rule, one home
 
 
 def test_prepare_builds_the_mixed_list(tmp_path):

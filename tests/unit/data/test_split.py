@@ -92,7 +92,7 @@ def test_sparse_trials_draw_that_many_per_speaker(tmp_path):
 
 @pytest.mark.parametrize("options, message", [
     ({"select_fraction": 0.5}, r"the select protocol of 2 validation speaker\(s\) has 2 target and 0 non-target"),
-    ({"select_fraction": 1.5}, r"split.select_fraction must lie in \(0, 1\) or be null"),
+    ({"select_fraction": 1.5}, r"^split.select_fraction=1.5: must be null or a number in \(0, 1\)$"),
     ({"sparse_trials": {"target": 3}}, r"split.sparse_trials.nontarget: required, not set"),  # the typed settings
 ])
 def test_bad_selection_settings_are_named(tmp_path, options, message):
@@ -116,7 +116,7 @@ def test_list_holdout_draws_from_the_whole_list_and_validates_speakers_with_two(
 
 
 def test_unknown_holdout_is_named():
-    with pytest.raises(VpevalError, match="split.holdout must be one of unseen, speaker, list, got 'random'"):
+    with pytest.raises(VpevalError, match="^split.holdout=random: must be unseen, speaker or list$"):
         split.hold_out(utterances(SPEAKERS, 10), 1, 0.1, "random")
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Detect, check_of
 from pipeline.metrics.detection import (
     NOT_FLAGGED,
     OVERESTIMATED,
@@ -22,7 +23,7 @@ from pipeline.metrics.detection import (
     read_trusted,
     seed_summary,
 )
-from pipeline.metrics.detectors import GapModel, Line, Point, RandomGapModel, fit_model, from_fit
+from pipeline.metrics.detectors import MODELS, GapModel, Line, Point, RandomGapModel, fit_model, from_fit
 from pipeline.metrics.results import ConditionResult
 from pipeline.stages.detect import run
 from tests.helpers import condition, split_of
@@ -273,11 +274,15 @@ def test_rows_that_do_not_say_their_data_are_compared_with_none():
     assert [r["column"] for r in judged] == [None, None]
 
 
-def test_settings_are_checked():
-    with pytest.raises(VpevalError, match="detect.method must be one of gap, gap_re, line, got 'ratio'"):
+def test_settings_are_checked_with_the_schemas_rule():
+    """Settings built through the API are checked by the `detect` schema's own checks (one home
+    per rule), and the schema allows exactly the val-test models there are."""
+    with pytest.raises(VpevalError, match=r"^detect.method=ratio: must be gap, gap_re or line$"):
         Settings(method="ratio")
-    with pytest.raises(VpevalError, match="detect.tolerance must lie in"):
+    with pytest.raises(VpevalError, match=r"^detect.tolerance=0: must be a number in \(0, 0.5\)"):
         Settings(tolerance=0)
+    assert all(check_of(Detect, "method").test(method) for method in MODELS)
+    assert check_of(Detect, "method").allowed == "gap, gap_re or line" and len(MODELS) == 3
 
 
 def records(attack: str, evaluated: str, attacker: str, val: float, f: float, m: float) -> list[ConditionResult]:
