@@ -39,6 +39,7 @@ from omegaconf import OmegaConf
 from pipeline.app.experiment import Experiment
 from pipeline.core.cache import Cache
 from pipeline.core.config import compose
+from pipeline.core.schemas import Data, typed
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.data.synthetic import generate_corpus
 from pipeline.stages import prepare, split, train, validate
@@ -114,7 +115,7 @@ def rehearse(args, scale: float) -> dict:
     files = sum((s["female"] + s["male"]) * s["utterances"] for s in plan.values())
     stages.run("generate", lambda: generate_corpus(root, seed=0, subsets=plan, duration=(args.seconds, args.seconds),
                                                    workers=args.workers), lambda _: files)
-    prepared = stages.run("prepare", lambda: prepare.run(cfg.data, cache), lambda _: files)
+    prepared = stages.run("prepare", lambda: prepare.run(typed(cfg.data, Data, "data"), cache), lambda _: files)
     stages.run("validate", lambda: validate.run(prepared, cache, tuple(cfg.eval_splits)), lambda _: files)
     experiment = Experiment(cfg)  # prepared and validated: both reused
     eval_lists = [f"{s}_enrolls" for s in cfg.eval_splits] + [f"{s}_trials_{g}" for s in cfg.eval_splits

@@ -27,6 +27,7 @@ import torch
 from pipeline.app.experiment import run_experiment
 from pipeline.core.cache import Cache
 from pipeline.core.config import compose
+from pipeline.core.schemas import Data, typed
 from pipeline.metrics.results import RunSummary
 from pipeline.stages import prepare, validate
 
@@ -61,7 +62,7 @@ def main() -> None:
     print(f"# torch {torch.__version__}, {torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}, "
           f"{torch.get_num_threads()} threads; overrides: {' '.join(overrides)}")
     start = time.perf_counter()
-    validate.run(prepare.run(cfg.data, Cache(Path(cfg.paths.cache))), Cache(Path(cfg.paths.cache)),
+    validate.run(prepare.run(typed(cfg.data, Data, "data"), Cache(Path(cfg.paths.cache))), Cache(Path(cfg.paths.cache)),
                  tuple(cfg.eval_splits))
     setup = time.perf_counter() - start
     start = time.perf_counter()

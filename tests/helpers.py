@@ -22,7 +22,7 @@ from pipeline.asv.train import attacker_settings
 from pipeline.core.config import CONFIG_DIR, REPO_ROOT, compose
 from pipeline.core.config_tree import TRAIN_VC_CONFIG_DIR
 from pipeline.core.fileio import write_json
-from pipeline.core.schemas import Split, typed
+from pipeline.core.schemas import Data, Split, typed
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance
 from pipeline.metrics.results import ConditionResult, DetectSettings, JudgedPair, RunConfig, RunSummary
@@ -229,8 +229,9 @@ def damaged(recipe: Path, tmp_path: Path, edits) -> Path:
 
 
 def vpc_cfg(root: Path, *overrides: str, config: str = "vpc", workers: int = 2):
-    """The `data` config of a VPC data folder."""
-    return compose([f"data.root={root}", f"data.workers={workers}", *overrides], config_name=f"data/{config}").data
+    """The corpus settings (typed `data`) of a VPC data folder."""
+    return typed(compose([f"data.root={root}", f"data.workers={workers}", *overrides],
+                         config_name=f"data/{config}").data, Data, "data")
 
 
 # --- the toy speakers of the ASV tests (the `corpus` fixture in conftest.py) -------------------

@@ -120,6 +120,7 @@ def validate_app(cfg: DictConfig) -> None:
     sound), then every list of the prepared corpus; one `vpeval: error:` line each, exit 2."""
     from pipeline.app.settings import problems
     from pipeline.core.cache import Cache
+    from pipeline.core.schemas import Data, typed
     from pipeline.data.corpus import PreparationProblems
     from pipeline.stages import prepare, validate
 
@@ -127,7 +128,7 @@ def validate_app(cfg: DictConfig) -> None:
     use_usable_cpus(log)
     if not any(p.startswith(("data.", "eval_splits")) for p in found):
         try:
-            prepared = prepare.run(cfg.data, Cache(Path(cfg.paths.cache)))
+            prepared = prepare.run(typed(cfg.data, Data, "data"), Cache(Path(cfg.paths.cache)))
             result = validate.check(prepared, tuple(cfg.eval_splits))
             say(result.render())
             found += result.problems

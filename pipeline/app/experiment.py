@@ -29,7 +29,7 @@ from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path, trials_path
-from pipeline.core.schemas import Detect, Split, typed
+from pipeline.core.schemas import Data, Detect, Split, typed
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
@@ -81,6 +81,7 @@ class Experiment:
         self.curves = curves  # where the attackers trained here log their curves (`curve_settings`)
         # the settings the stages take, typed once (pipeline.core.schemas)
         self.split, self.detect = typed(cfg.split, Split, "split"), typed(cfg.detect, Detect, "detect")
+        self.data_settings = typed(cfg.data, Data, "data")
         self.attacker_settings = attacker_settings(cfg.attacker)
         self.cache = Cache(Path(cfg.paths.cache))
         device = resolve_device(cfg.device)
@@ -90,7 +91,7 @@ class Experiment:
         self.evaluated = cfg.anonymizer
         self.attacker_system = attacker_system(cfg)
         self.labels = system_labels(cfg)
-        self.prepared = prepare.run(cfg.data, self.cache)
+        self.prepared = prepare.run(self.data_settings, self.cache)
         validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
         check_reidentification(cfg, self.prepared)
         self.probe_systems()
@@ -112,7 +113,7 @@ class Experiment:
         start, or whose output is not speech (the output check's rule on those utterances), fails
         now, not after the attacker on original data has trained."""
         systems = {content_hash(plain(s)): s for s in (self.evaluated, self.attacker_system)}
-        rate, listed = self.cfg.data.sample_rate, f"{self.cfg.eval_splits[0]}_enrolls"
+        rate, listed = self.data_settings.sample_rate, f"{self.cfg.eval_splits[0]}_enrolls"
         probes = read_manifest(manifest_path(self.prepared, listed))[:PROBE_UTTERANCES]
         for system in systems.values():
             if not getattr(get_class(str(system._target_)), "probe_first", False):
@@ -135,7 +136,7 @@ class Experiment:
             self._anonymized[key] = anonymize.run(system, source, self.cache, list_name=name,
                                                   seed=int(self.cfg.anonymization_seed),
                                                   device=self.device,
-                                                  sample_rate=self.cfg.data.sample_rate,
+                                                  sample_rate=self.data_settings.sample_rate,
                                                   speakers=self.source_speakers,
                                                   output_check=self.cfg.get("output_check")) / "manifest.jsonl"
         return self._anonymized[key]
@@ -189,7 +190,7 @@ class Experiment:
             }
             for split_name in self.cfg.eval_splits:
                 enrolls = self.data(spec.enroll, f"{split_name}_enrolls", self.evaluated)
-                for g in trial_lists(self.cfg.data.get("eval_trials", "same_gender")):
+                for g in trial_lists(self.data_settings.eval_trials):
                     name = f"{split_name}_{g}"
                     trial_utts = self.data(spec.trials, f"{split_name}_trials_{g}", self.evaluated)
                     scores = self.scores(model, held_out, enrolls, trial_utts,

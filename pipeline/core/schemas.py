@@ -130,7 +130,7 @@ class Data:
     subsets: dict[str, Any] = MISSING  # train: a list of folders, the others one folder
     protocol: Any = plugin(seed=SEED, enroll_fraction=FRACTION, enroll_utterances=COUNT)  # _target_ plugin
     eval_trials: str = limited(Check("same_gender, mixed or both", one_of("same_gender", "mixed", "both")))
-    language: str = MISSING  # data=mls: the MLS language read (mls_<language>/)
+    language: str | None = None  # data=mls and vpc_mls only: the MLS language read (mls_<language>/)
     mixed_seed: int = limited(COUNT0)
 
 

@@ -24,15 +24,15 @@ import errno
 import logging
 import os
 import stat
+from dataclasses import asdict
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from pipeline.core.cache import Cache, content_hash, plain
+from pipeline.core.cache import Cache, content_hash
 from pipeline.core.config import instantiate
 from pipeline.core.errors import VpevalError, input_error
 from pipeline.core.fileio import macos_metadata, write_lines
 from pipeline.core.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
+from pipeline.core.schemas import Data
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
 from pipeline.data.manifest import Utterance, write_manifest, write_trials
@@ -45,16 +45,16 @@ PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio"
           "mixed_seed")
 
 
-def corpus_root(data: DictConfig) -> Path:
+def corpus_root(data: Data) -> Path:
     """The corpus folder; the built-in corpus is generated on first use under a folder
     named after a hash of its settings, so changed settings never reuse an old corpus."""
-    if data.get("generate") is None:
+    if data.generate is None:
         if not Path(data.root).is_dir():
             raise VpevalError(f"{data.root}: corpus folder not found (set data.root=...)")
         return Path(data.root)
     from pipeline.data.synthetic import generate_corpus
 
-    settings = plain(data.generate)
+    settings = asdict(data.generate)
     root = Path(data.root) / content_hash(settings, length=12)
     return generate_corpus(root, sample_rate=data.sample_rate, **settings)
 
@@ -96,24 +96,25 @@ def file_kind(mode: int) -> str:
     return next((kind for test, kind in kinds.items() if test(mode)), "not a regular file")
 
 
-def run(data: DictConfig, cache: Cache) -> Path:
-    """Prepare `data` (a `conf/data/*.yaml` node); returns the stage folder."""
+def run(data: Data, cache: Cache) -> Path:
+    """Prepare `data`, the corpus settings (`typed(cfg.data, Data, "data")` of a
+    `conf/data/*.yaml` node); returns the stage folder."""
     root = corpus_root(data)
-    params = {k: plain(data.get(k)) for k in PARAMS}
+    params = {k: getattr(data, k) for k in PARAMS}
     inputs = {"corpus": str(root), "fingerprint": fingerprint(root)}
     return cache.build("prepare", params, inputs, lambda out: _build(out, data, root), code=__name__)
 
 
-def _build(out: Path, data: DictConfig, root: Path) -> dict:
+def _build(out: Path, data: Data, root: Path) -> dict:
     for key in ("reader", "protocol"):
-        if "_target_" not in data[key]:
+        if "_target_" not in getattr(data, key):
             raise VpevalError(f"data.{key} has no _target_ (see conf/data/librispeech.yaml for the form)")
-    trial_lists(data.get("eval_trials", "same_gender"))
+    trial_lists(data.eval_trials)
     reader = instantiate(data.reader, root=root)
     protocol = instantiate(data.protocol)
-    skip_bad = bool(data.get("skip_bad", False))
+    skip_bad = data.skip_bad
     problems = Problems()
-    train_subsets = [data.subsets.train] if isinstance(data.subsets.train, str) else data.subsets.train
+    train_subsets = [data.subsets["train"]] if isinstance(data.subsets["train"], str) else data.subsets["train"]
     listed = {"train": [e for subset in train_subsets
                         for e in _entries(lambda: reader.entries(subset), problems) or []]}
     read = {split: _entries(lambda: protocol.entries(reader, data.subsets[split]), problems) for split in SPLITS}
@@ -129,7 +130,7 @@ def _build(out: Path, data: DictConfig, root: Path) -> dict:
     problems.stop_unless(skip_bad, out / PROBLEM_LIST)
     used = {u.id: u for u in train + [u for p in sets.values() for u in p.utterances()]}
     ready = conform(list(used.values()), out / "audio", problems, sample_rate=data.sample_rate,
-                    multichannel=multichannel, check_decodes=skip_bad, workers=data.get("workers"))
+                    multichannel=multichannel, check_decodes=skip_bad, workers=data.workers)
     problems.stop_unless(skip_bad, out / PROBLEM_LIST)
     train = [ready[u.id] for u in train if u.id in ready]
     sets = {key: p.restricted(ready) for key, p in sets.items()}
@@ -143,10 +144,10 @@ def _build(out: Path, data: DictConfig, root: Path) -> dict:
 
 
 def _screen_lists(listed: dict[str, list[Entry]], problems: Problems,
-                  data: DictConfig) -> tuple[dict[str, list[Utterance]], set[str]]:
+                  data: Data) -> tuple[dict[str, list[Utterance]], set[str]]:
     """Screen every list in one parallel pass: good utterances per list, multi-channel ids."""
     flat = [entry for entries in listed.values() for entry in entries]
-    result = screen(flat, problems, sample_rate=data.sample_rate, convert=bool(data.get("convert_audio", True)))
+    result = screen(flat, problems, sample_rate=data.sample_rate, convert=data.convert_audio)
     screened, start = {}, 0
     for name, entries in listed.items():
         screened[name] = [u for u in result.utterances[start:start + len(entries)] if u is not None]
@@ -173,11 +174,11 @@ def _check_unseen(listed: dict[str, list[Entry]], root: Path, problems: Problems
                            "data; evaluation speakers must be unseen")
 
 
-def _protocols(protocol: ProtocolSource, reader: Reader, screened: dict[str, list[Utterance]], data: DictConfig,
+def _protocols(protocol: ProtocolSource, reader: Reader, screened: dict[str, list[Utterance]], data: Data,
                root: Path, problems: Problems, unreadable: set[str]) -> dict[tuple[str, str], Protocol]:
     """Every split's protocols by (split, variant); none of a split whose list could not be read
     (its empty list would add a wrong consequence: "0 'f' speakers")."""
-    eval_trials = data.get("eval_trials", "same_gender")
+    eval_trials = data.eval_trials
     mixed = MIXED in trial_lists(eval_trials)
     sets = {}
     for split in (s for s in SPLITS if s not in unreadable):
@@ -191,7 +192,7 @@ def _protocols(protocol: ProtocolSource, reader: Reader, screened: dict[str, lis
                                problems=problems)
         if mixed:
             built[MAIN] = built[MAIN].with_mixed(protocol.mixed(
-                built[MAIN], reader=reader, subset=subset, seed=int(data.get("mixed_seed", 0)), problems=problems))
+                built[MAIN], reader=reader, subset=subset, seed=data.mixed_seed, problems=problems))
         sets.update({(split, variant): p for variant, p in built.items()})
     return sets
 

@@ -38,6 +38,7 @@ from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_json
 from pipeline.core.layout import manifest_path
+from pipeline.core.schemas import Data, typed
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import Utterance, read_manifest
 from pipeline.signal.f0 import frame_mask, num_frames
@@ -179,7 +180,7 @@ def main() -> None:
     base = compose(args.overrides)
     device = resolve_device(base.device)
     cache = Cache(Path(base.paths.cache))
-    prepared = prepare.run(base.data, cache)
+    prepared = prepare.run(typed(base.data, Data, "data"), cache)
     train = read_manifest(manifest_path(prepared, "train"))
     evaluation = [u for name in EVAL_SETS for u in read_manifest(manifest_path(prepared, name))]
     originals = {u.id: u for u in evaluation}

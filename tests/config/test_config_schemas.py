@@ -27,11 +27,11 @@ def test_every_group_option_and_recipe_fits_the_schemas(label):
     """Every option of every group and every recipe (as tests/config/test_config_inheritance.py
     lists them) fits the schemas, and converts to the typed settings the experiment builds from
     it (a section with a value left to the user, `???`, is refused by the settings check first)."""
-    from pipeline.core.schemas import Attacker, Detect, Split, typed
+    from pipeline.core.schemas import Attacker, Data, Detect, Split, typed
 
     cfg = _compose(cases()[label][1], "config")
     assert type_problems(cfg) == []
-    for key, schema in (("split", Split), ("detect", Detect), ("attacker", Attacker)):
+    for key, schema in (("data", Data), ("split", Split), ("detect", Detect), ("attacker", Attacker)):
         if not OmegaConf.missing_keys(cfg[key]):
             assert isinstance(typed(cfg[key], schema, key), schema)
 
@@ -154,7 +154,7 @@ def test_typed_settings_of_every_shipped_section_and_one_line_per_bad_key():
     `speaker_encoder.split` included; a bad key is one line naming it under the section."""
     from pipeline.asv.train import attacker_settings
     from pipeline.core.errors import VpevalError
-    from pipeline.core.schemas import Detect, Split, SparseTrials, typed
+    from pipeline.core.schemas import Data, Detect, Split, SparseTrials, typed
     from tests.helpers import training_config
 
     cfg = compose(["split.sparse_trials={target: 3, nontarget: 9}", "split.unseen_speakers=[19,26]"])
@@ -162,8 +162,9 @@ def test_typed_settings_of_every_shipped_section_and_one_line_per_bad_key():
     assert split.sparse_trials == SparseTrials(3, 9) and split.unseen_speakers == [19, 26]
     assert typed(cfg.detect, Detect, "detect").bootstrap.n_resamples == cfg.detect.bootstrap.n_resamples
     for name in ("tiny", "small", "gpu"):
-        vc = training_config(name, ["out=unused"])
+        vc = training_config(name, ["out=unused", "data.root=/corpus"])
         assert typed(vc.speaker_encoder.split, Split, "speaker_encoder.split").holdout == "speaker"
+        assert typed(vc.data, Data, "data").language is None  # MLS's key: None for the other corpora
         attacker_settings(vc.speaker_encoder.attacker, "speaker_encoder.attacker")
     given = {"val_fraction": 0.1, "enroll_utterances": 2}
     for values, line in (
@@ -172,7 +173,9 @@ def test_typed_settings_of_every_shipped_section_and_one_line_per_bad_key():
              "speaker_encoder.split are val_fraction, holdout, unseen_speakers, enroll_utterances, select_fraction, "
              "sparse_trials)"),
             ({**split.__dict__, "sparse_trials": None, "enroll_utterances": "two"},
-             "speaker_encoder.split.enroll_utterances: Value 'two' of type 'str' could not be converted to Integer")):
+             "speaker_encoder.split.enroll_utterances: Value 'two' of type 'str' could not be converted to Integer"),
+            ({**split.__dict__, "sparse_trials": None, "val_fraction": 1.5},  # the field's range check, at conversion
+             "speaker_encoder.split.val_fraction=1.5: must be a number in (0, 1)")):
         with pytest.raises(VpevalError) as raised:
             typed(values, Split, "speaker_encoder.split")
         assert str(raised.value) == line

@@ -10,6 +10,7 @@ import soundfile as sf
 from pipeline.core.cache import Cache
 from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Data, typed
 from pipeline.data.audio import write_audio
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
@@ -27,7 +28,7 @@ def prepared(tmp_path_factory):
     root = librispeech_tree(tmp_path_factory.mktemp("libri"), SPEAKERS)
     data = compose([f"data.root={root}", "data.protocol.enroll_fraction=0.5", "data.protocol.enroll_utterances=2"],
                    config_name="data/librispeech").data
-    return prepare.run(data, Cache(tmp_path_factory.mktemp("cache")))
+    return prepare.run(typed(data, Data, "data"), Cache(tmp_path_factory.mktemp("cache")))
 
 
 def audio_swap(utt_id, make):

@@ -23,7 +23,7 @@ from pipeline.asv.train import attacker_settings
 from pipeline.core.cache import Cache, plain
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path
-from pipeline.core.schemas import Split, typed
+from pipeline.core.schemas import Data, Split, typed
 from pipeline.data.manifest import Utterance, file_digest, read_manifest
 from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
 from pipeline.stages import prepare, split, train
@@ -48,7 +48,7 @@ def user_errors(recipe: str) -> Iterator[None]:
 
 def prepared_corpus(cfg: DictConfig, cache: Cache) -> Path:
     """The recipe corpus (`cfg.data`, a conf/data node) through the prepare stage."""
-    return prepare.run(cfg.data, cache)
+    return prepare.run(typed(cfg.data, Data, "data"), cache)
 
 
 def training_utterances(prepared: Path) -> list[Utterance]:

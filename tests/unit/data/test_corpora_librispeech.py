@@ -10,6 +10,7 @@ from pipeline.core.cache import Cache, summary_of
 from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path
+from pipeline.core.schemas import Data, typed
 from pipeline.data.audio import write_audio
 from pipeline.data.librispeech import LibriSpeech
 from pipeline.data.manifest import read_manifest
@@ -25,8 +26,9 @@ SPEAKERS = {
 
 def libri_cfg(root, *overrides):
     """The shipped conf/data/librispeech.yaml, with a protocol sized for 4 utterances per speaker."""
-    return compose([f"data.root={root}", "data.workers=2", "data.protocol.enroll_fraction=0.5",
-                    "data.protocol.enroll_utterances=2", *overrides], config_name="data/librispeech").data
+    return typed(compose([f"data.root={root}", "data.workers=2", "data.protocol.enroll_fraction=0.5",
+                          "data.protocol.enroll_utterances=2", *overrides], config_name="data/librispeech").data,
+                 Data, "data")
 
 
 def flac(root, utt):

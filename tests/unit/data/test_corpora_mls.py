@@ -38,7 +38,7 @@ def test_metainfo_lists_a_speaker_once_per_book(tmp_path):
 
 def test_config_picks_the_language(tmp_path):
     cfg = vpc_cfg(tmp_path, "data.language=spanish", config="mls")
-    assert cfg.reader.language == "spanish" and cfg.tag == "mls_spanish" and cfg.eval_trials == "mixed"
+    assert cfg.reader["language"] == "spanish" and cfg.tag == "mls_spanish" and cfg.eval_trials == "mixed"
 
 
 def test_prepare_with_mixed_trials(tmp_path):
@@ -66,6 +66,6 @@ def test_missing_language_folder_names_the_key(tmp_path):
 
 def test_vpc_track2_config_names_its_dirs(tmp_path):
     cfg = vpc_cfg(tmp_path, "data.language=german", "data.tag=de", config="vpc_mls")
-    assert list(cfg.subsets.train) == ["train_german"] and (cfg.subsets.dev, cfg.subsets.test) == ("de_dev", "de_test")
-    assert cfg.protocol.trials is None and cfg.protocol.mixed_trials == "{subset}_trials_mixed"
+    assert cfg.subsets == {"train": ["train_german"], "dev": "de_dev", "test": "de_test"}
+    assert cfg.protocol["trials"] is None and cfg.protocol["mixed_trials"] == "{subset}_trials_mixed"
     assert cfg.eval_trials == "mixed"

@@ -7,6 +7,7 @@ import soundfile as sf
 from pipeline.core.cache import DONE, Cache, summary_of
 from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Data, typed
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.data.vctk import VCTK, VctkProtocol, sentence_number
 from pipeline.stages import prepare, validate
@@ -27,9 +28,10 @@ def corpus(tmp_path_factory):
 
 def vctk_cfg(root, *overrides):
     """The shipped conf/data/vctk.yaml, shrunk to the tiny tree."""
-    return compose([f"data.root={root}", "data.workers=2", "data.reader.speaker_sets.dev={f:2,m:2}",
-                    "data.reader.speaker_sets.test={f:2,m:2}", "data.protocol.enroll_utterances=2",
-                    f"data.protocol.common_sentences={COMMON}", *overrides], config_name="data/vctk").data
+    return typed(compose([f"data.root={root}", "data.workers=2", "data.reader.speaker_sets.dev={f:2,m:2}",
+                          "data.reader.speaker_sets.test={f:2,m:2}", "data.protocol.enroll_utterances=2",
+                          f"data.protocol.common_sentences={COMMON}", *overrides], config_name="data/vctk").data,
+                 Data, "data")
 
 
 @pytest.fixture(scope="module")

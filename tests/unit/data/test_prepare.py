@@ -1,9 +1,9 @@
 """prepare + validate on a tiny LibriSpeech tree written by the test."""
 import pytest
-from omegaconf import OmegaConf
 
 from pipeline.core.cache import Cache, is_complete
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Data, typed
 from pipeline.data.librispeech import LibriSpeech, read_speakers
 from pipeline.data.manifest import read_manifest, read_trials
 from pipeline.stages import prepare, validate
@@ -18,13 +18,15 @@ SPEAKERS = {
 
 
 def data_cfg(root):
-    return OmegaConf.create({
+    """Corpus settings written out in code (not conf/data/librispeech.yaml), every key given."""
+    return typed({
         "name": "librispeech", "tag": "libri", "root": str(root), "sample_rate": 16000, "generate": None,
+        "convert_audio": True, "skip_bad": False, "workers": None, "eval_trials": "same_gender", "mixed_seed": 0,
         "reader": {"_target_": "pipeline.data.librispeech.LibriSpeech"},
         "subsets": {"train": ["train-clean-360"], "dev": "dev-clean", "test": "test-clean"},
         "protocol": {"_target_": "pipeline.data.protocol.GeneratedProtocol", "seed": 0, "enroll_fraction": 0.5,
                      "enroll_utterances": 2},
-    })
+    }, Data, "data")
 
 
 @pytest.fixture(scope="module")
