@@ -46,6 +46,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pipeline.core.checks import SECONDS, Check, Checked, field_problems, one_of, setting
 from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import OutputCheck
 from pipeline.data.manifest import Utterance
 from pipeline.runtime.seeds import stable_seed
 from pipeline.signal.speech import Screen, screen
@@ -71,9 +72,9 @@ def check_not_constant(system: str, utt_ids: list[str], inputs: list[torch.Tenso
                           f"whose input is not: {shown_ids(bad)}; the system failed, its output would read as perfect privacy")
 
 
-def check_speech(system: str, list_name: str, screens: Mapping[str, dict], settings: Mapping | None = None) -> None:
+def check_speech(system: str, list_name: str, screens: Mapping[str, dict], settings: OutputCheck | None = None) -> None:
     """The other half of the output check: a system whose output is not speech where its input
-    is, for more than `max_non_speech` of those utterances of a list (`settings`: the config's
+    is, for more than `max_non_speech` of those utterances of a list (`settings`: the typed
     `output_check` section; None: on, with MAX_NON_SPEECH),
     has failed as surely as one writing zeros, and reads as excellent privacy (white noise at
     -70 dBFS: AA EER 44 %). `screens`: utterance id -> the speech screen of its output (`Screen`
@@ -83,10 +84,10 @@ def check_speech(system: str, list_name: str, screens: Mapping[str, dict], setti
     system that truly outputs non-speech through (`output_check.speech=false`).
 
     >>> check_speech("x", "train", {"u1": {"speech": True, "input_speech": True},
-    ...                             "u2": {"speech": False, "input_speech": False}}, {"max_non_speech": 0})
+    ...                             "u2": {"speech": False, "input_speech": False}}, OutputCheck(True, 0))
     """
-    settings = settings or {}
-    max_share, enabled = float(settings.get("max_non_speech", MAX_NON_SPEECH)), bool(settings.get("speech", True))
+    settings = settings or OutputCheck(speech=True, max_non_speech=MAX_NON_SPEECH)
+    max_share, enabled = settings.max_non_speech, settings.speech
     spoken = [u for u, found in screens.items() if found["input_speech"]]
     failing = sorted(u for u in spoken if not screens[u]["speech"])
     share = len(failing) / max(len(spoken), 1)

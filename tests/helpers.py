@@ -547,3 +547,16 @@ def split_settings(**given) -> Split:
     selection on half the validation speakers, none named, all trials)."""
     return typed({"holdout": "speaker", "unseen_speakers": None, "select_fraction": 0.5, "sparse_trials": None,
                   **given}, Split, "split")
+
+
+def utility_experiment(overrides: list[str], cache_dir: Path):
+    """What `pipeline.app.utility`'s steps read of an experiment (its config, cache and typed
+    sections), from a composed config, without preparing a corpus."""
+    from types import SimpleNamespace
+
+    from pipeline.core.cache import Cache
+    from pipeline.core.schemas import Detect, Utility
+
+    cfg = compose(["data.root=/corpus", *overrides])
+    return SimpleNamespace(cfg=cfg, cache=Cache(cache_dir), detect=typed(cfg.detect, Detect, "detect"),
+                           utility=typed(cfg.utility, Utility, "utility"), data_settings=typed(cfg.data, Data, "data"))

@@ -29,7 +29,7 @@ from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path, trials_path
-from pipeline.core.schemas import Data, Detect, Split, typed
+from pipeline.core.schemas import Attacker, Data, Detect, OutputCheck, Split, Utility, typed
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
@@ -82,6 +82,8 @@ class Experiment:
         # the settings the stages take, typed once (pipeline.core.schemas)
         self.split, self.detect = typed(cfg.split, Split, "split"), typed(cfg.detect, Detect, "detect")
         self.data_settings = typed(cfg.data, Data, "data")
+        self.utility = typed(cfg.utility, Utility, "utility")
+        self.output_check = typed(cfg.output_check, OutputCheck, "output_check")
         self.attacker_settings = attacker_settings(cfg.attacker)
         self.cache = Cache(Path(cfg.paths.cache))
         device = resolve_device(cfg.device)
@@ -124,7 +126,7 @@ class Experiment:
             _, _, screens = anonymizer.run_batch([read_audio(u.path, rate) for u in probes], [u.id for u in probes],
                                                  [u.speaker for u in probes], rate, "probe")
             check_speech(str(system.name), f"the probe ({listed})", dict(zip([u.id for u in probes], screens)),
-                         self.cfg.get("output_check"))
+                         self.output_check)
 
     def data(self, kind: str, name: str, system: DictConfig) -> Path:
         """Manifest of list `name`, original or anonymised by `system`."""
@@ -138,7 +140,7 @@ class Experiment:
                                                   device=self.device,
                                                   sample_rate=self.data_settings.sample_rate,
                                                   speakers=self.source_speakers,
-                                                  output_check=self.cfg.get("output_check")) / "manifest.jsonl"
+                                                  output_check=self.output_check) / "manifest.jsonl"
         return self._anonymized[key]
 
     @cached_property
@@ -155,10 +157,10 @@ class Experiment:
         that is `attacker.pretrained` when set (imported, not trained), validated on the data it
         was trained on (`trained_on`)."""
         if kind not in self._attackers:
-            training = self.data(trained_on(self.cfg, kind), "train", self.attacker_system)
+            training = self.data(trained_on(self.attacker_settings, kind), "train", self.attacker_system)
             held_out = split.run(self.split, training, self.cache, seed=self.cfg.seed, warned=True)  # check_split
-            pretrained = self.cfg.attacker.get("pretrained") if kind == ORIGINAL else None
-            model = train.imported(str(pretrained), self.cache) if pretrained else train.run(
+            pretrained = self.attacker_settings.pretrained if kind == ORIGINAL else None
+            model = train.imported(pretrained, self.cache) if pretrained else train.run(
                 self.attacker_settings, held_out, self.cache, seed=self.cfg.seed, device=self.device, team=self.team,
                 curves=self.curves)
             log.info("attacker for %s data: %s", kind, model)  # e.g. the voice converter's speaker_encoder
@@ -168,7 +170,7 @@ class Experiment:
     def embed(self, model: Path, manifest: Path) -> Path:
         """Embeddings of a list by an attacker (cached)."""
         return extract.run(model, manifest, self.cache, device=self.device,
-                           extraction=plain(self.cfg.attacker.extraction), team=self.team)
+                           extraction=self.attacker_settings.extraction, team=self.team)
 
     def scores(self, model: Path, held_out: Path, enrolls: Path, trial_utts: Path, trials: Path) -> Path:
         """Score file of one condition: embeddings of both sides, then the backend."""
@@ -184,7 +186,7 @@ class Experiment:
             labels = {
                 "attack": attack,
                 "anonymizer": self.labels[0] if anonymized else ORIGINAL,
-                "attacker_anonymizer": self.labels[1] if trained_on(self.cfg, spec.attacker) != ORIGINAL else ORIGINAL,
+                "attacker_anonymizer": self.labels[1] if trained_on(self.attacker_settings, spec.attacker) != ORIGINAL else ORIGINAL,
                 "enroll": str(spec.enroll),
                 "trials": str(spec.trials),
             }
@@ -198,7 +200,7 @@ class Experiment:
                     self.score_files[f"{attack}/{name}"] = str(scores)
                     records.append(ConditionResult.measured(self.metrics(scores, model, enrolls, trial_utts),
                                                             self.metric_list, **labels, set=name))
-            origin, imported = attacker_origin(self.cfg.attacker, self.split, spec.attacker)
+            origin, imported = attacker_origin(self.attacker_settings, self.split, spec.attacker)
             val_labels = {**labels, "anonymizer": labels["attacker_anonymizer"], "attacker_origin": origin,
                           "imported": imported, "protocol_problem": protocol_problem(self.split)}
             enrolls = manifest_path(held_out, "val_enrolls")
@@ -286,22 +288,22 @@ def attacker_system(cfg: DictConfig) -> DictConfig:
     return cfg.attacker_anonymizer if cfg.get("attacker_anonymizer") else cfg.anonymizer
 
 
-def trained_on(cfg: DictConfig, kind: str) -> str:
+def trained_on(attacker: Attacker, kind: str) -> str:
     """What the attacker of an attack with `attacker: kind` was trained on: `kind`, except
     for an imported attacker trained on anonymised speech (`attacker.pretrained_on`)."""
-    if kind == ORIGINAL and cfg.attacker.get("pretrained"):
-        return str(cfg.attacker.get("pretrained_on") or ORIGINAL)
+    if kind == ORIGINAL and attacker.pretrained:
+        return attacker.pretrained_on
     return kind
 
 
-def attacker_origin(attacker: DictConfig, split_settings: Split, kind: str) -> tuple[str, str | None]:
+def attacker_origin(attacker: Attacker, split_settings: Split, kind: str) -> tuple[str, str | None]:
     """(trained | imported | fine-tuned, why its EER_val cannot be judged, or None) of the
     attacker of an attack with `attacker: kind`: an imported or fine-tuned attacker's training
     data is unknown, so vpeval's split may hold out speakers it saw, unless
     `split.unseen_speakers` names speakers it never saw."""
-    if kind == ORIGINAL and attacker.get("pretrained"):
+    if kind == ORIGINAL and attacker.pretrained:
         key, origin = "attacker.pretrained", "imported"
-    elif attacker.get("init"):
+    elif attacker.init:
         key, origin = "attacker.init", "fine-tuned"
     else:
         return "trained", None

@@ -42,7 +42,6 @@ def measure(experiment) -> dict:
     """{"sets": {set: metrics}, "splits": {split: pooled metrics}, "emotion": {...},
     "skipped": {metric: reason}, "asr": name} of an `pipeline.app.experiment.Experiment`."""
     cfg = experiment.cfg
-    settings = cfg.get("utility") or {}
     result = {"sets": {}, "splits": {}, "emotion": {}, "skipped": {}, "asr": cfg.asr.name if "asr" in cfg else None}
     if not experiment.evaluates_anonymized():
         result["skipped"]["utility"] = "no attack evaluates speech anonymised by the evaluated system"
@@ -53,11 +52,11 @@ def measure(experiment) -> dict:
     result["sets"] = {name: {} for name in sets}
     metrics = {PITCH_CORRELATION.name: pitch_correlations, WORD_ERROR_RATE.name: word_error_rates}
     for metric, measure_metric in metrics.items():
-        if not settings.get(metric, True):
+        if not getattr(experiment.utility, metric):
             result["skipped"][metric] = f"off (utility.{metric}=false)"
             continue
         try:
-            measure_metric(cfg, experiment.cache, lists, sets, result)
+            measure_metric(experiment, lists, sets, result)
         except VpevalError as error:
             skip(result, metric, str(error))
     try:
@@ -74,19 +73,19 @@ def skip(result: dict, metric: str, reason: str) -> None:
     result["skipped"][metric] = reason
 
 
-def interval(cfg, numerators, denominators) -> list[float]:
+def interval(experiment, numerators, denominators) -> list[float]:
     """Utterance-bootstrap interval with the settings of `detect.bootstrap` and the run's seed."""
-    boot = cfg.detect.bootstrap
-    return list(ratio_interval(numerators, denominators, n_resamples=int(boot.n_resamples),
-                               confidence=float(boot.confidence), seed=int(cfg.seed)))
+    boot = experiment.detect.bootstrap
+    return list(ratio_interval(numerators, denominators, n_resamples=boot.n_resamples, confidence=boot.confidence,
+                               seed=int(experiment.cfg.seed)))
 
 
-def pitch_correlations(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
+def pitch_correlations(experiment, lists: dict, sets: dict, result: dict) -> None:
     """ρF0 per set (mean and std over its utterances) and per split (over all its utterances,
     with the bootstrap interval of the mean)."""
     values = {}
     for name, pair in lists.items():
-        found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], cache))
+        found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], experiment.cache))
         values[name] = list(found["utterances"].values())
         result["sets"][name].update(pitch_correlation=found["mean"], pitch_correlation_std=found["std"],
                                     utterances=len(values[name]))
@@ -94,17 +93,17 @@ def pitch_correlations(cfg, cache, lists: dict, sets: dict, result: dict) -> Non
         pooled = [v for name, (s, _) in sets.items() if s == split for v in values[name]]
         result["splits"].setdefault(split, {}).update(pitch_correlation=float(np.mean(pooled)),
                                                       pitch_correlation_std=float(np.std(pooled)),
-                                                      pitch_correlation_ci=interval(cfg, pooled,
+                                                      pitch_correlation_ci=interval(experiment, pooled,
                                                                                     np.ones(len(pooled))))
 
 
-def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
+def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
     """WER of the original and the anonymised trial utterances per set and pooled per split
     (with the utterance-bootstrap interval). The references are checked before any recogniser
     is loaded."""
-    if cfg.data.get("generate") is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
+    if experiment.data_settings.generate is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
         raise VpevalError(NO_WORDS)
-    rule = str((cfg.get("utility") or {}).get("wer_text", "vpc"))
+    rule = experiment.utility.wer_text
     normalise = text_rule(rule)
     references = {}
     for name, pair in lists.items():
@@ -119,7 +118,7 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
     counts: dict[tuple[str, str], WordErrors] = {}
     for name, pair in lists.items():
         for kind, manifest in pair.items():
-            hypotheses = transcribe.load(transcribe.run(cfg.asr, manifest, cache), manifest)
+            hypotheses = transcribe.load(transcribe.run(experiment.cfg.asr, manifest, experiment.cache), manifest)
             ids = list(references[name])
             counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids], rule)
             result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
@@ -130,7 +129,7 @@ def word_error_rates(cfg, cache, lists: dict, sets: dict, result: dict) -> None:
             errors = [e for name in names for e in counts[name, kind].per_utterance]
             words = [len(normalise(text).split()) for name in names for text in references[name].values()]
             result["splits"].setdefault(split, {}).update({f"wer_{kind}": sum(errors) / sum(words),
-                                                           f"wer_{kind}_ci": interval(cfg, errors, words)})
+                                                           f"wer_{kind}_ci": interval(experiment, errors, words)})
     flag_weak_recogniser(result)
 
 
@@ -155,8 +154,8 @@ def emotion_recognition(experiment, result: dict) -> None:
     found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache))}  # a bad model stops here
     anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, list_name="emotion",
                                seed=int(experiment.cfg.anonymization_seed), device=experiment.device,
-                               sample_rate=experiment.cfg.data.sample_rate,
-                               output_check=experiment.cfg.get("output_check"))
+                               sample_rate=experiment.data_settings.sample_rate,
+                               output_check=experiment.output_check)
     found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
     for kind, predicted in found.items():
         labels = [predicted[u] for u in truth]

@@ -35,6 +35,7 @@ from pipeline.core.cache import Cache
 from pipeline.core.config import instantiate, plugin_class, without
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import read_text, write_json, write_lines
+from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import audio_info, read_audio, write_audio
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
 from pipeline.runtime.ordered import ordered_map
@@ -50,10 +51,10 @@ def output_path(out: Path, utt: Utterance) -> Path:
 
 def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, seed: int, device: str,
         sample_rate: int = 16000, speakers: Mapping[str, str] | None = None,
-        output_check: Mapping | None = None) -> Path:
+        output_check: OutputCheck | None = None) -> Path:
     """Anonymise the utterances of list `list_name` (`manifest`) with `system` (a
     conf/anonymizer node); `speakers`: {speaker: gender} of every list of the corpus (None:
-    this list's own, for a list anonymised on its own); `output_check`: the config section
+    this list's own, for a list anonymised on its own); `output_check`: the typed section
     (`speech`, `max_non_speech`; None: its defaults, on). The folder's key is the system's
     config (less its labels) and the fingerprint of the files its parameter dataclass names
     (checked first): the system is built only when the folder is not complete."""

@@ -7,6 +7,7 @@ and rank 0 writes the files.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from pipeline.asv.embed import extract_embeddings
 from pipeline.core.cache import Cache
 from pipeline.core.fileio import write_lines, write_npy
 from pipeline.core.layout import EMBEDDING_IDS, EMBEDDINGS
+from pipeline.core.schemas import Extraction
 from pipeline.data.manifest import file_digest, read_manifest
 from pipeline.runtime.distributed import World
 from pipeline.runtime.team import Team, run_on_ranks
@@ -29,17 +31,18 @@ def extract_on_rank(world: World, model: str, manifest: str, out: str, extractio
         write_lines(Path(out) / EMBEDDING_IDS, ids)
 
 
-def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: dict, team: Team | None = None) -> Path:
+def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: Extraction,
+        team: Team | None = None) -> Path:
     """Embed the utterances of `manifest` with the attacker in `model` (a train-stage folder),
     on `team`'s ranks when given, else in this process on `device`.
 
-    `extraction` (batch_seconds, precision, workers) changes speed, not results, so it is
-    not part of the folder's key.
+    `extraction` (the typed `attacker.extraction`: batch_seconds, precision, workers,
+    audio_cache) changes speed, not results, so it is not part of the folder's key.
     """
 
     def build(out: Path) -> dict:
         run_on_ranks(team, device, extract_on_rank, model=str(model), manifest=str(manifest), out=str(out),
-                     extraction=dict(extraction))
+                     extraction=asdict(extraction))
         return {"utterances": len((out / EMBEDDING_IDS).read_text().split()),
                 "dim": int(np.load(out / EMBEDDINGS, mmap_mode="r").shape[1])}
 

@@ -41,6 +41,7 @@ from pipeline.asv.model import SpeakerEncoder
 from pipeline.asv.train import attacker_settings, train_attacker
 from pipeline.core.config import REPO_ROOT
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Extraction
 from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.runtime.distributed import World, use_global_batchnorm
 from pipeline.runtime.team import Team, TeamSpec, _free_port_pair
@@ -322,7 +323,8 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
         held_out = split.run(split_settings(**cfg.split), everything, cache, seed=1986)
         model = train.run(attacker_settings(cfg.attacker), held_out, cache, seed=1986, device="cpu", team=with_team)
         embedded = extract.run(model, manifest_path(held_out, "val"), cache, device="cpu",
-                               extraction={"batch_seconds": 4.0, "precision": "fp32", "workers": 1}, team=with_team)
+                               extraction=Extraction(batch_seconds=4.0, precision="fp32", workers=1, audio_cache=None),
+                               team=with_team)
         assert is_complete(model) and is_complete(embedded) and (model / "model.pt").is_file()
         assert [record["epoch"] for record in read_log(model / "training_log.jsonl")] == [1, 2]
         results[name] = read_embeddings(embedded)

@@ -18,6 +18,7 @@ from pipeline.asv.model import SpeakerEncoder
 from pipeline.core.cache import Cache
 from pipeline.core.config import compose, instantiate, without
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest, write_manifest
 from pipeline.runtime.checkpoint import load_checkpoint, save_checkpoint
@@ -32,7 +33,7 @@ ENCODER = {"channels": [16, 16, 48], "kernel_sizes": [5, 3, 1], "dilations": [1,
 pytestmark = pytest.mark.usefixtures("single_thread")
 # A voice converter trained for seconds outputs no speech: these tests are about pseudo-speakers
 # and cache keys, so the output check's speech screen is off (what `output_check.speech=false` does).
-UNTRAINED = {"speech": False, "max_non_speech": 0.2}
+UNTRAINED = OutputCheck(speech=False, max_non_speech=0.2)
 
 
 def recipe(name: str, data_root: Path, *overrides: str):

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from anonymizers.base import Anonymizer, Batch, check_speech
 from pipeline.core.cache import Cache
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance, write_manifest
 from pipeline.signal.speech import screen
@@ -66,19 +67,19 @@ def verdicts(outputs: dict[str, bool], inputs: dict[str, bool] | None = None) ->
 
 def test_refused_above_the_share_with_one_line_naming_share_ids_and_key():
     screens = verdicts({f"u{i}": i >= 3 for i in range(10)})  # 3 of 10 fail
-    check_speech("sys", "train", screens, {"speech": True, "max_non_speech": 0.3})  # 30 % is not above 0.3
+    check_speech("sys", "train", screens, OutputCheck(speech=True, max_non_speech=0.3))  # 30 % is not above 0.3
     with pytest.raises(VpevalError) as caught:
         check_speech("sys", "train", screens)  # the default, 0.2
     message = str(caught.value)
     assert "\n" not in message and message.startswith("sys: output is not speech for 3 of the 10 utterance(s) of train")
     assert "(30 % > output_check.max_non_speech=0.2): u0, u1, u2 (u0: 0 % voiced frames" in message
     assert "output_check.speech=false" in message
-    check_speech("sys", "train", screens, {"speech": False, "max_non_speech": 0.2})  # the override
+    check_speech("sys", "train", screens, OutputCheck(speech=False, max_non_speech=0.2))  # the override
 
 
 def test_input_that_is_not_speech_is_not_the_systems_fault():
     screens = verdicts({"u1": False, "u2": True}, inputs={"u1": False, "u2": True})
-    check_speech("sys", "train", screens, {"speech": True, "max_non_speech": 0})
+    check_speech("sys", "train", screens, OutputCheck(speech=True, max_non_speech=0))
 
 
 class Noise(Anonymizer):
@@ -104,7 +105,7 @@ def test_stage_refuses_a_noise_system_every_time_unless_told(tmp_path):
                                       device="cpu", output_check=check)
     for _ in range(2):  # built, then cached: refused both times
         with pytest.raises(VpevalError, match=r"^noise: output is not speech for 4 of the 4 utterance\(s\) of train"):
-            run({"speech": True, "max_non_speech": 0.2})
-    out = run({"speech": False, "max_non_speech": 0.2})
+            run(OutputCheck(speech=True, max_non_speech=0.2))
+    out = run(OutputCheck(speech=False, max_non_speech=0.2))
     folders = [f for f in (tmp_path / "cache" / "anonymize").iterdir() if f.is_dir()]
     assert folders == [out] and (out / "manifest.jsonl").is_file()  # one build: the check is no part of its key

@@ -358,11 +358,15 @@ def test_imported_attackers_are_judged_only_on_speakers_named_unseen():
     """Item 6 of issue 25: an imported or fine-tuned attacker's EER_val is on vpeval's split of
     data it may have been trained on; an attacker imported from anonymised speech is validated
     on anonymised speech."""
-    from pipeline.app.experiment import attacker_origin, trained_on
+    from pipeline.app.experiment import attacker_origin, trained_on as trained_on_settings
+    from pipeline.asv.train import attacker_settings
     from pipeline.core.config import compose
 
     def origin_of(cfg, kind):
-        return attacker_origin(cfg.attacker, split_of(cfg), kind)
+        return attacker_origin(attacker_settings(cfg.attacker), split_of(cfg), kind)
+
+    def trained_on(cfg, kind):
+        return trained_on_settings(attacker_settings(cfg.attacker), kind)
 
     assert origin_of(compose([]), "anonymized") == ("trained", None)
     origin, reason = origin_of(compose(["attacker.pretrained=/vpc/exp/asv_orig"]), "original")

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 
 import pipeline.metrics
 from pipeline.app import utility
+from pipeline.core.schemas import Utility
 from pipeline.metrics.contract import UTILITY_NEEDS, Column, Metric, UtilityMetric
 from pipeline.metrics.registry import METRICS, UTILITY_METRICS, set_metrics, unlisted_utility_keys
 from pipeline.report.document import render_markdown
@@ -67,7 +68,8 @@ def test_a_utility_result_holds_listed_columns_only():
 class Measured:
     """An experiment whose evaluated system anonymises the trials (for `utility.measure`)."""
 
-    cfg = OmegaConf.create({"eval_splits": ["test"], "utility": {"wer": False}, "asr": {"name": "x"}})
+    cfg = OmegaConf.create({"eval_splits": ["test"], "asr": {"name": "x"}})
+    utility = Utility(pitch_correlation=True, wer=False, wer_text="vpc")
     cache = evaluated = None
 
     def evaluates_anonymized(self):
@@ -80,7 +82,7 @@ class Measured:
 @pytest.mark.parametrize("key, unlisted", [("pitch_correlation", []), ("rho", ["rho"])])
 def test_measure_runs_each_metrics_stage_and_a_key_no_column_names_is_found(monkeypatch, key, unlisted):
     """What the end-to-end tests assert of real runs: a value no listed column names is found."""
-    def pitch_correlations(cfg, cache, lists, sets, found):
+    def pitch_correlations(experiment, lists, sets, found):
         assert lists["test_f"] == {"original": "original/test_trials_f", "anonymized": "anonymized/test_trials_f"}
         found["sets"]["test_f"][key] = 0.5
 

@@ -19,7 +19,7 @@ from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_
 from pipeline.metrics.wer import normalise, ratio_interval, word_errors
 from pipeline.recognition.asr import PocketSphinx, SpeechBrainASR, Whisper
 from pipeline.stages import transcribe
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, utility_experiment
 
 get_model_path = pytest.importorskip("pocketsphinx").get_model_path  # the utility extra
 
@@ -265,10 +265,10 @@ def test_wer_step_pools_a_split_with_intervals_and_names_untranscribed_utterance
     waves = McAdams(alpha=0.6, seed=0, device="cpu")([torch.from_numpy(read_audio(SPEECH / f"{u}.flac")) for u in texts],
                                                     texts, ["tts"] * len(texts), RATE)
     anonymized = speech_manifest(tmp_path / "a", {u: w.numpy() for u, w in zip(texts, waves)})
-    cfg = compose(["data=vpc", "detect.bootstrap.n_resamples=200"])
+    experiment = utility_experiment(["data=vpc", "detect.bootstrap.n_resamples=200"], tmp_path / "cache")
     lists, sets, result = {"test_f": {"original": original, "anonymized": anonymized}}, {"test_f": ("test", "x")}, \
         {"sets": {"test_f": {}}, "splits": {}}
-    word_error_rates(cfg, Cache(tmp_path / "cache"), lists, sets, result)
+    word_error_rates(experiment, lists, sets, result)
     found, pooled = result["sets"]["test_f"], result["splits"]["test"]
     assert found["words"] == 35
     assert found["wer_original"] < 0.6                          # measured 0.40 (espeak-ng en-us+f2, pocketsphinx 5.1.1)
@@ -280,6 +280,6 @@ def test_wer_step_pools_a_split_with_intervals_and_names_untranscribed_utterance
     write_manifest(original, [u if u.id != "speech2" else replace(u, text="") for u in utts])
     with pytest.raises(VpevalError, match=r"o/manifest.jsonl: 1 of 3 utterances have no reference transcript, "
                                           r"first speech2$"):
-        word_error_rates(cfg, Cache(tmp_path / "cache"), lists, sets, result)
+        word_error_rates(experiment, lists, sets, result)
     with pytest.raises(VpevalError, match=r"^the built-in synthetic corpus has no words"):
-        word_error_rates(compose(["data=synthetic_tiny"]), Cache(tmp_path / "cache"), lists, sets, result)
+        word_error_rates(utility_experiment(["data=synthetic_tiny"], tmp_path / "cache"), lists, sets, result)

@@ -9,6 +9,7 @@ import pytest
 from pipeline.core.config import compose, instantiate, without
 
 transformers = pytest.importorskip("transformers")
+from tests.helpers import utility_experiment  # noqa: E402
 from tests.unit.utility.test_utility_wer import whisper_folder  # noqa: E402
 
 RATE = 16000
@@ -88,7 +89,6 @@ def test_wer_step_counts_words_and_errors_by_the_configured_rule(tmp_path, monke
     from types import SimpleNamespace
 
     from pipeline.app import utility
-    from pipeline.core.cache import Cache
     from pipeline.data.manifest import Utterance, write_manifest
 
     hypotheses = {"u1": "¿Qué hora es?", "u2": "buenos días"}
@@ -100,7 +100,8 @@ def test_wer_step_counts_words_and_errors_by_the_configured_rule(tmp_path, monke
     found = {}
     for rule in ("vpc", "vpc2026_whisper"):
         result = {"sets": {"test_f": {}}, "splits": {}}
-        cfg = compose(["data=vpc", "detect.bootstrap.n_resamples=20", f"utility.wer_text={rule}"])
-        utility.word_error_rates(cfg, Cache(tmp_path / "cache"), lists, sets, result)
+        experiment = utility_experiment(["data=vpc", "detect.bootstrap.n_resamples=20", f"utility.wer_text={rule}"],
+                                        tmp_path / "cache")
+        utility.word_error_rates(experiment, lists, sets, result)
         found[rule] = (result["sets"]["test_f"]["words"], result["splits"]["test"]["wer_original"])
     assert found == {"vpc": (5, 0.0), "vpc2026_whisper": (5, 1 / 5)}
