@@ -26,6 +26,7 @@ from torch.utils.data import Dataset
 
 from pipeline.asv.audio_cache import INT16_SCALE
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Training, check_of, require
 
 LAYER_NORM_EPS = 1e-5  # torch.nn.functional.layer_norm's, which VPC applies to the waveform
 
@@ -40,8 +41,7 @@ class CropPlan:
         if examples_per_epoch not in EXAMPLE_MODES:
             raise VpevalError(f"attacker.training.examples_per_epoch must be one of {EXAMPLE_MODES}, "
                               f"got {examples_per_epoch!r}")
-        if batch_size < 1:
-            raise VpevalError(f"attacker.training.batch_size must be positive, got {batch_size}")
+        require(check_of(Training, "batch_size"), batch_size, "attacker.training.batch_size")
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.crop_samples = int(crop_samples)
         self.batch_size = int(batch_size)

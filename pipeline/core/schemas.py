@@ -67,8 +67,12 @@ NON_NEGATIVE = Check("a number >= 0", non_negative)
 LR_RATIO = Check("a number in (0, 1]", lambda v: number(v) and 0 < v <= 1)
 
 
+SHORTEST_SYNTHETIC = 0.5  # seconds: the built-in synthesiser's shortest utterance (pipeline.data.synthetic)
+
+
 def duration_pair(v) -> bool:
-    return isinstance(v, (list, ListConfig)) and len(v) == 2 and all(map(positive, v)) and v[0] <= v[1]
+    return (isinstance(v, (list, ListConfig)) and len(v) == 2 and all(map(positive, v))
+            and SHORTEST_SYNTHETIC <= v[0] <= v[1])
 
 
 def limited(check: Check):
@@ -111,7 +115,8 @@ class GeneratedSubset:
 @dataclass
 class Generate:
     seed: int = limited(SEED)
-    duration: list[float] = limited(Check("a [low, high] pair of seconds, 0 < low <= high", duration_pair))
+    duration: list[float] = limited(Check(f"a [low, high] pair of seconds, {SHORTEST_SYNTHETIC} <= low <= high",
+                                          duration_pair))
     chapters_per_speaker: int = limited(COUNT)
     subsets: dict[str, GeneratedSubset] = MISSING
 

@@ -49,6 +49,7 @@ from tqdm import tqdm
 
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_json, write_lines, write_text
+from pipeline.core.schemas import Generate, GeneratedSubset, check_of, require
 from pipeline.data.audio import write_audio
 from pipeline.data.phones import VOWELS, frame_tracks, plan_utterance
 from pipeline.signal.synthesis import Session, Voice, frame_count, synthesise
@@ -149,15 +150,12 @@ def synthesise_speaker(task: SpeakerTask) -> tuple[int, float]:
 
 def _options(seed: int, sample_rate: int, subsets: Mapping, duration, chapters_per_speaker: int) -> dict:
     """Check the generation options and return them in the form stored in the marker file."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise VpevalError(f"synthetic corpus: seed must be a non-negative integer, got {seed!r}")
+    require(check_of(Generate, "seed"), seed, "data.generate.seed")
     if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate < 8000:
         raise VpevalError(f"synthetic corpus: sample_rate must be an integer >= 8000, got {sample_rate!r}")
+    require(check_of(Generate, "duration"), list(duration), "data.generate.duration")
     low, high = (float(x) for x in duration)
-    if not 0.5 <= low <= high:
-        raise VpevalError(f"synthetic corpus: duration must be (min, max) seconds with 0.5 <= min <= max, got {tuple(duration)}")
-    if isinstance(chapters_per_speaker, bool) or not isinstance(chapters_per_speaker, int) or chapters_per_speaker < 1:
-        raise VpevalError(f"synthetic corpus: chapters_per_speaker must be a positive integer, got {chapters_per_speaker!r}")
+    require(check_of(Generate, "chapters_per_speaker"), chapters_per_speaker, "data.generate.chapters_per_speaker")
     if not subsets:
         raise VpevalError("synthetic corpus: subsets is empty")
     checked = {}
@@ -167,8 +165,8 @@ def _options(seed: int, sample_rate: int, subsets: Mapping, duration, chapters_p
         if set(sizes) != set(SUBSET_KEYS):
             raise VpevalError(f"synthetic corpus: subsets.{name} needs exactly the keys {', '.join(SUBSET_KEYS)}, got {', '.join(sorted(sizes))}")
         values = {key: sizes[key] for key in SUBSET_KEYS}
-        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values.values()):
-            raise VpevalError(f"synthetic corpus: subsets.{name} sizes must be non-negative integers, got {values}")
+        for key, value in values.items():
+            require(check_of(GeneratedSubset, key), value, f"data.generate.subsets.{name}.{key}")
         if values["female"] + values["male"] == 0:
             raise VpevalError(f"synthetic corpus: subsets.{name} has no speakers")
         if values["utterances"] < chapters_per_speaker:

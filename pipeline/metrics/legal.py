@@ -39,6 +39,7 @@ from scipy.stats import hypergeom
 from scipy.stats import t as student_t
 
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Reidentification, check_of, require
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
@@ -148,7 +149,7 @@ class Grid:
     """What the metrics are computed over (config section `legal`): population sizes N,
     candidate counts N', conversation lengths L, calibration conversations per speaker M,
     random runs, the intervals' confidence, the seed of every draw, and what singling out does
-    with a speaker of fewer than M + 1 conversations (`SHORT_SPEAKERS`)."""
+    with a speaker of fewer than M + 1 conversations (calibrate or drop)."""
 
     populations: tuple[int, ...]
     candidates: tuple[int, ...]
@@ -160,9 +161,6 @@ class Grid:
     short_speakers: str = "calibrate"
 
 
-SHORT_SPEAKERS = ("calibrate", "drop")
-
-
 def conversations_of(utterances: int, length: int, calibration_conversations: int, short_speakers: str) -> int:
     """K: the conversations of L utterances a test speaker gives singling out, at most M + 1; 0
     when it cannot take part (fewer than 2, or under `drop` fewer than M + 1).
@@ -170,8 +168,7 @@ def conversations_of(utterances: int, length: int, calibration_conversations: in
     >>> [conversations_of(n, 2, 9, "calibrate") for n in (3, 4, 9, 20, 50)], conversations_of(19, 2, 9, "drop")
     ([0, 2, 4, 10, 10], 0)
     """
-    if short_speakers not in SHORT_SPEAKERS:
-        raise ValueError(f"short_speakers={short_speakers!r}: must be one of {', '.join(SHORT_SPEAKERS)}")
+    require(check_of(Reidentification, "short_speakers"), short_speakers, "reidentification.short_speakers")
     k = min(utterances // length, calibration_conversations + 1)
     least = 2 if short_speakers == "calibrate" else calibration_conversations + 1
     return k if k >= least else 0
@@ -207,11 +204,11 @@ def grid_problems(grid: Grid, test_counts: dict[str, int], enrolled: set[str], k
     """(every problem of `grid` on this data, one line each; the values of `populations`,
     `candidates` and `lengths` that fit it)."""
     where = f" ({data})" if data else ""
+    for name in ("calibration_conversations", "short_speakers"):  # the settings' own checks
+        check, value = check_of(Reidentification, name), getattr(grid, name)
+        if not check.test(value):
+            return [f"{key}.{name}={value}{where}: must be {check.allowed}"], {}
     m = grid.calibration_conversations
-    if m < 1:
-        return [f"{key}.calibration_conversations={m}{where}: must be at least 1"], {}
-    if grid.short_speakers not in SHORT_SPEAKERS:
-        return [f"{key}.short_speakers={grid.short_speakers}{where}: must be one of {', '.join(SHORT_SPEAKERS)}"], {}
     problems, lengths, populations = [], [], list(grid.populations)
     most = max(test_counts.values(), default=0)
     for length in grid.lengths:

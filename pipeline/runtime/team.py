@@ -38,6 +38,7 @@ import torch
 from torch.distributed import DistError, TCPStore
 
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Distributed, check_of, require
 from pipeline.runtime.distributed import World
 
 HEARTBEAT_S = 1.0        # node agents' heartbeat period
@@ -79,9 +80,9 @@ def team_spec(distributed: Mapping[str, Any], device: str) -> TeamSpec | None:
     Checks before any work that this node has the GPUs (and the Slurm job the nodes) asked
     for; fills the node rank, the leader's address and the port from Slurm when not given.
     """
-    gpus, nodes = int(distributed["gpus_per_node"]), int(distributed["nodes"])
-    if gpus < 1 or nodes < 1:
-        raise VpevalError(f"distributed.gpus_per_node and distributed.nodes must be >= 1, got {gpus} and {nodes}")
+    for key in ("gpus_per_node", "nodes"):
+        require(check_of(Distributed, key), distributed[key], f"distributed.{key}")
+    gpus, nodes = distributed["gpus_per_node"], distributed["nodes"]
     if gpus == 1 and nodes == 1:
         return None
     device_type = _device_type(device, gpus)

@@ -50,6 +50,18 @@ def test_one_gpu_and_one_node_need_no_team():
     assert team_spec({"gpus_per_node": 1, "nodes": 1, "timeout_s": 5}, "auto") is None
 
 
+@pytest.mark.parametrize("settings, line", [
+    ({"gpus_per_node": 0, "nodes": 1}, "distributed.gpus_per_node=0: must be an integer >= 1"),
+    ({"gpus_per_node": 2, "nodes": 1.5}, "distributed.nodes=1.5: must be an integer >= 1"),
+])
+def test_an_api_callers_team_is_checked_by_the_settings_rule(settings, line):
+    """The guard is the `distributed` schema's own check (one home per rule): a fractional node
+    count is refused, where `int()` once made it one node."""
+    with pytest.raises(VpevalError) as raised:
+        team_spec({**settings, "timeout_s": 5}, "cpu")
+    assert str(raised.value) == line
+
+
 def test_fewer_gpus_than_requested_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

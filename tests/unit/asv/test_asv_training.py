@@ -90,6 +90,8 @@ def test_crops_are_reproducible_from_seed_epoch_and_step():
             np.testing.assert_array_equal(first, second)
     assert not np.array_equal(plan.batch(0, 0)[1], plan.batch(1, 0)[1]) or \
         not np.array_equal(plan.batch(0, 0)[0], plan.batch(1, 0)[0])
+    with pytest.raises(VpevalError, match=r"^attacker.training.batch_size=0: must be an integer >= 1$"):  # the setting's rule
+        CropPlan(lengths, crop_samples=4000, batch_size=0, seed=11)
     epoch_utterances = np.concatenate([plan.batch(0, step)[0] for step in range(plan.steps_per_epoch)])
     assert len(epoch_utterances) == 16 and np.bincount(epoch_utterances, minlength=5).tolist() == [1, 3, 7, 1, 4]
     per_utterance = CropPlan(lengths, crop_samples=4000, batch_size=2, seed=11, examples_per_epoch="utterances")

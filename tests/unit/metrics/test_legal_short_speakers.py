@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from pipeline.core.errors import VpevalError
 from pipeline.metrics.legal import conversations_of, predicate_threshold, singling_out_rate
 
 
@@ -118,5 +119,5 @@ def test_rate_converges_to_the_enumerated_expectation_with_a_short_speaker():
 def test_conversations_per_speaker():
     assert [conversations_of(n, 3, 9, "calibrate") for n in (5, 6, 29, 30, 31, 300)] == [0, 2, 9, 10, 10, 10]
     assert [conversations_of(n, 3, 9, "drop") for n in (6, 29, 30)] == [0, 0, 10]
-    with pytest.raises(ValueError, match="short_speakers='keep'"):
+    with pytest.raises(VpevalError, match="^reidentification.short_speakers=keep: must be calibrate or drop$"):
         conversations_of(10, 1, 9, "keep")

@@ -186,7 +186,7 @@ def test_speakers_left_out_are_counted():
     (Grid(populations=(), candidates=(2,), lengths=(11,)),
      "reidentification.lengths: L=11 but no enrolled test speaker has that many utterances"),
     (Grid(populations=(2,), candidates=(2,), lengths=(1,), short_speakers="keep"),
-     "reidentification.short_speakers=keep: must be one of calibrate, drop"),
+     "reidentification.short_speakers=keep: must be calibrate or drop"),
 ])
 def test_grid_the_data_cannot_serve_is_refused_in_one_line(grid, message):
     counts = {"a": 12, "b": 10, "c": 10, "d": 3}
