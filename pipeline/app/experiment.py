@@ -29,7 +29,7 @@ from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path, trials_path
-from pipeline.core.schemas import Attacker, Data, Detect, OutputCheck, Split, Utility, typed
+from pipeline.core.schemas import Attacker, Data, Detect, OutputCheck, Reidentification, Split, Utility, typed
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
@@ -84,6 +84,7 @@ class Experiment:
         self.data_settings = typed(cfg.data, Data, "data")
         self.utility = typed(cfg.utility, Utility, "utility")
         self.output_check = typed(cfg.output_check, OutputCheck, "output_check")
+        self.reidentification = typed(cfg.reidentification, Reidentification, "reidentification")
         self.attacker_settings = attacker_settings(cfg.attacker)
         self.cache = Cache(Path(cfg.paths.cache))
         device = resolve_device(cfg.device)
@@ -95,7 +96,7 @@ class Experiment:
         self.labels = system_labels(cfg)
         self.prepared = prepare.run(self.data_settings, self.cache)
         validate.run(self.prepared, self.cache, tuple(cfg.eval_splits))
-        check_reidentification(cfg, self.prepared)
+        check_reidentification(self.reidentification, tuple(cfg.eval_splits), int(cfg.seed), self.prepared)
         self.probe_systems()
         self._attackers: dict[str, tuple[Path, Path]] = {}
         self._anonymized: dict[tuple[str, str], Path] = {}  # (list name, system hash) -> manifest
@@ -254,23 +255,24 @@ class Experiment:
     @cached_property
     def metric_list(self) -> tuple:
         """The metrics of every condition: `METRICS` and the re-identification grid's rates."""
-        return metric_list(plain(self.cfg.get("reidentification")), int(self.cfg.seed))
+        return metric_list(self.reidentification, int(self.cfg.seed))
 
     def replicates(self) -> dict[str, list[float]]:
         """Bootstrap EER replicates of every condition, keyed `<attack>/<set>`."""
         return {name: self._replicates[path] for name, path in self.score_files.items() if path in self._replicates}
 
 
-def check_reidentification(cfg: DictConfig, prepared: Path) -> None:
+def check_reidentification(settings: Reidentification, eval_splits: tuple[str, ...], seed: int,
+                           prepared: Path) -> None:
     """Refuse a `reidentification` grid that an evaluation set's speakers cannot serve, from the
     prepared lists, before any long work (anonymised lists keep the original ids and speakers).
     The candidates are the enrolled speakers the set's trial list tries. Every bad value of every
     set is named in one line, with the largest grid that fits them all."""
-    if not cfg.get("reidentification", {}).get("enabled"):
+    if not settings.enabled:
         return
-    grid = grid_of(plain(cfg.reidentification), int(cfg.seed))
+    grid = grid_of(settings, seed)
     problems, fits = [], []
-    for split_name in cfg.eval_splits:
+    for split_name in eval_splits:
         enrolled = {u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_enrolls"))}
         for g in GENDERS:
             counts = Counter(u.speaker for u in read_manifest(manifest_path(prepared, f"{split_name}_trials_{g}")))

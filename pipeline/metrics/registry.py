@@ -7,6 +7,7 @@ tables print them in this order.
 """
 from __future__ import annotations
 
+from pipeline.core.schemas import Reidentification
 from pipeline.metrics.contract import EMBEDDINGS, EMOTION_DATA
 from pipeline.metrics.reidentification import RANK_DISCLOSURE, reidentification_metrics
 from pipeline.metrics.speaker_risk import SPEAKER_RISK
@@ -33,9 +34,9 @@ UTILITY_METRICS = (
 )
 
 
-def metric_list(reidentification: dict | None = None, seed: int = 0) -> tuple:
+def metric_list(reidentification: Reidentification | None = None, seed: int = 0) -> tuple:
     """METRICS and the metrics a config section builds: the singling out and identification
-    rates over the grid of a plain `reidentification` section when it is enabled."""
+    rates over the grid of the typed `reidentification` section when it is enabled."""
     return (*METRICS, *reidentification_metrics(reidentification, seed))
 
 

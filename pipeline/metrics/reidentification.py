@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.core.schemas import Reidentification
 from pipeline.metrics.contract import EMBEDDINGS, Column, Condition, Metric, rate_key
 from pipeline.metrics.inputs import UndefinedMetricError
 from pipeline.metrics.legal import Grid, identification_rate, singling_out_rate
@@ -33,10 +34,10 @@ DISCLOSURE_KEYS = ("rank_disclosure_bits", "rank_disclosure_worst_bits", "rank_d
                    "rank_disclosure_bb_worst_bits")
 
 
-def grid_of(settings: dict, seed: int) -> Grid:
-    """A plain `reidentification` config section as the metrics' grid."""
-    return Grid(**{k: tuple(settings[k]) if isinstance(settings[k], (list, tuple)) else settings[k]
-                   for k in GRID_KEYS}, seed=seed)
+def grid_of(settings: Reidentification, seed: int) -> Grid:
+    """The typed `reidentification` section as the metrics' grid."""
+    values = {k: getattr(settings, k) for k in GRID_KEYS}
+    return Grid(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}, seed=seed)
 
 
 def tried_enrolment(condition: Condition) -> tuple:
@@ -70,12 +71,12 @@ def rate_metric(name: str, cells: list[tuple[int, int]], estimate, settings: dic
                   cells=tuple(cells))
 
 
-def reidentification_metrics(settings: dict | None, seed: int) -> tuple[Metric, ...]:
-    """The metrics of a plain `reidentification` section (none when it is absent or off)."""
-    if not settings or not settings.get("enabled"):
+def reidentification_metrics(settings: Reidentification | None, seed: int) -> tuple[Metric, ...]:
+    """The metrics of the typed `reidentification` section (none when it is absent or off)."""
+    if settings is None or not settings.enabled:
         return ()
     grid = grid_of(settings, seed)
-    key = {**{k: settings[k] for k in GRID_KEYS}, "seed": seed}
+    key = {**{k: getattr(settings, k) for k in GRID_KEYS}, "seed": seed}
     m = grid.calibration_conversations
 
     def singling_out(arrays, n, length):

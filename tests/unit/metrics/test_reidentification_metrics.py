@@ -3,10 +3,13 @@ values equal to the metric functions on the same arrays, candidates cut to the s
 trial list tries, a grid the condition cannot serve noted, the grid in the evaluate key."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from pipeline.core.cache import Cache
+from pipeline.core.schemas import Reidentification
 from pipeline.metrics.contract import Condition, Embeddings, run_metrics
 from pipeline.metrics.legal import Grid, legal_metrics
 from pipeline.metrics.registry import METRICS, metric_list
@@ -15,8 +18,8 @@ from pipeline.metrics.results import ConditionResult
 from pipeline.report.reidentification import reidentification_sections
 from pipeline.stages import evaluate
 
-SETTINGS = {"enabled": True, "populations": [2, 3], "candidates": [2, 3], "lengths": [1, 2],
-            "calibration_conversations": 2, "runs": 2, "confidence": 0.9, "short_speakers": "calibrate"}
+SETTINGS = Reidentification(enabled=True, populations=[2, 3], candidates=[2, 3], lengths=[1, 2],
+                            calibration_conversations=2, runs=2, confidence=0.9, short_speakers="calibrate")
 
 
 def condition(spread: float) -> tuple[Condition, tuple]:
@@ -51,7 +54,7 @@ def test_columns_follow_the_grid_and_values_equal_the_functions():
 
 
 def test_off_or_absent_section_adds_nothing_and_rank_disclosure_is_always_listed():
-    assert reidentification_metrics(None, 0) == () and reidentification_metrics({**SETTINGS, "enabled": False}, 0) == ()
+    assert reidentification_metrics(None, 0) == () and reidentification_metrics(replace(SETTINGS, enabled=False), 0) == ()
     assert RANK_DISCLOSURE in METRICS and metric_list(None) == METRICS
     assert metric_list(SETTINGS, 1)[-2].name == "singling_out_rate"
 
@@ -66,7 +69,7 @@ def test_signal_separates_clear_from_noisy_voices():
 
 
 def test_a_grid_the_condition_cannot_serve_is_none_with_the_reason():
-    found = run_metrics(condition(0.3)[0], reidentification_metrics({**SETTINGS, "populations": [5]}, 0))
+    found = run_metrics(condition(0.3)[0], reidentification_metrics(replace(SETTINGS, populations=[5]), 0))
     assert found["singling_out_rate_N5_L1"] is None
     assert "singling_out_rate at N=5, L=1" in found["notes"]["singling_out_rate_N5_L1"]
     assert found["identification_rate_N2_L1"] is not None
@@ -74,8 +77,8 @@ def test_a_grid_the_condition_cannot_serve_is_none_with_the_reason():
 
 def test_the_grid_is_in_the_evaluate_key():
     base = evaluate.params(metric_list(SETTINGS, 1))
-    assert base != evaluate.params(metric_list({**SETTINGS, "runs": 3}, 1))
-    assert base != evaluate.params(metric_list({**SETTINGS, "short_speakers": "drop"}, 1))
+    assert base != evaluate.params(metric_list(replace(SETTINGS, runs=3), 1))
+    assert base != evaluate.params(metric_list(replace(SETTINGS, short_speakers="drop"), 1))
     assert base != evaluate.params(metric_list(SETTINGS, 2))
     assert "settings" not in evaluate.params(METRICS)  # runs without the section keep their key
     assert Cache.key("evaluate", base, {}, code="pipeline.stages.evaluate") != Cache.key(
