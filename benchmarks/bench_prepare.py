@@ -23,9 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from pipeline.core.cache import Cache
+from pipeline.core.schemas import Data, typed
 from pipeline.data.audio import write_audio
 from pipeline.stages import prepare, validate
 
@@ -64,15 +63,15 @@ def make_tree(root: Path, files: int, speakers: int, seconds: float) -> None:
         copy.unlink()
 
 
-def data_config(root: Path, workers: int | None) -> OmegaConf:
-    return OmegaConf.create({
+def data_config(root: Path, workers: int | None) -> Data:
+    return typed({
         "name": "librispeech", "tag": "libri", "root": str(root), "sample_rate": 16000, "generate": None,
-        "convert_audio": True, "skip_bad": False, "workers": workers,
+        "convert_audio": True, "skip_bad": False, "workers": workers, "eval_trials": "same_gender", "mixed_seed": 0,
         "reader": {"_target_": "pipeline.data.librispeech.LibriSpeech"},
         "subsets": {"train": ["train-clean-360"], "dev": "dev-clean", "test": "test-clean"},
         "protocol": {"_target_": "pipeline.data.protocol.GeneratedProtocol", "seed": 0, "enroll_fraction": 0.75,
                      "enroll_utterances": 5},
-    })
+    }, Data, "data")
 
 
 def timed(label: str, files: int, action):

@@ -349,6 +349,13 @@ REIDENTIFICATION_ROWS = [  # row, input, overrides, ten trial utterances per spe
 ]
 
 
+def grid_of_config(cfg) -> tuple:
+    """What check_reidentification takes of a composed config: the typed section, the evaluation splits, the seed."""
+    from pipeline.core.schemas import Reidentification, typed
+
+    return typed(cfg.reidentification, Reidentification, "reidentification"), tuple(cfg.eval_splits), cfg.seed
+
+
 @pytest.mark.parametrize("row, what, overrides, ten, needles", REIDENTIFICATION_ROWS,
                          ids=[row[0] for row in REIDENTIFICATION_ROWS])
 def test_reidentification_grid_rows(prepared, tmp_path, row, what, overrides, ten, needles):
@@ -357,7 +364,8 @@ def test_reidentification_grid_rows(prepared, tmp_path, row, what, overrides, te
     cfg = compose(["eval_splits=[test]", "reidentification.enabled=true", "reidentification.candidates=[2]",
                    *overrides])
     record(row, what, "experiment (the prepared lists, before the attacker trains)",
-           raised(check_reidentification, cfg, tried_ten_times(prepared) if ten else prepared), tmp_path, *needles)
+           raised(check_reidentification, *grid_of_config(cfg), tried_ten_times(prepared) if ten else prepared),
+           tmp_path, *needles)
 
 
 def test_reidentification_grid_names_every_bad_key_and_what_fits(prepared, tmp_path):
@@ -367,7 +375,7 @@ def test_reidentification_grid_names_every_bad_key_and_what_fits(prepared, tmp_p
 
     cfg = compose(["eval_splits=[test]", "reidentification.enabled=true", "reidentification.populations=[2,5]",
                    "reidentification.candidates=[2,3]", "reidentification.lengths=[1,11]"])
-    message = raised(check_reidentification, cfg, tried_ten_times(prepared, "fm"))
+    message = raised(check_reidentification, *grid_of_config(cfg), tried_ten_times(prepared, "fm"))
     record("reidentification-grid-all-keys", "a singling-out grid with several values the corpus cannot serve "
            "(`populations=[2,5] candidates=[2,3] lengths=[1,11]`)", "experiment (the prepared lists, before the "
            "attacker trains)", message, tmp_path, "reidentification.populations (test_f): N=5",
