@@ -25,12 +25,9 @@ import torch
 from torch.utils.data import Dataset
 
 from pipeline.asv.audio_cache import INT16_SCALE
-from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import Training, check_of, require
 
 LAYER_NORM_EPS = 1e-5  # torch.nn.functional.layer_norm's, which VPC applies to the waveform
-
-EXAMPLE_MODES = ("chunks", "utterances")
 
 
 class CropPlan:
@@ -38,9 +35,7 @@ class CropPlan:
 
     def __init__(self, lengths: np.ndarray, crop_samples: int, batch_size: int, seed: int,
                  examples_per_epoch: str = "chunks"):
-        if examples_per_epoch not in EXAMPLE_MODES:
-            raise VpevalError(f"attacker.training.examples_per_epoch must be one of {EXAMPLE_MODES}, "
-                              f"got {examples_per_epoch!r}")
+        require(check_of(Training, "examples_per_epoch"), examples_per_epoch, "attacker.training.examples_per_epoch")
         require(check_of(Training, "batch_size"), batch_size, "attacker.training.batch_size")
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.crop_samples = int(crop_samples)

@@ -35,7 +35,9 @@ import numpy as np
 from scipy.linalg import eigh
 
 from pipeline.asv.scoring import ScoringBackend, as_matrix, length_normalise
+from pipeline.core.checks import COUNT, Check, integer, one_of, optional
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import require
 
 log = logging.getLogger(__name__)
 ENROLMENTS = ("multi", "mean")
@@ -93,13 +95,15 @@ class TwoCovariancePLDA:
 class PLDABackend(ScoringBackend):
     """PLDA LLR scoring (see the module doc) behind the `ScoringBackend` interface."""
 
+    settings_checks = {"enrolment": Check(" or ".join(ENROLMENTS), one_of(*ENROLMENTS)),
+                       "lda_dim": Check("null or an integer >= 1 (dimensions)", optional(integer(1))),
+                       "iterations": COUNT}
+
     def __init__(self, lda_dim: int | None = None, length_norm: bool = True, enrolment: str = "multi",
                  iterations: int = 10, name: str = "plda"):
         super().__init__(name)
-        if enrolment not in ENROLMENTS:
-            raise VpevalError(f"backend.enrolment must be one of {ENROLMENTS}, got {enrolment!r}")
-        if lda_dim is not None and int(lda_dim) < 1:
-            raise VpevalError(f"backend.lda_dim must be a positive number of dimensions or null, got {lda_dim}")
+        for key, value in (("enrolment", enrolment), ("lda_dim", lda_dim), ("iterations", iterations)):
+            require(self.settings_checks[key], value, f"backend.{key}")
         self.lda_dim = None if lda_dim is None else int(lda_dim)
         self.length_norm = bool(length_norm)
         self.enrolment = enrolment

@@ -26,7 +26,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from pipeline.core.checks import Check, Checked, one_of
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import require
 from pipeline.core.fileio import write_lines
 from pipeline.data.manifest import Trial, Utterance
 
@@ -64,7 +66,7 @@ ENROLMENT_RULES = {"mean_normalised": mean_of_normalised, "mean_raw": mean_of_ra
 EMBEDDINGS = {"raw": lambda embeddings: embeddings, "sign": np.sign}
 
 
-class ScoringBackend(ABC):
+class ScoringBackend(Checked, ABC):
     """fit(training embeddings, their speakers) once, enrol(a speaker's embeddings), then
     score(speaker models, test embeddings) row pairs.
 
@@ -102,13 +104,14 @@ class CosineBackend(ScoringBackend):
     array([0.70710678])
     """
 
+    settings_checks = {"enrolment": Check(" or ".join(ENROLMENT_RULES), one_of(*ENROLMENT_RULES)),
+                       "embedding": Check(" or ".join(EMBEDDINGS), one_of(*EMBEDDINGS))}
+
     def __init__(self, mean_subtraction: bool = False, enrolment: str = "mean_normalised", name: str = "cosine",
                  embedding: str = "raw"):
         super().__init__(name)
-        if enrolment not in ENROLMENT_RULES:
-            raise VpevalError(f"backend.enrolment: {enrolment!r} is not one of {', '.join(ENROLMENT_RULES)}")
-        if embedding not in EMBEDDINGS:
-            raise VpevalError(f"backend.embedding: {embedding!r} is not one of {', '.join(EMBEDDINGS)}")
+        for key, value in (("enrolment", enrolment), ("embedding", embedding)):
+            require(self.settings_checks[key], value, f"backend.{key}")
         self.mean_subtraction = bool(mean_subtraction)
         self.enrolment = enrolment
         self.embedding = EMBEDDINGS[embedding]

@@ -232,7 +232,7 @@ class Training:
     epochs: int = limited(Check(f"an integer >= 1 and <= {MAX_EPOCHS}", between(1, MAX_EPOCHS)))
     batch_size: int = limited(COUNT)
     crop_seconds: float = limited(SECONDS)
-    examples_per_epoch: str = MISSING
+    examples_per_epoch: str = limited(Check("chunks or utterances", one_of("chunks", "utterances")))
     optimizer: Any = plugin(lr=POSITIVE, weight_decay=NON_NEGATIVE)  # _target_ plugin (torch.optim.*)
     # the attacker/scheduler group: keys differ per schedule
     scheduler: Any = plugin(warmup_fraction=Check("a number in [0, 1)", lambda v: number(v) and 0 <= v < 1),

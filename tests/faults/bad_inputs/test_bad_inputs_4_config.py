@@ -53,6 +53,12 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
      ("split.unseen_speakers", "split.holdout=speaker")),
     ("unknown-detector", "a detector that does not exist (`detect.method=ratio`)", "detect.method=ratio",
      ("detect.method=ratio", "gap, gap_re or line")),
+    ("backend-unknown-enrolment", "a scoring backend's enrolment rule it does not have (`backend=plda "
+     "backend.enrolment=avg`; it stopped only when the first condition was scored, after training)",
+     "backend=plda backend.enrolment=avg", ("backend.enrolment=avg", "multi or mean")),
+    ("examples-per-epoch-typo", "an unknown epoch definition (`attacker.training.examples_per_epoch=chunk`; it "
+     "stopped only when the attacker started training)", "attacker.training.examples_per_epoch=chunk",
+     ("attacker.training.examples_per_epoch=chunk", "chunks or utterances")),
     ("required-unset", "a required value left unset (`anonymizer=external` without `anonymizer.command`)",
      "anonymizer=external", ("anonymizer.command", "required")),
     ("anonymizer-unknown-key", "an anonymiser key its system does not have (`+anonymizer.lpc_ordr=16`; it stopped "

@@ -156,6 +156,13 @@ def pretrained(tmp_path_factory) -> Path:
     return encoder_folder(tmp_path_factory.mktemp("pretrained"), encoder)
 
 
+def frozen(settings):
+    """Attacker settings with learning rate 0 (weights that stay where they start): a test's
+    device, set after the conversion, since the settings refuse lr 0 from a user."""
+    settings.training.optimizer["lr"] = 0.0
+    return settings
+
+
 def test_training_starts_from_the_init_weights_with_a_new_head(corpus, pretrained, tmp_path, monkeypatch):
     from pipeline.asv import train
 
@@ -171,8 +178,8 @@ def test_training_starts_from_the_init_weights_with_a_new_head(corpus, pretraine
         fit_start(self)
 
     monkeypatch.setattr(train._Trainer, "on_fit_start", embed_at_fit_start)
-    cfg = typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=1", f"attacker.init={pretrained}",
-                                        "attacker.finetune=true", "attacker.training.optimizer.lr=0.0"))
+    cfg = frozen(typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=1", f"attacker.init={pretrained}",
+                                               "attacker.finetune=true")))
     out = train_attacker(cfg, corpus[0], tmp_path, device="cpu", seed=1, validate=lambda encoder: 0.5)
     with torch.no_grad():
         assert torch.equal(at_start["embeddings"], folder(wavs))
@@ -183,8 +190,7 @@ def test_training_starts_from_the_init_weights_with_a_new_head(corpus, pretraine
     assert all(torch.equal(tensor, reference[name]) for name, tensor in tuned.named_parameters())
     assert any(not torch.equal(tensor, reference[name]) for name, tensor in tuned.state_dict().items()
                if name.endswith("running_mean"))
-    scratch = train_attacker(typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=1",
-                                                           "attacker.training.optimizer.lr=0.0")),
+    scratch = train_attacker(frozen(typed_attacker("ecapa_tiny", (*RUN, "attacker.training.epochs=1"))),
                              corpus[0], tmp_path / "scratch", device="cpu", seed=1, validate=lambda encoder: 0.5)
     with torch.no_grad():
         assert not torch.allclose(load_encoder(scratch, "cpu")(wavs), tuned(wavs), atol=1e-3)

@@ -12,7 +12,7 @@ from pipeline.asv.scoring import (
     score_trials,
     write_scores,
 )
-from pipeline.core.config import REPO_ROOT
+from pipeline.core.config import REPO_ROOT, compose
 from pipeline.core.errors import VpevalError
 from pipeline.data.manifest import Trial, Utterance
 from pipeline.metrics import read_scores
@@ -106,8 +106,21 @@ def test_enrolment_rules_on_a_hand_computed_case():
 
 
 def test_unknown_enrolment_rule_names_the_key():
-    with pytest.raises(VpevalError, match="backend.enrolment: 'median' is not one of mean_normalised, mean_raw"):
+    with pytest.raises(VpevalError, match="^backend.enrolment=median: must be mean_normalised or mean_raw$"):
         CosineBackend(enrolment="median")
+
+
+@pytest.mark.parametrize("overrides, line", [
+    (["backend.enrolment=median"], "backend.enrolment=median: must be mean_normalised or mean_raw"),
+    (["backend=plda", "backend.enrolment=avg"], "backend.enrolment=avg: must be multi or mean"),
+    (["backend=plda", "backend.lda_dim=0"], "backend.lda_dim=0: must be null or an integer >= 1 (dimensions)"),
+])
+def test_the_settings_check_refuses_a_bad_backend_before_any_stage(overrides, line):
+    """Regression: a backend value the class refuses was met only when the first condition was
+    scored, after the attacker had trained; the class's checks now run with the settings check."""
+    from pipeline.app.settings import problems
+
+    assert problems(compose(overrides)) == [line]
 
 
 def test_sign_embeddings_on_a_hand_computed_case():
@@ -121,7 +134,7 @@ def test_sign_embeddings_on_a_hand_computed_case():
     np.testing.assert_allclose(enrolment_vectors(utts, embeddings, sign)["A"], [1 / 3, 1 / 3])
     np.testing.assert_allclose(score_trials(sign, utts, embeddings, tests, trials), [0.0], atol=1e-12)
     assert score_trials(CosineBackend(enrolment="mean_raw"), utts, embeddings, tests, trials)[0] > 0.5
-    with pytest.raises(VpevalError, match="backend.embedding: 'binary' is not one of raw, sign"):
+    with pytest.raises(VpevalError, match="^backend.embedding=binary: must be raw or sign$"):
         CosineBackend(embedding="binary")
 
 
