@@ -42,8 +42,6 @@ from pipeline.core.checks import (
     SEED,
     Check,
     between,
-    range_problems,
-    shown,
     integer,
     non_negative,
     number,
@@ -51,6 +49,8 @@ from pipeline.core.checks import (
     open_range,
     optional,
     positive,
+    range_problems,
+    shown,
 )
 from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 
@@ -319,8 +319,9 @@ def typed(node, schema: type[Section], key: str) -> Section:
             raise VpevalError(f"{at}: unknown key (the keys of {key} are "
                               f"{', '.join(f.name for f in dataclasses.fields(schema))})") from None
         raise VpevalError(f"{at}: {str(error).splitlines()[0]}") from None
-    for problem in range_problems(merged, _field_checks(schema, ""), key):
-        raise VpevalError(problem)
+    problems = range_problems(merged, _field_checks(schema, ""), key)
+    if problems:
+        raise VpevalError("; ".join(problems))  # every value out of range, in one line
     return settings
 
 

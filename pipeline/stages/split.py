@@ -104,7 +104,7 @@ def unseen_needed(select_fraction: float | None, reported: int) -> int:
     >>> unseen_needed(0.5, MIN_REPORTED), unseen_needed(None, MIN_REPORTED), unseen_needed(0.5, MIN_SPEAKERS)
     (4, 2, 9)
     """
-    check_select_fraction(select_fraction)
+    require(check_of(Split, "select_fraction"), select_fraction, "split.select_fraction")
     k = reported
     while k - select_count(k, select_fraction) < reported:
         k += 1
@@ -195,6 +195,7 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
     (`holdout="unseen"`, warnings logged unless `warn` is false); `round(val_fraction * n)` utterances of every
     speaker, at least 1 (`"speaker"`); or `round(val_fraction * n)` of all n utterances, at
     least 1 (`"list"`). `unseen_speakers` names the unseen speakers instead of a draw."""
+    require(check_of(Split, "holdout"), holdout, "split.holdout")
     if unseen_speakers is not None:
         if holdout != "unseen":
             raise VpevalError(f"split.unseen_speakers names speakers to hold out unseen, but split.holdout={holdout}: "
@@ -235,7 +236,6 @@ def hold_out(utts: list[Utterance], seed: int, val_fraction: float, holdout: str
         n_val = max(1, int(round(val_fraction * len(ordered))))
         held = {ordered[i].id for i in rng.choice(len(ordered), size=n_val, replace=False).tolist()}
         return [u for u in utts if u.id not in held], [u for u in utts if u.id in held]
-    require(check_of(Split, "holdout"), holdout, "split.holdout")
     train, val = [], []
     for speaker, own in by_speaker(utts).items():
         rng = np.random.default_rng(stable_seed(seed, f"split:{speaker}"))
@@ -260,7 +260,7 @@ def _build(out: Path, utts: list[Utterance], seed: int, val_fraction: float, enr
             "(one enrolment, one trial): raise split.val_fraction or drop the speaker")
     # holdout: list leaves them out of the protocols; their utterances are still not trained on
     held = {speaker: own for speaker, own in held.items() if speaker not in too_few}
-    check_sparse(sparse_trials)
+    require(check_of(Split, "sparse_trials"), sparse_trials, "split.sparse_trials")
     selecting = selection_speakers(held, seed, select_fraction)
     parts = {"select": selecting, "val": set(held) - selecting} if select_fraction is not None else \
         {"select": set(held), "val": set(held)}
@@ -311,20 +311,12 @@ def write_by_gender(out: Path, trial_utts: list[Utterance], trials: list[Trial],
     return written
 
 
-def check_sparse(sparse_trials: dict | None) -> None:
-    require(check_of(Split, "sparse_trials"), sparse_trials, "split.sparse_trials")
-
-
-def check_select_fraction(select_fraction: float | None) -> None:
-    require(check_of(Split, "select_fraction"), select_fraction, "split.select_fraction")
-
-
 def selection_speakers(held: dict[str, list[Utterance]], seed: int, select_fraction: float | None) -> set[str]:
     """The validation speakers of the selection protocol: per gender a seeded
     `round(select_fraction * n)` of them, at least 1 and at most n - 1 (None: none)."""
     if select_fraction is None:
         return set()
-    check_select_fraction(select_fraction)
+    require(check_of(Split, "select_fraction"), select_fraction, "split.select_fraction")
     chosen = set()
     for gender in ("f", "m"):
         speakers = sorted(s for s, own in held.items() if own[0].gender == gender)
