@@ -232,6 +232,19 @@ def without(cfg: DictConfig, *keys: str) -> dict:
     return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in keys}
 
 
+def model_class(node: DictConfig, key: str) -> type:
+    """The class of a model plugin (a recogniser, a classifier) that names its model for the
+    cache from its settings (`fingerprint_of`), without loading it; one line where `_target_`
+    names no such class."""
+    from pipeline.core.errors import VpevalError
+
+    found = plugin_class(node)
+    if found is None or not hasattr(found, "fingerprint_of"):
+        raise VpevalError(f"{key}._target_={node.get('_target_')}: must name an importable model class with "
+                          "fingerprint_of (e.g. pipeline.recognition.asr.Whisper)")
+    return found
+
+
 def plugin_class(node: DictConfig | dict) -> type | None:
     """The class a plugin's `_target_` names, None where it names none (a bad `_target_` is
     reported when the plugin is built)."""

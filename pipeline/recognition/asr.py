@@ -8,8 +8,9 @@
 - `Whisper`: a Whisper model folder saved by `transformers` (`save_pretrained`), loaded with
   `local_files_only` (`pip install vpeval[whisper]`).
 
-Every recogniser takes 16 kHz mono float waveforms and returns raw text; `fingerprint()`
-names the model for the transcript cache (the recogniser's config is part of the key too).
+Every recogniser takes 16 kHz mono float waveforms and returns raw text; `fingerprint_of(settings)`
+names the model for the transcript cache from its settings, without loading it (the
+recogniser's config is part of the key too), so a cached transcript never loads the model.
 
 >>> texts = PocketSphinx().transcribe([np.zeros(16000, dtype=np.float32)])
 >>> len(texts), type(texts[0])
@@ -18,6 +19,7 @@ names the model for the transcript cache (the recogniser's config is part of the
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -27,10 +29,20 @@ from pipeline.core.checks import Check, Checked, number, optional, positive
 from pipeline.core.errors import VpevalError
 
 SAMPLE_RATE = 16000
+ASR_FOLDER, HYPERPARAMS, SPEECHBRAIN_ASR = "asr.folder", "hyperparams.yaml", "SpeechBrain ASR"
+WHISPER_FOLDER = ("config.json", "Whisper model")  # what a Whisper folder holds, and its name in errors
 
 
 def missing_library(library: str, extra: str, key: str) -> VpevalError:
     return VpevalError(f"{key} needs the {library} package: pip install -c constraints.txt -e '.[{extra}]'")
+
+
+def package_version(library: str, extra: str, key: str) -> str:
+    """The installed version of `library`; a missing one is the one line of `missing_library`."""
+    try:
+        return metadata.version(library)
+    except metadata.PackageNotFoundError:
+        raise missing_library(library, extra, key) from None
 
 
 def folder_fingerprint(folder: Path) -> dict[str, str]:
@@ -60,7 +72,7 @@ def speechbrain_folder(folder: str | None, key: str, kind: str, interface: str, 
     load is one line."""
     from hydra.utils import get_class
 
-    path = model_folder(folder, key, "hyperparams.yaml", kind)
+    path = model_folder(folder, key, HYPERPARAMS, kind)
     try:
         return path, get_class(interface).from_hparams(source=str(path.resolve()), savedir=str(path.resolve()),
                                                        run_opts={"device": device}, overrides=dict(overrides or {}))
@@ -76,9 +88,11 @@ class Recognizer(ABC):
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:
         """One raw transcript per waveform."""
 
+    @classmethod
     @abstractmethod
-    def fingerprint(self) -> dict:
-        """What identifies the model beyond the config (versions, folder contents)."""
+    def fingerprint_of(cls, settings: Mapping) -> dict:
+        """What identifies the model beyond the config (versions, folder contents), from the
+        recogniser's settings (its config node's keyword arguments), without loading it."""
 
 
 class PocketSphinx(Recognizer):
@@ -89,12 +103,17 @@ class PocketSphinx(Recognizer):
             from pocketsphinx import Decoder
         except ImportError:
             raise missing_library("pocketsphinx", "utility", "asr=pocketsphinx") from None
-        given = {key: value for key, value in (("hmm", hmm), ("dict", dict), ("lm", lm)) if value}
+        self.decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL", **self.given_files({"hmm": hmm, "dict": dict,
+                                                                                            "lm": lm}))
+
+    @staticmethod
+    def given_files(settings: Mapping) -> dict[str, str]:
+        """The model files set (`hmm`, `dict`, `lm`), each checked to exist."""
+        given = {key: settings[key] for key in ("hmm", "dict", "lm") if settings.get(key)}
         for key, value in given.items():
             if not Path(value).exists():
                 raise VpevalError(f"{value}: asr.{key} not found")
-        self.given = given
-        self.decoder = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL", **given)
+        return given
 
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:
         texts = []
@@ -107,10 +126,11 @@ class PocketSphinx(Recognizer):
             texts.append(hypothesis.hypstr if hypothesis is not None else "")
         return texts
 
-    def fingerprint(self) -> dict:
-        return {"pocketsphinx": metadata.version("pocketsphinx"),
+    @classmethod
+    def fingerprint_of(cls, settings: Mapping) -> dict:
+        return {"pocketsphinx": package_version("pocketsphinx", "utility", "asr=pocketsphinx"),
                 **{key: folder_fingerprint(Path(v)) if Path(v).is_dir() else str(Path(v).stat().st_size)
-                   for key, v in self.given.items()}}
+                   for key, v in cls.given_files(settings).items()}}
 
 
 class SpeechBrainASR(Recognizer):
@@ -122,7 +142,7 @@ class SpeechBrainASR(Recognizer):
                  device: str = "cpu", overrides: dict | None = None):
         import torch
 
-        self.folder, self.model = speechbrain_folder(folder, "asr.folder", "SpeechBrain ASR", interface, device,
+        self.folder, self.model = speechbrain_folder(folder, ASR_FOLDER, SPEECHBRAIN_ASR, interface, device,
                                                      overrides)
         self.device, self.torch = device, torch
 
@@ -135,8 +155,10 @@ class SpeechBrainASR(Recognizer):
             words, _ = self.model.transcribe_batch(batch.to(self.device), lengths.to(self.device))
         return [w if isinstance(w, str) else " ".join(w) for w in words]
 
-    def fingerprint(self) -> dict:
-        return {"speechbrain": metadata.version("speechbrain"), "folder": folder_fingerprint(self.folder)}
+    @classmethod
+    def fingerprint_of(cls, settings: Mapping) -> dict:
+        folder = model_folder(settings.get("folder"), ASR_FOLDER, HYPERPARAMS, SPEECHBRAIN_ASR)
+        return {"speechbrain": metadata.version("speechbrain"), "folder": folder_fingerprint(folder)}
 
 
 class Whisper(Recognizer, Checked):
@@ -172,7 +194,7 @@ class Whisper(Recognizer, Checked):
 
         from pipeline.core.devices import resolve_device
 
-        self.folder = model_folder(folder, "asr.folder", "config.json", "Whisper model")
+        self.folder = model_folder(folder, ASR_FOLDER, *WHISPER_FOLDER)
         self.device = resolve_device(device)
         try:
             self.processor = transformers.WhisperProcessor.from_pretrained(self.folder, local_files_only=True)
@@ -229,7 +251,7 @@ class Whisper(Recognizer, Checked):
                                          attention_mask=inputs.attention_mask.to(self.device), **self.options)
         return self.processor.batch_decode(tokens, skip_special_tokens=True)
 
-    def fingerprint(self) -> dict:
-        import transformers
-
-        return {"transformers": transformers.__version__, "folder": folder_fingerprint(self.folder)}
+    @classmethod
+    def fingerprint_of(cls, settings: Mapping) -> dict:
+        return {"transformers": package_version("transformers", "whisper", "asr=whisper"),
+                "folder": folder_fingerprint(model_folder(settings.get("folder"), ASR_FOLDER, *WHISPER_FOLDER))}

@@ -11,6 +11,7 @@ scores highest. `EmotionData` reads a Kaldi-style data dir with emotion labels, 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,10 @@ from pipeline.data.audio import audio_info
 from pipeline.data.kaldi import table_lines
 from pipeline.data.manifest import Utterance
 from pipeline.data.vpc import VoicePrivacyDirs
-from pipeline.recognition.asr import folder_fingerprint, speechbrain_folder
+from pipeline.recognition.asr import HYPERPARAMS, folder_fingerprint, model_folder, speechbrain_folder
 
 LABELS = "utt2emo"
+EMOTION_FOLDER = ("emotion.folder", "SpeechBrain emotion")  # its config key, its name in errors
 
 
 class EmotionClassifier:
@@ -32,7 +34,7 @@ class EmotionClassifier:
                  device: str = "cpu"):
         import torch
 
-        self.folder, self.model = speechbrain_folder(folder, "emotion.folder", "SpeechBrain emotion", interface, device)
+        self.folder, self.model = speechbrain_folder(folder, *EMOTION_FOLDER, interface, device)
         self.device, self.torch = device, torch
 
     def classify(self, waves: list[np.ndarray]) -> list[str]:
@@ -43,8 +45,11 @@ class EmotionClassifier:
             labels.append(str(text[0]))
         return labels
 
-    def fingerprint(self) -> dict:
-        return folder_fingerprint(self.folder)
+    @classmethod
+    def fingerprint_of(cls, settings: Mapping) -> dict:
+        """The model folder's files, from the settings, without loading the model (a cached list's key)."""
+        return folder_fingerprint(model_folder(settings.get("folder"), EMOTION_FOLDER[0], HYPERPARAMS,
+                                               EMOTION_FOLDER[1]))
 
 
 def read_emotion_data(folder: str | Path) -> tuple[list[Utterance], dict[str, str]]:

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from pipeline.core.cache import Cache
-from pipeline.core.config import instantiate, without
+from pipeline.core.config import instantiate, model_class, without
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_lines
 from pipeline.data.audio import read_audio
@@ -47,16 +47,16 @@ def prepare(data: str | Path, cache: Cache) -> Path:
 def run(emotion: DictConfig, manifest: Path, cache: Cache) -> Path:
     """The classifier's label of every utterance of `manifest`; returns the folder."""
     config = without(emotion, "name", "data", "device")
-    classifier = instantiate(without(emotion, "name", "data"))
+    model = model_class(emotion, "emotion").fingerprint_of(without(emotion, "name", "data", "_target_"))
 
     def build(out: Path) -> dict:
+        classifier = instantiate(without(emotion, "name", "data"))
         utts = read_manifest(manifest)
         labels = classifier.classify([read_audio(u.path, SAMPLE_RATE) for u in tqdm(utts, desc="emotion", leave=False)])
         write_lines(out / PREDICTIONS, (f"{u.id} {label}" for u, label in zip(utts, labels)))
         return {"utterances": len(utts)}
 
-    return cache.build("emotion", config, {"manifest": file_digest(manifest), "model": classifier.fingerprint()},
-                       build, code=__name__)
+    return cache.build("emotion", config, {"manifest": file_digest(manifest), "model": model}, build, code=__name__)
 
 
 def load(folder: Path, name: str = PREDICTIONS) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Stage 6e — transcribe: a recogniser's transcript of every utterance of a manifest.
 
 Transcripts are cached per (recogniser, audio): the folder is keyed by the recogniser's
-config (conf/asr), its `fingerprint()` (package version, model folder contents) and the
+config (conf/asr), its `fingerprint_of` (package version, model folder contents, read without
+loading the model: a cached list never loads it) and the
 manifest's content, which names the audio files (an anonymised manifest names the audio
 folder of its own system). Output: `text`, Kaldi-style `<utt> <raw transcript>` lines in
 manifest order. An interrupted run resumes: finished utterances are appended to
@@ -15,7 +16,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from pipeline.core.cache import Cache
-from pipeline.core.config import instantiate, without
+from pipeline.core.config import instantiate, model_class, without
 from pipeline.core.errors import input_error
 from pipeline.core.fileio import write_lines
 from pipeline.data.audio import read_audio
@@ -30,10 +31,11 @@ LABEL_KEYS = ("name", "device")  # change nothing in the transcripts
 
 def run(asr: DictConfig, manifest: Path, cache: Cache) -> Path:
     """Transcripts of the utterances of `manifest` by the recogniser `asr`; returns the folder."""
-    recognizer = instantiate(without(asr, "name"))
-    inputs = {"manifest": file_digest(manifest), "model": recognizer.fingerprint()}
+    settings = without(asr, "name", "_target_")
+    inputs = {"manifest": file_digest(manifest), "model": model_class(asr, "asr").fingerprint_of(settings)}
 
     def build(out: Path) -> dict:
+        recognizer = instantiate(without(asr, "name"))
         utts = read_manifest(manifest)
         done = read_text(out / PARTIAL)
         with open(out / PARTIAL, "a", encoding="utf-8") as partial:

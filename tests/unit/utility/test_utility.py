@@ -99,7 +99,7 @@ def test_unweighted_average_recall_by_hand():
     assert unweighted_average_recall(["a", "a", "b", "c"], ["a", "b", "b", "a"]) == pytest.approx((0.5 + 1 + 0) / 3)
 
 
-def test_emotion_stage_with_a_speechbrain_folder(tmp_path):
+def test_emotion_stage_with_a_speechbrain_folder(tmp_path, monkeypatch):
     model = emotion_folder(tmp_path / "model")
     cfg = OmegaConf.merge(compose(["data=synthetic_tiny"]).emotion, {"folder": str(model),
                                                                      "data": str(emotion_data(tmp_path / "iemocap"))})
@@ -110,6 +110,9 @@ def test_emotion_stage_with_a_speechbrain_folder(tmp_path):
     predicted = emotion.load(emotion.run(cfg, prepared / "manifest.jsonl", cache))
     direct = EmotionClassifier(str(model)).classify([read_audio(tmp_path / "iemocap" / f"e{i}.flac") for i in range(4)])
     assert [predicted[f"e{i}"] for i in range(4)] == direct and set(direct) <= set(EMOTIONS)
+    with monkeypatch.context() as patched:  # issue 39: a cached list never builds its model
+        patched.setattr(EmotionClassifier, "__init__", lambda *a, **k: pytest.fail("the cached list loaded its model"))
+        assert emotion.load(emotion.run(cfg, prepared / "manifest.jsonl", cache)) == predicted
 
 
 def test_emotion_data_without_labels_or_with_an_unlabelled_utterance(tmp_path):

@@ -53,12 +53,12 @@ def test_normalisation_and_hand_counted_word_errors():
         word_errors(["..."], ["x"])
 
 
-def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path):
+def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path, monkeypatch):
     manifest = speech_manifest(tmp_path)
     cache = Cache(tmp_path / "cache")
     asr = compose(["data=synthetic_tiny"]).asr
     folder = cache.path("transcribe", {"asr": without(asr, *transcribe.LABEL_KEYS)},
-                        {"manifest": file_digest(manifest), "model": PocketSphinx().fingerprint()},
+                        {"manifest": file_digest(manifest), "model": PocketSphinx.fingerprint_of({})},
                         code=transcribe.__name__)
     folder.mkdir(parents=True)
     (folder / transcribe.PARTIAL).write_text("speech1 as resumed\nspeech2 cut by a ki")  # last line incomplete
@@ -69,6 +69,13 @@ def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path):
     assert found["speech3"] == "we will meet at the station at seven o'clock tomorrow morning"
     assert not (folder / transcribe.PARTIAL).exists()
     assert transcribe.run(asr, manifest, cache) == folder and cache.events[-1].reused
+
+    def load_model(*args, **kwargs):
+        raise AssertionError("a cached transcript loaded its recogniser")
+
+    monkeypatch.setattr(PocketSphinx, "__init__", load_model)  # issue 39: a cached list never builds its model
+    assert transcribe.run(asr, manifest, cache) == folder
+    monkeypatch.undo()
     same_model_named = OmegaConf.merge(asr, {"hmm": str(Path(get_model_path()) / "en-us" / "en-us")})
     assert transcribe.run(same_model_named, manifest, cache) != folder       # another recogniser config, another key
 
