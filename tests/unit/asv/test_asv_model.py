@@ -6,7 +6,6 @@ import torchaudio.compliance.kaldi as kaldi
 from pipeline.asv.features import KaldiFbank
 from pipeline.asv.model import AAMSoftmaxHead, SpeakerEncoder, normalise_mean
 from pipeline.core.errors import VpevalError
-from pipeline.runtime.precision import autocast_dtype
 
 TINY = dict(channels=[32, 32, 32, 32, 96], kernel_sizes=[5, 3, 3, 3, 1], dilations=[1, 2, 3, 4, 1],
             attention_channels=16, res2net_scale=4, se_channels=16, embedding_dim=24)
@@ -135,13 +134,6 @@ def test_too_short_utterance_is_an_error():
 def test_bad_architecture_is_a_clear_error(change, message):
     with pytest.raises(VpevalError, match=message):
         SpeakerEncoder(**{**TINY, **change})
-
-
-def test_autocast_dtype_only_on_cuda():
-    assert autocast_dtype("bf16", torch.device("cpu"), config_key="k") is None
-    assert autocast_dtype("bf16", torch.device("cuda"), config_key="k") is torch.bfloat16
-    with pytest.raises(VpevalError, match="k must be one of"):
-        autocast_dtype("fp8", torch.device("cpu"), config_key="k")
 
 
 @pytest.mark.gpu
