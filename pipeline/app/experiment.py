@@ -29,7 +29,8 @@ from pipeline.core.config import instantiate, without
 from pipeline.core.devices import compile_mode, resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.layout import manifest_path, trials_path
-from pipeline.core.schemas import Attacker, Data, Detect, OutputCheck, Reidentification, Split, Utility, typed
+from pipeline.core.schemas import (Attacker, Data, Detect, Distributed, OutputCheck, Reidentification, Split, Utility,
+                                   typed)
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import GENDERS, read_manifest
@@ -419,7 +420,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
     torchrun workers; on a multi-node job the nodes other than node 0 only serve that team
     and return None.
     """
-    spec = team_spec(cfg.distributed, str(cfg.device))
+    spec = team_spec(typed(cfg.distributed, Distributed, "distributed"), str(cfg.device))
     if spec is not None and spec.node_rank > 0:
         serve_node(spec)
         return None

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import torch
 from torch.distributed import DistError, TCPStore
@@ -74,15 +74,15 @@ class TeamSpec:
                 f"--device-type={self.device_type}", f"--timeout={self.timeout_s}"]
 
 
-def team_spec(distributed: Mapping[str, Any], device: str) -> TeamSpec | None:
-    """The team the experiment's `distributed` config asks for, or None for a single process.
+def team_spec(distributed: Distributed, device: str) -> TeamSpec | None:
+    """The team the typed `distributed` settings ask for, or None for a single process.
 
     Checks before any work that this node has the GPUs (and the Slurm job the nodes) asked
     for; fills the node rank, the leader's address and the port from Slurm when not given.
     """
     for key in ("gpus_per_node", "nodes"):
-        require(check_of(Distributed, key), distributed[key], f"distributed.{key}")
-    gpus, nodes = distributed["gpus_per_node"], distributed["nodes"]
+        require(check_of(Distributed, key), getattr(distributed, key), f"distributed.{key}")
+    gpus, nodes = distributed.gpus_per_node, distributed.nodes
     if gpus == 1 and nodes == 1:
         return None
     device_type = _device_type(device, gpus)
@@ -93,7 +93,7 @@ def team_spec(distributed: Mapping[str, Any], device: str) -> TeamSpec | None:
     if not 0 <= int(node_rank) < nodes:
         raise VpevalError(f"distributed.node_rank={node_rank} is outside 0..{nodes - 1}")
     return TeamSpec(gpus, nodes, int(node_rank), str(master_addr), int(port), device_type,
-                    float(distributed["timeout_s"]))
+                    float(distributed.timeout_s))
 
 
 def run_on_ranks(team: "Team | None", device: str, function: Callable[..., None], **kwargs: Any) -> None:
@@ -276,10 +276,10 @@ def _slurm_job(nodes: int):
     return job
 
 
-def _pick(distributed: Mapping[str, Any], key: str, from_slurm: Callable[[], Any], single_node: Callable[[], Any],
+def _pick(distributed: Distributed, key: str, from_slurm: Callable[[], Any], single_node: Callable[[], Any],
           nodes: int) -> Any:
     """distributed.<key> when set, else Slurm's value, else (one node only) the single-node default."""
-    for value in (distributed.get(key), from_slurm(), single_node() if nodes == 1 else None):
+    for value in (getattr(distributed, key), from_slurm(), single_node() if nodes == 1 else None):
         if value is not None:
             return value
     raise VpevalError(f"distributed.{key} must be set for a multi-node run outside Slurm")

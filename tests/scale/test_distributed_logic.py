@@ -1,12 +1,15 @@
 """torch.distributed logic that needs no worker process: the single-process world, each rank's
 rows of a global batch, global batch norm without a process group, and the team settings (GPUs,
 nodes, Slurm) checked before any worker starts."""
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
 
 from pipeline.asv.crops import CropBatches, CropPlan
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import Distributed
 from pipeline.runtime.distributed import GlobalBatchNorm1d, World, use_global_batchnorm
 from pipeline.runtime.team import _job_port, team_spec
 
@@ -46,8 +49,13 @@ def test_global_batchnorm_without_a_process_group_is_batchnorm():
     torch.testing.assert_close(converted.running_var, plain.running_var)
 
 
+def team(**given) -> Distributed:
+    """`distributed` settings as the experiment types them: `given` over a single-node default."""
+    return Distributed(**{"node_rank": None, "master_addr": None, "port": None, "timeout_s": 5, **given})
+
+
 def test_one_gpu_and_one_node_need_no_team():
-    assert team_spec({"gpus_per_node": 1, "nodes": 1, "timeout_s": 5}, "auto") is None
+    assert team_spec(team(gpus_per_node=1, nodes=1), "auto") is None
 
 
 @pytest.mark.parametrize("settings, line", [
@@ -58,33 +66,33 @@ def test_an_api_callers_team_is_checked_by_the_settings_rule(settings, line):
     """The guard is the `distributed` schema's own check (one home per rule): a fractional node
     count is refused, where `int()` once made it one node."""
     with pytest.raises(VpevalError) as raised:
-        team_spec({**settings, "timeout_s": 5}, "cpu")
+        team_spec(team(**settings), "cpu")
     assert str(raised.value) == line
 
 
 def test_fewer_gpus_than_requested_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    settings = {"gpus_per_node": 4, "nodes": 1, "timeout_s": 5}
+    settings = team(gpus_per_node=4, nodes=1)
     for device in ("auto", "cuda"):
         with pytest.raises(VpevalError, match=r"gpus_per_node=4 but .* has 2 visible GPU\(s\): fewer GPUs than requested"):
             team_spec(settings, device)
-    assert team_spec({**settings, "gpus_per_node": 2}, "cuda").device_type == "cuda"
+    assert team_spec(replace(settings, gpus_per_node=2), "cuda").device_type == "cuda"
     with pytest.raises(VpevalError, match="device='cuda:1' picks one GPU"):
-        team_spec({**settings, "gpus_per_node": 2}, "cuda:1")
+        team_spec(replace(settings, gpus_per_node=2), "cuda:1")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(VpevalError, match="has 0 visible GPU"):
-        team_spec({**settings, "gpus_per_node": 2}, "auto")
-    assert team_spec({**settings, "gpus_per_node": 2}, "cpu").device_type == "cpu"
+        team_spec(replace(settings, gpus_per_node=2), "auto")
+    assert team_spec(replace(settings, gpus_per_node=2), "cpu").device_type == "cpu"
 
 
 def test_multi_node_settings_come_from_slurm_or_must_be_given(monkeypatch):
-    settings = {"gpus_per_node": 2, "nodes": 2, "node_rank": None, "master_addr": None, "port": None, "timeout_s": 5}
+    settings = team(gpus_per_node=2, nodes=2)
     for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID"):
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(VpevalError, match="distributed.node_rank must be set for a multi-node run outside Slurm"):
         team_spec(settings, "cpu")
-    given = team_spec({**settings, "node_rank": 1, "master_addr": "head", "port": 29400}, "cpu")
+    given = team_spec(replace(settings, node_rank=1, master_addr="head", port=29400), "cpu")
     assert (given.node_rank, given.master_addr, given.port, given.world_size) == (1, "head", 29400, 4)
     monkeypatch.setenv("SLURM_JOB_ID", "123456")
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
@@ -105,4 +113,4 @@ def test_multi_node_settings_come_from_slurm_or_must_be_given(monkeypatch):
 @pytest.mark.gpu
 def test_a_team_asking_for_more_gpus_than_visible_fails_before_any_work():
     with pytest.raises(VpevalError, match="fewer GPUs than requested"):
-        team_spec({"gpus_per_node": torch.cuda.device_count() + 1, "nodes": 1, "timeout_s": 5}, "cuda")
+        team_spec(team(gpus_per_node=torch.cuda.device_count() + 1, nodes=1), "cuda")
