@@ -76,6 +76,8 @@ def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path, monkeypatch)
     monkeypatch.setattr(PocketSphinx, "__init__", load_model)  # issue 39: a cached list never builds its model
     assert transcribe.run(asr, manifest, cache) == folder
     monkeypatch.undo()
+    with pytest.raises(VpevalError, match=r"^asr._target_=no.such.Recogniser: must name an importable model class"):
+        transcribe.run(OmegaConf.create({"name": "x", "_target_": "no.such.Recogniser"}), manifest, cache)
     same_model_named = OmegaConf.merge(asr, {"hmm": str(Path(get_model_path()) / "en-us" / "en-us")})
     assert transcribe.run(same_model_named, manifest, cache) != folder       # another recogniser config, another key
 
