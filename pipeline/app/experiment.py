@@ -183,12 +183,13 @@ class Experiment:
     def records(self) -> list[ConditionResult]:
         records = []
         for attack, spec in self.cfg.attacks.items():
+            trained_on_anonymized = trained_on(self.attacker_settings, spec.attacker) != ORIGINAL
             model, held_out = self.attacker(spec.attacker)
             anonymized = spec.enroll != ORIGINAL or spec.trials != ORIGINAL
             labels = {
                 "attack": attack,
                 "anonymizer": self.labels[0] if anonymized else ORIGINAL,
-                "attacker_anonymizer": self.labels[1] if trained_on(self.attacker_settings, spec.attacker) != ORIGINAL else ORIGINAL,
+                "attacker_anonymizer": self.labels[1] if trained_on_anonymized else ORIGINAL,
                 "enroll": str(spec.enroll),
                 "trials": str(spec.trials),
             }
