@@ -62,8 +62,8 @@ def main() -> None:
     print(f"# torch {torch.__version__}, {torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}, "
           f"{torch.get_num_threads()} threads; overrides: {' '.join(overrides)}")
     start = time.perf_counter()
-    validate.run(prepare.run(typed(cfg.data, Data, "data"), Cache(Path(cfg.paths.cache))), Cache(Path(cfg.paths.cache)),
-                 tuple(cfg.eval_splits))
+    cache = Cache(Path(cfg.paths.cache))
+    validate.run(prepare.run(typed(cfg.data, Data, "data"), cache), cache, tuple(cfg.eval_splits))
     setup = time.perf_counter() - start
     start = time.perf_counter()
     report = run_experiment(cfg, workdir / "runs" / "bench")

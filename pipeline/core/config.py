@@ -232,16 +232,18 @@ def without(cfg: DictConfig, *keys: str) -> dict:
     return {k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in keys}
 
 
-def model_class(node: DictConfig, key: str) -> type:
-    """The class of a model plugin (a recogniser, a classifier) that names its model for the
-    cache from its settings (`fingerprint_of`), without loading it; one line where `_target_`
-    names no such class."""
+MODEL_PLUGIN = "an importable model class with fingerprint_of (e.g. pipeline.recognition.asr.Whisper)"
+
+
+def plugin_with(node: DictConfig, key: str, attribute: str, what: str) -> type:
+    """The class a stage's plugin names (`key._target_`), which keys a cached result without
+    being built through `attribute` (an anonymiser's `parameters`, a recogniser's
+    `fingerprint_of`); one line saying it must name `what` where it names no such class."""
     from pipeline.core.errors import VpevalError
 
     found = plugin_class(node)
-    if found is None or not hasattr(found, "fingerprint_of"):
-        raise VpevalError(f"{key}._target_={node.get('_target_')}: must name an importable model class with "
-                          "fingerprint_of (e.g. pipeline.recognition.asr.Whisper)")
+    if getattr(found, attribute, None) is None:
+        raise VpevalError(f"{key}._target_={node.get('_target_')}: must name {what}")
     return found
 
 

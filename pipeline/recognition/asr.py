@@ -92,7 +92,7 @@ class Recognizer(ABC):
     @abstractmethod
     def fingerprint_of(cls, settings: Mapping) -> dict:
         """What identifies the model beyond the config (versions, folder contents), from the
-        recogniser's settings (its config node's keyword arguments), without loading it."""
+        recogniser's settings (its config node as a dict), without loading it."""
 
 
 class PocketSphinx(Recognizer):

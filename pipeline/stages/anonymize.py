@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from anonymizers.base import Anonymizer, check_speech
 from pipeline.core.cache import Cache
-from pipeline.core.config import instantiate, plugin_class, without
+from pipeline.core.config import instantiate, plugin_with, without
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import read_text, write_json, write_lines
 from pipeline.core.schemas import OutputCheck
@@ -58,10 +58,8 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     (`speech`, `max_non_speech`; None: its defaults, on). The folder's key is the system's
     config (less its labels) and the fingerprint of the files its parameter dataclass names
     (checked first): the system is built only when the folder is not complete."""
-    system_class = plugin_class(system)
-    if getattr(system_class, "parameters", None) is None:
-        raise VpevalError(f"anonymizer._target_={system.get('_target_')}: must name an anonymiser class (a subclass "
-                          "of anonymizers.base.Anonymizer in a module that imports)")
+    system_class = plugin_with(system, "anonymizer", "parameters", "an anonymiser class (a subclass of "
+                               "anonymizers.base.Anonymizer in a module that imports)")
     settings = instantiate(without(system, "name", "_target_"), _convert_="all")  # a strategy node -> its builder
     parameters = system_class.parameters.of(settings)
     parameters.check()

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from pipeline.core.cache import Cache
-from pipeline.core.config import instantiate, model_class, without
+from pipeline.core.config import MODEL_PLUGIN, instantiate, plugin_with, without
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_lines
 from pipeline.data.audio import read_audio
@@ -46,11 +46,12 @@ def prepare(data: str | Path, cache: Cache) -> Path:
 
 def run(emotion: DictConfig, manifest: Path, cache: Cache) -> Path:
     """The classifier's label of every utterance of `manifest`; returns the folder."""
-    config = without(emotion, "name", "data", "device")
-    model = model_class(emotion, "emotion").fingerprint_of(without(emotion, "name", "data", "_target_"))
+    settings = without(emotion, "name", "data")
+    config = {k: v for k, v in settings.items() if k != "device"}
+    model = plugin_with(emotion, "emotion", "fingerprint_of", MODEL_PLUGIN).fingerprint_of(settings)
 
     def build(out: Path) -> dict:
-        classifier = instantiate(without(emotion, "name", "data"))
+        classifier = instantiate(settings)
         utts = read_manifest(manifest)
         labels = classifier.classify([read_audio(u.path, SAMPLE_RATE) for u in tqdm(utts, desc="emotion", leave=False)])
         write_lines(out / PREDICTIONS, (f"{u.id} {label}" for u, label in zip(utts, labels)))

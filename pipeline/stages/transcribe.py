@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from pipeline.core.cache import Cache
-from pipeline.core.config import instantiate, model_class, without
+from pipeline.core.config import MODEL_PLUGIN, instantiate, plugin_with, without
 from pipeline.core.errors import input_error
 from pipeline.core.fileio import write_lines
 from pipeline.data.audio import read_audio
@@ -31,11 +31,11 @@ LABEL_KEYS = ("name", "device")  # change nothing in the transcripts
 
 def run(asr: DictConfig, manifest: Path, cache: Cache) -> Path:
     """Transcripts of the utterances of `manifest` by the recogniser `asr`; returns the folder."""
-    settings = without(asr, "name", "_target_")
-    inputs = {"manifest": file_digest(manifest), "model": model_class(asr, "asr").fingerprint_of(settings)}
+    settings = without(asr, "name")
+    model = plugin_with(asr, "asr", "fingerprint_of", MODEL_PLUGIN).fingerprint_of(settings)
 
     def build(out: Path) -> dict:
-        recognizer = instantiate(without(asr, "name"))
+        recognizer = instantiate(settings)
         utts = read_manifest(manifest)
         done = read_text(out / PARTIAL)
         with open(out / PARTIAL, "a", encoding="utf-8") as partial:
@@ -48,6 +48,7 @@ def run(asr: DictConfig, manifest: Path, cache: Cache) -> Path:
         (out / PARTIAL).unlink()
         return {"utterances": len(utts)}
 
+    inputs = {"manifest": file_digest(manifest), "model": model}
     return cache.build("transcribe", {"asr": without(asr, *LABEL_KEYS)}, inputs, build, code=__name__)
 
 

@@ -47,6 +47,13 @@ def test_a_cached_list_never_builds_the_system(tmp_path, built):
     assert len(built) == 1 and [event.reused for event in cache.events] == [False, True]
 
 
+def test_a_target_that_names_no_anonymiser_is_one_line(tmp_path):
+    system = compose(["anonymizer._target_=no.such.System"]).anonymizer
+    with pytest.raises(VpevalError, match=r"^anonymizer._target_=no.such.System: must name an anonymiser class \(a "
+                                          r"subclass of anonymizers.base.Anonymizer in a module that imports\)$"):
+        anonymize.run(system, one_list(tmp_path), Cache(tmp_path / "cache"), list_name="train", seed=1, device="cpu")
+
+
 def test_the_key_holds_the_config_and_the_parameters_fingerprint(tmp_path):
     """What names the folder besides the code version is what it was before the parameters were
     a dataclass: the system's config less its labels, the seed, rate and list, the manifest."""
