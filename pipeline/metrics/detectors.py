@@ -18,9 +18,12 @@ seed) and, for any (EER_test, EER_val) pair, gives the EER_val the matched pairs
   matched attacker meets its evaluation data's distribution on both sides, so δ is near 0.
 - `gap_re`: random effects with each point's own sampling variance v (the bootstrap
   variance of its gap): g_j = δ + u_j + e_j, u ~ N(0, τ²) between systems, e_j ~ N(0, v_j).
-  δ and τ² by DerSimonian-Laird; margin z(1-α)·sqrt(v + τ² + Var δ). More power than `gap`
-  when the spread is mostly sampling noise; its false-alarm rate exceeds α when τ is
-  comparable to the sampling standard deviation (docs/detection.md has the simulation).
+  δ and τ² by DerSimonian-Laird; margin t(1-α; n-1)·sqrt(h·(v + τ² + Var δ)), h the modified
+  Hartung-Knapp factor max(1, Σ w_j (g_j - δ)² / (n-1)) with w_j = 1/(v_j + τ²): the
+  trusted gaps' spread about δ in units of their predicted variance, never below 1. The t
+  quantile and h pay for τ², which 3-5 points often estimate as 0 (a normal quantile on
+  the DerSimonian-Laird variance alone had 7-10 % false alarms at α = 5 % once τ reached
+  the sampling deviation; docs/detection.md has the simulation).
 - `line`: panariello2025's picture, EER_val = a + b·EER_test by least squares, margin
   t(1-α; n-2)·s·sqrt(1 + 1/n + (x - x̄)²/Sxx) (the one-sided prediction bound).
 
@@ -32,7 +35,6 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
-from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from pipeline.metrics.bootstrap import MIN_SPEAKERS
@@ -98,13 +100,15 @@ class GapModel:
 
 @dataclass(frozen=True)
 class RandomGapModel:
-    """`gap_re`: δ (`mean_gap`), between-system variance `tau2` and Var δ (`mean_var`)."""
+    """`gap_re`: δ (`mean_gap`), between-system variance `tau2`, Var δ (`mean_var`) and the
+    modified Hartung-Knapp factor `hartung_knapp` (at least 1)."""
 
     n: int
     mean_gap: float
     tau2: float
     mean_var: float
     typical_var: float  # the trusted points' mean sampling variance (the band drawn in figures)
+    hartung_knapp: float
     method = "gap_re"
     min_points = 2
 
@@ -118,20 +122,24 @@ class RandomGapModel:
         q = float((weights * (gaps - pooled) ** 2).sum())
         tau2 = max(0.0, (q - (len(gaps) - 1)) / float(weights.sum() - (weights ** 2).sum() / weights.sum()))
         star = 1 / (variances + tau2)
-        return cls(len(gaps), float((star * gaps).sum() / star.sum()), tau2, float(1 / star.sum()),
-                   float(variances.mean()))
+        mean_gap = float((star * gaps).sum() / star.sum())
+        spread = float((star * (gaps - mean_gap) ** 2).sum()) / (len(gaps) - 1)
+        return cls(len(gaps), mean_gap, tau2, float(1 / star.sum()), float(variances.mean()), max(1.0, spread))
 
     def predict(self, eer_test: float) -> float:
         return eer_test - self.mean_gap
 
     def margin(self, eer_test: float, false_alarm: float, gap_var: float | None = None) -> float:
+        """t(1-α; n-1)·sqrt(h·(v + τ² + Var δ)), v the judged pair's bootstrap variance (the
+        trusted pairs' mean when unknown)."""
         own = self.typical_var if gap_var is None else gap_var
-        return float(norm.ppf(1 - false_alarm)) * math.sqrt(own + self.tau2 + self.mean_var)
+        variance = self.hartung_knapp * (own + self.tau2 + self.mean_var)
+        return float(student_t.ppf(1 - false_alarm, self.n - 1)) * math.sqrt(variance)
 
     def describe(self) -> str:
         return (f"matched gap EER_test - EER_val = {100 * self.mean_gap:.2f} points over {self.n} trusted pairs, "
                 f"between-system standard deviation {100 * math.sqrt(self.tau2):.2f} beside each pair's own "
-                "bootstrap variance")
+                f"bootstrap variance, Hartung-Knapp factor {self.hartung_knapp:.2f} ({self.n - 1} degrees of freedom)")
 
 
 @dataclass(frozen=True)

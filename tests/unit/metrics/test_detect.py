@@ -81,6 +81,23 @@ def test_random_gap_model_has_no_between_spread_when_gaps_agree_within_their_var
     assert "bootstrap variance" in RandomGapModel.fit([Point(0.3, 0.2), Point(0.2, 0.1)])
 
 
+def test_random_gap_margin_is_the_t_bound_scaled_by_the_hartung_knapp_factor():
+    """Gaps 1, 2 and 6 points with variances 1e-4, 1e-4, 4e-4: DerSimonian-Laird's Q = 5 about
+    the pooled 2 points (Σw = 22500, Σw² = 2.0625e8) gives τ² = 3 / (22500 - 2.0625e8 / 22500)
+    = 2.25e-4; the gaps spread about δ by 1.36 times their predicted variance (h), so the margin
+    is t(0.95; 2)·sqrt(h·(v + τ² + Var δ))."""
+    model = RandomGapModel.fit([Point(0.3, 0.29, 1e-4), Point(0.3, 0.28, 1e-4), Point(0.3, 0.24, 4e-4)])
+    assert model.tau2 == pytest.approx(3 / (22500 - 2.0625e8 / 22500))
+    gaps, weights = np.array([0.01, 0.02, 0.06]), 1 / (np.array([1e-4, 1e-4, 4e-4]) + 2.25e-4)
+    assert model.mean_gap == pytest.approx((weights * gaps).sum() / weights.sum())
+    h = (weights * (gaps - model.mean_gap) ** 2).sum() / 2
+    assert model.hartung_knapp == pytest.approx(h) and h == pytest.approx(1.3626, abs=1e-4)
+    variance = h * (2e-4 + 2.25e-4 + 1 / weights.sum())
+    assert model.margin(0.3, 0.05, 2e-4) == pytest.approx(2.919986 * np.sqrt(variance))
+    agreeing = RandomGapModel.fit([Point(0.3, 0.29, 1e-3), Point(0.2, 0.19, 1e-3), Point(0.4, 0.39, 1e-3)])
+    assert agreeing.hartung_knapp == 1.0  # never below 1: trusted gaps that agree cannot narrow the bound
+
+
 def test_line_recovers_slope_and_intercept_and_its_margin_grows_away_from_the_centre():
     line = fit_model("line", [Point(x, 0.02 + 0.3 * x + e) for x, e in zip((0.1, 0.2, 0.3, 0.4), (0.01, -0.01, -0.01, 0.01))])
     assert line.slope == pytest.approx(0.3) and line.intercept == pytest.approx(0.02)
@@ -89,7 +106,7 @@ def test_line_recovers_slope_and_intercept_and_its_margin_grows_away_from_the_ce
     assert isinstance(fit_model("line", [Point(0.2, 0.1)] * 3), str)  # one EER_test: no line
 
 
-@pytest.mark.parametrize("model", [GapModel(4, 0.02, 0.01, 1e-4), RandomGapModel(4, 0.02, 1e-4, 1e-5, 2e-4),
+@pytest.mark.parametrize("model", [GapModel(4, 0.02, 0.01, 1e-4), RandomGapModel(4, 0.02, 1e-4, 1e-5, 2e-4, 1.3),
                                    Line(0.01, 0.9, 4, 0.02, 0.2, 0.05)])
 def test_a_fit_record_rebuilds_its_model(model):
     from pipeline.metrics.detectors import as_fit
