@@ -49,8 +49,8 @@ VARIANTS = {  # label -> (settings, which flag counts)
 CLASSES = ("false alarms on matched pairs", "hidden mismatch", "full mismatches")
 
 
-def load(sweep: Path) -> tuple[list[dict], list[str]]:
-    """(AA detection rows of every seed, trusted systems) of a sweep's aggregate."""
+def load(sweep: Path) -> tuple[list[dict], list[str], str]:
+    """(AA detection rows of every seed, trusted systems, corpora) of a sweep's aggregate."""
     results = sweep / OUT / "results.json"
     if not results.is_file():
         raise input_error(results, "no aggregate here: give the folder of a finished `vpeval -m "
@@ -58,7 +58,7 @@ def load(sweep: Path) -> tuple[list[dict], list[str]]:
     found = SweepSummary.from_json(results)
     trusted = next((j.config.detect.trusted for j in found.jobs if j.config.detect.trusted), None)
     rows = [pair.row() for pair in found.detection if pair.anonymizer != ORIGINAL]
-    return rows, trusted_spec(trusted) or []
+    return rows, trusted_spec(trusted) or [], ", ".join(sorted({str(j.config.data) for j in found.jobs}))
 
 
 def classes(rows: list[dict], trusted: list[str], hidden: str, gap: float) -> dict[str, list[int]]:
@@ -120,8 +120,8 @@ def render(measured: dict, hidden: str) -> str:
     return f"{table}\n\nHidden mismatch ({hidden} attacker on {hidden} data), per seed:\n\n{seeds}\n"
 
 
-def figure(measured: dict, path: Path) -> Path:
-    """Grouped bars: each class's rate per variant, with its Wilson interval."""
+def figure(measured: dict, corpus: str, path: Path) -> Path:
+    """Grouped bars: each class's rate per variant, with its Wilson interval; `corpus` names the sweep's data."""
     fig = Figure(figsize=(8, 4))
     axes = fig.add_subplot()
     width = 0.8 / len(CLASSES)
@@ -137,7 +137,7 @@ def figure(measured: dict, path: Path) -> Path:
     axes.set_ylabel("flagged [%] (95 % Wilson interval)")
     axes.set_ylim(0, 105)
     axes.legend(fontsize="small")
-    axes.set_title("Detectors on the built-in 5 x 5 sweep (dotted: 5 %)")
+    axes.set_title(f"Detectors on the 5 x 5 sweep, {corpus} (dotted: 5 %)")
     return save_figure(fig, path)
 
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or args.sweep / OUT
     try:
-        rows, trusted = load(args.sweep)
+        rows, trusted, corpus = load(args.sweep)
         seeds = sorted({r["seed"] for r in rows}, key=str)
         if len(seeds) < 2:
             write_text(out / "power.md", f"undetermined: the sweep ran {len(seeds)} seed(s); the power study needs "
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     write_text(out / "power.md", text)
     write_json(out / "power.json", {"seeds": seeds, "trusted": trusted, "hidden": args.hidden, "gap": args.gap,
                                     "measured": measured})
-    figure(measured, out / "power.png")
+    figure(measured, corpus, out / "power.png")
     print(text)
     return 0
 
