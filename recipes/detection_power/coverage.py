@@ -17,7 +17,7 @@ degrees of freedom, scaled to the same variance: a few speakers far off, misspec
 any method that assumes Gaussian speakers); `goats` (one speaker in eight has target scores
 lowered by 3: a bimodal population).
 
-    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 16]
+    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40]
 
 Prints a markdown table, one row per speaker count, one column per model (coverage, its
 Wilson interval, and how many intervals lay wholly below the true EER), and the count
@@ -115,7 +115,7 @@ def marker(table: dict[int, dict[str, float]], rule: float = RULE) -> int | None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--speakers", type=int, nargs="+", default=[*range(2, 9), 10, 12, 16])
+    parser.add_argument("--speakers", type=int, nargs="+", default=[*range(2, 9), 10, 12, 16, 20, 24, 32, 40])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--replications", type=int, default=150)
     parser.add_argument("--utterances", type=int, default=16)

@@ -6,7 +6,7 @@ from pipeline.report.run_report import detection_table, interval
 
 ROW = {"attack": "AA", "anonymizer": "mcadams", "attacker_anonymizer": "mcadams", "eer_val": 0.18, "eer_test": 0.2,
        "eer_val_ci": [0.1, 0.26], "eer_test_ci": [0.12, 0.28], "relative_drop": 0.1, "relative_drop_ci": [-0.3, 0.45],
-       "val_speakers": 40, "test_speakers": 40, "verdict": "not flagged", "reason": "r"}
+       "val_speakers": COVERED_SPEAKERS, "test_speakers": COVERED_SPEAKERS, "verdict": "not flagged", "reason": "r"}
 
 
 def test_an_interval_from_too_few_speakers_is_marked():
