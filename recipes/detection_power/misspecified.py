@@ -11,22 +11,26 @@ says otherwise; each row's `gap_var` is what the two-way speaker bootstrap would
     python recipes/detection_power/misspecified.py [--draws 2000] [--seed 0] [--method gap|gap_re|line]
 
 Prints one row per case: false alarms (flags of the new matched pair, or columns with any
-attacker flagged) in % with the 95 % Wilson interval and counts, and how often the verdict
-was `undetermined`.
+attacker flagged) in % with the 95 % Wilson interval and counts, how often the verdict
+was `undetermined`, and how often a new pair whose gap exceeds its matched value by exactly
+`detect.tolerance` (5 points) was called `trustworthy` (at most α if the verdict's "1 − α
+confidence" holds; the same draws, the new gap moved).
 """
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 import numpy as np
 
-from pipeline.metrics.detection import Settings, Trusted, assess, wilson_interval
+from pipeline.metrics.detection import TRUSTWORTHY, UNDETERMINED, Settings, Trusted, assess, wilson_interval
 from pipeline.metrics.detectors import MODELS
 from pipeline.report.tables import markdown_table
 
 SIGMA = 0.03  # sampling standard deviation of a gap (EER fraction)
 DELTA = 0.01  # the matched gap EER_test - EER_val
 GRID = 0.025  # coarse EERs: a 2.5-point grid (40 target trials)
+TOLERANCE = 0.05  # detect.tolerance's default
 BINOMIAL_TRIALS = 283  # effective trials per EER: a gap's sd is σ at EER 15 %, 3.9 points at 30 %
 
 
@@ -59,7 +63,8 @@ def correlated(rho):
 
 def offset(shift):
     def draw(rng, n):
-        """The new system's matched gap `shift` σ wider than the trusted ones' (another family)."""
+        """The new system's matched gap `shift` σ wider than the trusted ones' (another family;
+        narrower when negative: what the `trustworthy` verdict must survive)."""
         eer_test, gaps, variances = own(rng, n)
         gaps[-1] += shift * SIGMA
         return eer_test, gaps, variances
@@ -103,6 +108,8 @@ CASES = {  # label -> (draw, trusted pairs n)
     "trusted gaps correlated, ρ = 0.8": (correlated(0.8), 4),
     "new system's gap offset by 0.5σ": (offset(0.5), 4),
     "new system's gap offset by 1σ": (offset(1.0), 4),
+    "new system's gap offset by -0.5σ": (offset(-0.5), 4),
+    "new system's gap offset by -1σ": (offset(-1.0), 4),
     "binomial sampling, new pair at 30 % EER, 3 trusted": (binomial, 3),
     "binomial sampling, new pair at 30 % EER, 5 trusted": (binomial, 5),
     "heavy tails (t, 3 df), 5 trusted": (heavy_tails, 5),
@@ -120,18 +127,33 @@ def rows_of(eer_test, gaps, variances) -> list[dict]:
             for name, x, g, v in zip(names, eer_test, gaps, variances)]
 
 
-def false_alarms(case: str, draws: int, seed: int, method: str = "gap") -> tuple[int, int]:
-    """(flags, undetermined verdicts) of the new matched pair over `draws` sweeps of `case`,
-    judged by `method`."""
+def new_pairs(case: str, draws: int, seed: int, method: str, excess: float = 0.0) -> Iterator[dict]:
+    """The judged row of the new pair in each of `draws` sweeps of `case` (judged by `method`),
+    its gap `excess` wider than the case draws it."""
     draw, n = CASES[case]
     rng = np.random.default_rng(seed)
     trusted, settings = Trusted(systems=tuple(f"s{i}" for i in range(n))), Settings(method=method, column=False)
-    flags = undetermined = 0
     for _ in range(draws):
-        judged, _ = assess(rows_of(*draw(rng, n)), trusted=trusted, settings=settings)
-        flags += judged[-1]["flag"]
-        undetermined += judged[-1]["verdict"] == "undetermined"
+        eer_test, gaps, variances = draw(rng, n)
+        gaps[-1] += excess
+        judged, _ = assess(rows_of(eer_test, gaps, variances), trusted=trusted, settings=settings)
+        yield judged[-1]
+
+
+def false_alarms(case: str, draws: int, seed: int, method: str = "gap") -> tuple[int, int]:
+    """(flags, undetermined verdicts) of the new matched pair over `draws` sweeps of `case`,
+    judged by `method`."""
+    flags = undetermined = 0
+    for row in new_pairs(case, draws, seed, method):
+        flags += row["flag"]
+        undetermined += row["verdict"] == UNDETERMINED
     return flags, undetermined
+
+
+def wrongly_trusted(case: str, draws: int, seed: int, method: str = "gap") -> int:
+    """`trustworthy` verdicts of a new pair whose gap exceeds a matched one's by exactly
+    detect.tolerance (5 points), over `draws` sweeps of `case`."""
+    return sum(row["verdict"] == TRUSTWORTHY for row in new_pairs(case, draws, seed, method, TOLERANCE))
 
 
 def column_of_equals(rng, attackers: int = 5, replicates: int = 1000) -> list[dict]:
@@ -173,12 +195,15 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for case, (_, n) in CASES.items():
         flags, undetermined = false_alarms(case, args.draws, args.seed, args.method)
-        rows.append([case, n, rate(flags, args.draws), f"{100 * undetermined / args.draws:.1f}"])
+        trusted = wrongly_trusted(case, args.draws, args.seed, args.method)
+        rows.append([case, n, rate(flags, args.draws), f"{100 * undetermined / args.draws:.1f}",
+                     rate(trusted, args.draws)])
     rows.append(["column test, 5 equally strong attackers: any flagged (per column)", "–",
-                 rate(column_false_alarms(args.draws, args.seed), args.draws), "–"])
+                 rate(column_false_alarms(args.draws, args.seed), args.draws), "–", "–"])
     print(f"{args.draws} simulated sweeps per row, seed {args.seed}, σ = {100 * SIGMA:g} points, detector "
           f"{args.method} (false_alarm 0.05; the column test as by default); % with 95 % Wilson intervals")
-    print(markdown_table(["case", "trusted pairs n", "false alarms %", "undetermined %"], rows))
+    print(markdown_table(["case", "trusted pairs n", "false alarms %", "undetermined %",
+                          "trustworthy at excess = tolerance %"], rows))
 
 
 if __name__ == "__main__":

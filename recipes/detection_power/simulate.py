@@ -14,9 +14,12 @@ runs (docs/detection.md, "False-alarm rate and power"):
     python recipes/detection_power/simulate.py [--draws 4000] [--seed 0]
 
 Prints, per method, number of trusted pairs n and τ/σ, the false-alarm rate (Δ = 0) and
-the power at Δ = 3σ and 4σ, each with its 95 % Wilson interval; then, for the default `gap`
-at α/2 (its level beside the column test), the false-alarm rate conditional on one trusted
-set: a user has one set, whose own rate can differ from the average.
+the power at Δ = 3σ and 4σ, each with its 95 % Wilson interval; then the `trustworthy`
+verdict's error (a pair whose excess gap is exactly `detect.tolerance`, 5 points, called
+`trustworthy`: at most α if its "1 − α confidence" holds) and how often a matched pair gets
+it; then, for the default `gap` at α/2 (its level beside the column test), the false-alarm
+rate conditional on one trusted set: a user has one set, whose own rate can differ from the
+average.
 """
 from __future__ import annotations
 
@@ -26,12 +29,13 @@ import numpy as np
 
 from scipy.stats import norm
 
-from pipeline.metrics.detection import Settings, Trusted, assess, wilson_interval
+from pipeline.metrics.detection import TRUSTWORTHY, Settings, Trusted, assess, wilson_interval
 from pipeline.metrics.detectors import Point, fit_model
 from pipeline.report.tables import markdown_table
 
 SIGMA = 0.03  # sampling standard deviation of a gap (EER fraction): the built-in sweep's order
 DELTA = 0.01
+TOLERANCE = 0.05  # detect.tolerance's default
 
 
 def rows_of_a_draw(rng, n_trusted: int, tau: float, shift: float, sigma: float = SIGMA) -> list[dict]:
@@ -63,6 +67,22 @@ def flag_rates(method: str, n_trusted: int, tau: float, shift: float, draws: int
         negatives += flags[("new", "new")]
         positives += flags[("new", "other")]
     return negatives, positives
+
+
+def trust_rates(method: str, n_trusted: int, tau: float, draws: int, seed: int, tolerance: float = TOLERANCE,
+                false_alarm: float = 0.05) -> tuple[int, int]:
+    """(`trustworthy` verdicts of the pair whose gap is `tolerance` wider than a matched one's,
+    `trustworthy` verdicts of the new matched pair) over `draws` sweeps."""
+    rng = np.random.default_rng(seed)
+    trusted = Trusted(systems=tuple(f"s{i}" for i in range(n_trusted)))
+    settings = Settings(method=method, false_alarm=false_alarm, tolerance=tolerance, column=False)
+    wrong = matched = 0
+    for _ in range(draws):
+        judged, _ = assess(rows_of_a_draw(rng, n_trusted, tau, tolerance), trusted=trusted, settings=settings)
+        verdicts = {(r["anonymizer"], r["attacker_anonymizer"]): r["verdict"] for r in judged}
+        wrong += verdicts[("new", "other")] == TRUSTWORTHY
+        matched += verdicts[("new", "new")] == TRUSTWORTHY
+    return wrong, matched
 
 
 def conditional_false_alarms(n_trusted: int, false_alarm: float, sets: int, seed: int) -> np.ndarray:
@@ -104,6 +124,15 @@ def main(argv: list[str] | None = None) -> None:
           "false_alarm 0.05; % with 95 % Wilson intervals")
     print(markdown_table(["method", "trusted pairs n", "τ/σ", "false alarms %", "power at Δ = 3σ %",
                           "power at Δ = 4σ %"], rows))
+    trust = []
+    for method in ("gap", "gap_re", "line"):
+        for n_trusted in (3, 4, 5):
+            for tau_ratio in (0.0, 1.0, 2.0):
+                wrong, matched = trust_rates(method, n_trusted, tau_ratio * SIGMA, args.draws, args.seed)
+                trust.append([method, n_trusted, f"{tau_ratio:g}", rate(wrong, args.draws), rate(matched, args.draws)])
+    print(f"\n`trustworthy` verdicts (detect.tolerance {100 * TOLERANCE:g} points, false_alarm 0.05), %:")
+    print(markdown_table(["method", "trusted pairs n", "τ/σ", "excess gap = tolerance (wrongly trusted)",
+                          "matched pair (excess 0)"], trust))
     conditional = []
     for n_trusted in (3, 4, 5):
         rates = 100 * conditional_false_alarms(n_trusted, 0.025, args.draws, args.seed)
