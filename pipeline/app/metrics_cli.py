@@ -18,7 +18,8 @@ from pathlib import Path
 
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_json
-from pipeline.metrics.bootstrap import UNITS, bootstrap_ci, coverage_note, few_speakers_note
+from pipeline.metrics.bootstrap import (COVERED_SPEAKERS, COVERED_SPEAKERS_MIN_CLLR, UNITS, bootstrap_ci, coverage_note,
+                                        few_speakers_note)
 from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve
 from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, field_count, read_scores, read_utt2spk
@@ -195,6 +196,20 @@ UNCALIBRATED_NOTE = ("Cllr(raw): the scores read as LLRs, uncalibrated; on cosin
                      "their miscalibration as much as any disclosure; minCllr is the calibrated value.")
 
 
+def interval_notes(n_speakers: int | None) -> list[str]:
+    """What the bootstrap line says of its intervals from `n_speakers`: too few for any, or
+    each interval measured to cover less than nominal (docs/metrics.md, "Coverage").
+
+    >>> interval_notes(8)
+    ['EER: 8 speakers: a 95 % interval was measured to cover less than 90 % below 41', 'min Cllr: 8 speakers: a 95 % interval was measured to cover less than 90 % below 41']
+    """
+    few = few_speakers_note(n_speakers)
+    if few:
+        return [few]
+    return [f"{label}: {note}" for label, covered in (("EER", COVERED_SPEAKERS), ("min Cllr", COVERED_SPEAKERS_MIN_CLLR))
+            if (note := coverage_note(n_speakers, covered))]
+
+
 def render(report: dict) -> str:
     """The report as a plain-text table (EER in %, Cllr-type values in bits)."""
     columns = table_columns(CLI_METRICS)
@@ -213,8 +228,7 @@ def render(report: dict) -> str:
                 f"{_num(b['eer']['high'], 2, 100)}] %, min Cllr [{_num(b['min_cllr']['low'], 3)}, "
                 f"{_num(b['min_cllr']['high'], 3)}]"
                 + (f", {b['n_redrawn']} resamples drawn again (one class missing)" if b["n_redrawn"] else "")
-                + "".join(f"; {note}" for note in (few_speakers_note(b["n_speakers"]), coverage_note(b["n_speakers"]))
-                          if note)
+                + "".join(f"; {note}" for note in interval_notes(b["n_speakers"]))
             )
     extra.append(UNCALIBRATED_NOTE)
     lines = [_table(header, rows)]

@@ -1,15 +1,16 @@
-"""Coverage of the EER's two-way speaker-bootstrap interval on small test sets, by simulation.
+"""Coverage of the EER's and min Cllr's two-way speaker-bootstrap intervals on small test sets, by simulation.
 
 Each replication draws one gender's trial list with vpeval's protocol layout (`--speakers`
 speakers of `--utterances` utterances, round(0.75 × speakers) of them enrolled with 5
 utterances, every enrolled speaker tried against every other utterance of the gender) and
-scores from a generative model with speaker effects, then computes the 95 % interval with
+scores from a generative model with speaker effects, then computes the 95 % intervals with
 `pipeline.metrics.bootstrap_ci` (1000 resamples, as `confidence.bootstrap` defaults). A
 target score of speaker s is μ + a_s + e; a non-target score of enrolment speaker i and test
 speaker j is b_i + c_j + d_ij + e (d symmetric: a pair of speakers that sound alike), e the
 utterance noise (sd 1). The true EER is the ROCCH-EER of the model's infinite population
-(every speaker effect drawn anew per trial), from one draw of `--truth` scores per class.
-Coverage is the share of intervals that contain it, with its Wilson 95 % interval.
+(every speaker effect drawn anew per trial), from one draw of `--truth` scores per class, and
+the true min Cllr that population's. Coverage is the share of intervals that contain the
+true value, with its Wilson 95 % interval.
 
 Models (`MODELS`): `normal` (Gaussian speaker effects) at a true EER near 20 % and near 5 %
 (the OO conditions, whose intervals start at 0); `t3` (the speaker effects Student t with 3
@@ -19,10 +20,11 @@ lowered by 3: a bimodal population).
 
     python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40]
 
-Prints a markdown table, one row per speaker count, one column per model (coverage, its
-Wilson interval, and how many intervals lay wholly below the true EER), and the count
-`pipeline.metrics.bootstrap.COVERED_SPEAKERS` follows from: the smallest measured count
-from which (at it and every larger count measured) every model's coverage is at least `RULE`.
+Prints, for the EER and then min Cllr, a markdown table, one row per speaker count, one
+column per model (coverage, its Wilson interval, and how many intervals lay wholly below the
+true value), and the count `pipeline.metrics.bootstrap.COVERED_SPEAKERS` (EER) or
+`COVERED_SPEAKERS_MIN_CLLR` follows from: the smallest measured count from which (at it and
+every larger count measured) every model's coverage is at least `RULE`.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ import time
 import numpy as np
 
 from pipeline.metrics.bootstrap import bootstrap_ci
+from pipeline.metrics.cllr import cllr_of_bins
 from pipeline.metrics.detection import wilson_interval
 from pipeline.metrics.eer import rocch_eer
 from pipeline.metrics.roc import group_scores, pav_bins
@@ -76,27 +79,34 @@ def trial_list(rng, model: str, speakers: int, utterances: int) -> dict:
             "tar_test_speakers": test[target], "non_speakers": enrol[~target], "non_test_speakers": test[~target]}
 
 
-def true_eer(model: str, draws: int, seed: int = 12345) -> float:
-    """ROCCH-EER of the model's population: every trial's speaker effects drawn anew."""
+METRICS = ("eer", "min_cllr")  # the intervals `bootstrap_ci` gives
+
+
+def truths(model: str, draws: int, seed: int = 12345) -> dict[str, float]:
+    """ROCCH-EER and min Cllr of the model's population: every trial's speaker effects drawn anew."""
     rng = np.random.default_rng(seed)
     kind, mu, goats = MODELS[model]
     tar = mu + SD["a"] * effects(rng, kind, draws) - GOAT_SHIFT * (rng.random(draws) < goats) + rng.normal(size=draws)
     non = sum(SD[k] * effects(rng, kind, draws) for k in "bcd") + rng.normal(size=draws)
     groups = group_scores(tar, non)
-    return float(rocch_eer(pav_bins(groups), groups.n_target, groups.n_nontarget))
+    bins = pav_bins(groups)
+    return {"eer": float(rocch_eer(bins, groups.n_target, groups.n_nontarget)),
+            "min_cllr": float(cllr_of_bins(bins, groups.n_target, groups.n_nontarget))}
 
 
-def coverage(model: str, speakers: int, replications: int, truth: float, *, utterances: int = 16,
-             n_resamples: int = 1000, seed: int = 0) -> tuple[int, int]:
-    """How many of `replications` intervals contain `truth`, and how many lie wholly below it."""
+def coverage(model: str, speakers: int, replications: int, truth: dict[str, float], *, utterances: int = 16,
+             n_resamples: int = 1000, seed: int = 0) -> dict[str, tuple[int, int]]:
+    """Per metric, how many of `replications` intervals contain its `truth`, and how many lie
+    wholly below it."""
     rng = np.random.default_rng([seed, speakers])
-    hits = below = 0
+    counts = {metric: [0, 0] for metric in METRICS}
     for _ in range(replications):
         scores = trial_list(rng, model, speakers, utterances)
         found = bootstrap_ci(scores.pop("tar"), scores.pop("non"), n_resamples, **scores)
-        hits += found.eer.low <= truth <= found.eer.high
-        below += found.eer.high < truth
-    return hits, below
+        for metric, interval in (("eer", found.eer), ("min_cllr", found.min_cllr)):
+            counts[metric][0] += interval.low <= truth[metric] <= interval.high
+            counts[metric][1] += interval.high < truth[metric]
+    return {metric: (hits, below) for metric, (hits, below) in counts.items()}
 
 
 def marker(table: dict[int, dict[str, float]], rule: float = RULE) -> int | None:
@@ -124,24 +134,27 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     start = time.time()
-    truths = {m: true_eer(m, args.truth) for m in args.models}
-    table: dict[int, dict[str, float]] = {}
-    rows = []
+    true = {m: truths(m, args.truth) for m in args.models}
+    tables: dict[str, dict[int, dict[str, float]]] = {metric: {} for metric in METRICS}
+    rows: dict[str, list[list[str]]] = {metric: [] for metric in METRICS}
     for count in args.speakers:
-        row = [str(count)]
+        cells = {metric: [str(count)] for metric in METRICS}
         for m in args.models:
-            hits, below = coverage(m, count, args.replications, truths[m], utterances=args.utterances,
-                            n_resamples=args.resamples, seed=args.seed)
-            low, high = wilson_interval(hits, args.replications)
-            table.setdefault(count, {})[m] = hits / args.replications
-            row.append(f"{hits / args.replications:.3f} [{low:.3f}, {high:.3f}] ({below} below)")
-        rows.append(row)
-        print(" | ".join(row), flush=True)
-    headers = ["speakers per gender", *(f"{m} (true {100 * truths[m]:.2f} %)" for m in args.models)]
-    print(markdown_table(headers, rows))
-    print(f"smallest count from which every coverage ≥ {RULE}: {marker(table)}; "
-          f"{args.replications} replications per cell, {time.time() - start:.0f} s")
-
+            found = coverage(m, count, args.replications, true[m], utterances=args.utterances,
+                             n_resamples=args.resamples, seed=args.seed)
+            for metric, (hits, below) in found.items():
+                low, high = wilson_interval(hits, args.replications)
+                tables[metric].setdefault(count, {})[m] = hits / args.replications
+                cells[metric].append(f"{hits / args.replications:.3f} [{low:.3f}, {high:.3f}] ({below} below)")
+        for metric in METRICS:
+            rows[metric].append(cells[metric])
+            print(metric, " | ".join(cells[metric]), flush=True)
+    for metric, label, shown in (("eer", "EER", lambda v: f"{100 * v:.2f} %"), ("min_cllr", "min Cllr", lambda v: f"{v:.3f}")):
+        print(f"\n{label}:")
+        print(markdown_table(["speakers per gender", *(f"{m} (true {shown(true[m][metric])})" for m in args.models)],
+                             rows[metric]))
+        print(f"smallest count from which every {label} coverage ≥ {RULE}: {marker(tables[metric])}")
+    print(f"{args.replications} replications per cell, {time.time() - start:.0f} s")
 
 if __name__ == "__main__":
     main()
