@@ -200,14 +200,14 @@ def interval_notes(n_speakers: int | None) -> list[str]:
     """What the bootstrap line says of its intervals from `n_speakers`: too few for any, or
     each interval measured to cover less than nominal (docs/metrics.md, "Coverage").
 
-    >>> interval_notes(8)
-    ['EER: 8 speakers: a 95 % interval was measured to cover less than 90 % below 41', 'min Cllr: 8 speakers: a 95 % interval was measured to cover less than 90 % below 41']
+    >>> interval_notes(3), [note.split(":")[0] for note in interval_notes(8)], interval_notes(41)
+    (['3 speaker(s): too few for a speaker interval'], ['EER', 'min Cllr'], [])
     """
     few = few_speakers_note(n_speakers)
     if few:
         return [few]
-    return [f"{label}: {note}" for label, covered in (("EER", COVERED_SPEAKERS), ("min Cllr", COVERED_SPEAKERS_MIN_CLLR))
-            if (note := coverage_note(n_speakers, covered))]
+    covered = {"EER": COVERED_SPEAKERS, "min Cllr": COVERED_SPEAKERS_MIN_CLLR}
+    return [f"{label}: {note}" for label, count in covered.items() if (note := coverage_note(n_speakers, count))]
 
 
 def render(report: dict) -> str:

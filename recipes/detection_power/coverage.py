@@ -79,7 +79,9 @@ def trial_list(rng, model: str, speakers: int, utterances: int) -> dict:
             "tar_test_speakers": test[target], "non_speakers": enrol[~target], "non_test_speakers": test[~target]}
 
 
-METRICS = ("eer", "min_cllr")  # the intervals `bootstrap_ci` gives
+# the intervals `bootstrap_ci` gives: each one's label and how its true value is printed
+SHOWN = {"eer": ("EER", lambda v: f"{100 * v:.2f} %"), "min_cllr": ("min Cllr", lambda v: f"{v:.3f}")}
+METRICS = tuple(SHOWN)
 
 
 def truths(model: str, draws: int, seed: int = 12345) -> dict[str, float]:
@@ -149,12 +151,13 @@ def main() -> None:
         for metric in METRICS:
             rows[metric].append(cells[metric])
             print(metric, " | ".join(cells[metric]), flush=True)
-    for metric, label, shown in (("eer", "EER", lambda v: f"{100 * v:.2f} %"), ("min_cllr", "min Cllr", lambda v: f"{v:.3f}")):
+    for metric, (label, shown) in SHOWN.items():
         print(f"\n{label}:")
         print(markdown_table(["speakers per gender", *(f"{m} (true {shown(true[m][metric])})" for m in args.models)],
                              rows[metric]))
         print(f"smallest count from which every {label} coverage ≥ {RULE}: {marker(tables[metric])}")
     print(f"{args.replications} replications per cell, {time.time() - start:.0f} s")
+
 
 if __name__ == "__main__":
     main()

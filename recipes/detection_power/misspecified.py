@@ -30,7 +30,7 @@ from pipeline.report.tables import markdown_table
 SIGMA = 0.03  # sampling standard deviation of a gap (EER fraction)
 DELTA = 0.01  # the matched gap EER_test - EER_val
 GRID = 0.025  # coarse EERs: a 2.5-point grid (40 target trials)
-TOLERANCE = 0.05  # detect.tolerance's default
+TOLERANCE = Settings.tolerance  # detect.tolerance's default
 BINOMIAL_TRIALS = 283  # effective trials per EER: a gap's sd is σ at EER 15 %, 3.9 points at 30 %
 
 

@@ -24,6 +24,7 @@ average.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from pipeline.report.tables import markdown_table
 
 SIGMA = 0.03  # sampling standard deviation of a gap (EER fraction): the built-in sweep's order
 DELTA = 0.01
-TOLERANCE = 0.05  # detect.tolerance's default
+TOLERANCE = Settings.tolerance  # detect.tolerance's default
 
 
 def rows_of_a_draw(rng, n_trusted: int, tau: float, shift: float, sigma: float = SIGMA) -> list[dict]:
@@ -54,18 +55,28 @@ def rows_of_a_draw(rng, n_trusted: int, tau: float, shift: float, sigma: float =
     return rows
 
 
+NEW, MISMATCHED = ("new", "new"), ("new", "other")  # the (evaluated, attacker) pairs judged
+
+
+def sweeps(method: str, n_trusted: int, tau: float, shift: float, draws: int, seed: int,
+           **settings) -> Iterator[dict]:
+    """Each of `draws` simulated sweeps judged by `method` (no column test; `settings`: other
+    `detect.*` values): its rows by (evaluated, attacker) pair."""
+    rng = np.random.default_rng(seed)
+    trusted = Trusted(systems=tuple(f"s{i}" for i in range(n_trusted)))
+    judge = Settings(method=method, column=False, **settings)
+    for _ in range(draws):
+        judged, _ = assess(rows_of_a_draw(rng, n_trusted, tau, shift), trusted=trusted, settings=judge)
+        yield {(r["anonymizer"], r["attacker_anonymizer"]): r for r in judged}
+
+
 def flag_rates(method: str, n_trusted: int, tau: float, shift: float, draws: int, seed: int,
                false_alarm: float = 0.05) -> tuple[int, int]:
     """(flags of the new matched pair, flags of the mismatched pair) over `draws` sweeps."""
-    rng = np.random.default_rng(seed)
-    trusted = Trusted(systems=tuple(f"s{i}" for i in range(n_trusted)))
-    settings = Settings(method=method, false_alarm=false_alarm, column=False)
     negatives = positives = 0
-    for _ in range(draws):
-        judged, _ = assess(rows_of_a_draw(rng, n_trusted, tau, shift), trusted=trusted, settings=settings)
-        flags = {(r["anonymizer"], r["attacker_anonymizer"]): r["flag"] for r in judged}
-        negatives += flags[("new", "new")]
-        positives += flags[("new", "other")]
+    for pairs in sweeps(method, n_trusted, tau, shift, draws, seed, false_alarm=false_alarm):
+        negatives += pairs[NEW]["flag"]
+        positives += pairs[MISMATCHED]["flag"]
     return negatives, positives
 
 
@@ -73,15 +84,10 @@ def trust_rates(method: str, n_trusted: int, tau: float, draws: int, seed: int, 
                 false_alarm: float = 0.05) -> tuple[int, int]:
     """(`trustworthy` verdicts of the pair whose gap is `tolerance` wider than a matched one's,
     `trustworthy` verdicts of the new matched pair) over `draws` sweeps."""
-    rng = np.random.default_rng(seed)
-    trusted = Trusted(systems=tuple(f"s{i}" for i in range(n_trusted)))
-    settings = Settings(method=method, false_alarm=false_alarm, tolerance=tolerance, column=False)
     wrong = matched = 0
-    for _ in range(draws):
-        judged, _ = assess(rows_of_a_draw(rng, n_trusted, tau, tolerance), trusted=trusted, settings=settings)
-        verdicts = {(r["anonymizer"], r["attacker_anonymizer"]): r["verdict"] for r in judged}
-        wrong += verdicts[("new", "other")] == TRUSTWORTHY
-        matched += verdicts[("new", "new")] == TRUSTWORTHY
+    for pairs in sweeps(method, n_trusted, tau, tolerance, draws, seed, false_alarm=false_alarm, tolerance=tolerance):
+        wrong += pairs[MISMATCHED]["verdict"] == TRUSTWORTHY
+        matched += pairs[NEW]["verdict"] == TRUSTWORTHY
     return wrong, matched
 
 
