@@ -18,8 +18,7 @@ from pathlib import Path
 
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import write_json
-from pipeline.metrics.bootstrap import (COVERED_SPEAKERS, COVERED_SPEAKERS_MIN_CLLR, UNITS, bootstrap_ci, coverage_note,
-                                        few_speakers_note)
+from pipeline.metrics.bootstrap import UNITS, bootstrap_ci, coverage_note, few_speakers_note
 from pipeline.metrics.calibration import calibration_extension
 from pipeline.metrics.dcf import det_curve
 from pipeline.metrics.scorefiles import LAYOUTS, ScoreFile, field_count, read_scores, read_utt2spk
@@ -206,8 +205,8 @@ def interval_notes(n_speakers: int | None) -> list[str]:
     few = few_speakers_note(n_speakers)
     if few:
         return [few]
-    covered = {"EER": COVERED_SPEAKERS, "min Cllr": COVERED_SPEAKERS_MIN_CLLR}
-    return [f"{label}: {note}" for label, count in covered.items() if (note := coverage_note(n_speakers, count))]
+    labels = {"EER": "eer", "min Cllr": "min_cllr"}
+    return [f"{label}: {note}" for label, key in labels.items() if (note := coverage_note(n_speakers, key))]
 
 
 def render(report: dict) -> str:

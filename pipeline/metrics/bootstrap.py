@@ -26,13 +26,13 @@ from pipeline.metrics.roc import group_scores, pav, pav_bins, trial_groups
 UNITS = ("speakers", "trials")
 MAX_REDRAWS = 10  # resamples lacking a class, per resample asked, before giving up
 MIN_SPEAKERS = 5  # a speaker bootstrap over fewer has few distinct resamples (1 speaker: one, of zero width)
-# Speakers of one trial list below which the 95 % EER interval was measured to cover the true EER less than
-# 90 % of the time (recipes/detection_power/coverage.py, docs/metrics.md "Coverage"): no count measured, 2 to
-# 40 (LibriSpeech test-clean has 20 per gender), reached 0.90 under every model, so one past the largest.
-# Coverage from more speakers is not measured, not known to be nominal.
-COVERED_SPEAKERS = 41
-# The same for the min Cllr interval (its own table in docs/metrics.md).
-COVERED_SPEAKERS_MIN_CLLR = 41
+# Speakers below which a 95 % interval was measured to cover its true value less than 90 % of the time, per
+# interval (recipes/detection_power/coverage.py; docs/metrics.md "Coverage"): of one trial list for the EER and
+# min Cllr, of each list of a detection pair for its relative drop and gap (the residual's interval is the gap's,
+# shifted): the smallest count measured from which every model reached 0.90, or one past the largest measured
+# (40; LibriSpeech test-clean has 20 per gender) where none did; coverage from more speakers than measured is not
+# known to be nominal.
+COVERED_SPEAKERS = {"eer": 41, "min_cllr": 41, "relative_drop": 20, "gap": 20}
 
 
 def few_speakers_note(n_speakers: int | None) -> str:
@@ -46,14 +46,15 @@ def few_speakers_note(n_speakers: int | None) -> str:
     return f"{n_speakers} speaker(s): too few for a speaker interval"
 
 
-def coverage_note(n_speakers: int | None, covered: int = COVERED_SPEAKERS) -> str:
-    """'' for an interval from `covered` speakers or more (the EER's `COVERED_SPEAKERS` unless
-    given; or too few for any interval: `few_speakers_note` says so), else the note that it
-    covers less than nominal.
+def coverage_note(n_speakers: int | None, interval: str = "eer") -> str:
+    """'' for an `interval` (a `COVERED_SPEAKERS` key) from enough speakers that its coverage
+    was not measured below 90 % (or too few for any interval: `few_speakers_note` says so),
+    else the note that it covers less than nominal.
 
-    >>> coverage_note(8, COVERED_SPEAKERS_MIN_CLLR)
+    >>> coverage_note(8, "min_cllr")
     '8 speakers: a 95 % interval was measured to cover less than 90 % below 41'
     """
+    covered = COVERED_SPEAKERS[interval]
     if n_speakers is None or n_speakers < MIN_SPEAKERS or n_speakers >= covered:
         return ""
     return f"{n_speakers} speakers: a 95 % interval was measured to cover less than 90 % below {covered}"

@@ -111,16 +111,16 @@ def curves_sections(curves: list[dict], stages: list[StageEvent]) -> list[Sectio
                                                                  for c in curves])] if curves else [])]
 
 
-def interval(ci, n_speakers: int | None = None, problem: str | None = None) -> str:
-    """`[low, high]` in % of a speaker-bootstrap interval; "–" with the reason when it comes
-    from too few speakers to mean anything (or has another `problem`), marked when from fewer
-    than the speakers from which its coverage was measured near nominal."""
+def interval(ci, n_speakers: int | None = None, problem: str | None = None, kind: str = "eer") -> str:
+    """`[low, high]` in % of a speaker-bootstrap interval of `kind` (a `COVERED_SPEAKERS`
+    key); "–" with the reason when it comes from too few speakers to mean anything (or has
+    another `problem`), marked when from fewer speakers than its coverage was measured below 90 %."""
     if not ci:
         return "–"
     problem = problem or few_speakers_note(n_speakers)
     if problem:
         return f"– ({problem})"
-    note = coverage_note(n_speakers)
+    note = coverage_note(n_speakers, kind)
     return f"[{percent(ci[0])}, {percent(ci[1])}]" + (f" ({note})" if note else "")
 
 
@@ -139,7 +139,7 @@ def metrics_sections(records: list[ConditionResult], backend: str, figures: Path
         rows = [[r.attack, r.set, r.anonymizer, r.attacker_anonymizer, *(cell(r) for cell in cells)]
                 for r in records]
         found.append(Section(title, SECTION_TEXT.get(title, "").format(backend=backend, min_speakers=MIN_SPEAKERS,
-                                                                covered_speakers=COVERED_SPEAKERS)
+                                                                covered_speakers=COVERED_SPEAKERS["eer"])
                              + (COSINE_NOTE if title == "Privacy metrics" and "cosine" in backend else ""),
                              tables=[(headers, rows)], figures=_speaker_figures(records, figures) if title == SPEAKERS else []))
     return found
@@ -206,8 +206,9 @@ def detection_table(detection: list[JudgedPair]) -> tuple[list[str], list[list]]
         row = [d.attack, d.anonymizer, d.attacker_anonymizer, d.role or "–", percent(d.eer_val),
                interval(d.eer_val_ci, d.val_speakers), "–" if trials[0] is None else f"{trials[0]} / {trials[1]}",
                percent(d.eer_test), interval(d.eer_test_ci, d.test_speakers), percent(d.relative_drop),
-               interval(d.relative_drop_ci, fewest, drop_interval_problem(d.row())),
-               percent(d.residual), interval(d.residual_ci, fewest), percent(d.margin), percent(d.flag_below),
+               interval(d.relative_drop_ci, fewest, drop_interval_problem(d.row()), "relative_drop"),
+               percent(d.residual), interval(d.residual_ci, fewest, kind="gap"), percent(d.margin),
+               percent(d.flag_below),
                "–" if not column else (f"{column['other']}: {percent(column['difference'])} "
                                        f"({percent(column['lower_bound'])})"),
                d.verdict, with_notes(d.reason, d.notes)]

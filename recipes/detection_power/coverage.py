@@ -18,13 +18,15 @@ degrees of freedom, scaled to the same variance: a few speakers far off, misspec
 any method that assumes Gaussian speakers); `goats` (one speaker in eight has target scores
 lowered by 3: a bimodal population).
 
-    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40]
+    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40] [--pairs]
 
 Prints, for the EER and then min Cllr, a markdown table, one row per speaker count, one
 column per model (coverage, its Wilson interval, and how many intervals lay wholly below the
-true value), and the count `pipeline.metrics.bootstrap.COVERED_SPEAKERS` (EER) or
-`COVERED_SPEAKERS_MIN_CLLR` follows from: the smallest measured count from which (at it and
-every larger count measured) every model's coverage is at least `RULE`.
+true value), and the count `pipeline.metrics.bootstrap.COVERED_SPEAKERS[metric]` follows
+from: the smallest measured count from which (at it and every larger count measured) every
+model's coverage is at least `RULE`. With `--pairs`, the same for a detection pair's
+relative-drop and gap intervals (`PAIRS`: a validation and a test list of `--speakers`
+speakers each).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import numpy as np
 
 from pipeline.metrics.bootstrap import bootstrap_ci
 from pipeline.metrics.cllr import cllr_of_bins
-from pipeline.metrics.detection import wilson_interval
+from pipeline.metrics.detection import percentile_interval, relative_drop, wilson_interval
 from pipeline.metrics.eer import rocch_eer
 from pipeline.metrics.roc import group_scores, pav_bins
 from pipeline.report.tables import markdown_table
@@ -111,6 +113,36 @@ def coverage(model: str, speakers: int, replications: int, truth: dict[str, floa
     return {metric: (hits, below) for metric, (hits, below) in counts.items()}
 
 
+PAIRS = {  # label -> (validation model, test model) of a detection pair's two trial lists
+    "matched (EER_val, EER_test ≈ 20 %)": ("normal, EER ≈ 20 %", "normal, EER ≈ 20 %"),
+    "mismatched (EER_val ≈ 5 %, EER_test ≈ 20 %)": ("normal, EER ≈ 5 %", "normal, EER ≈ 20 %"),
+}
+DERIVED = ("relative_drop", "gap")  # a pair's intervals from its EER replicates
+
+
+def pair_coverage(pair: str, speakers: int, replications: int, truth: dict[str, float], *, utterances: int = 16,
+                  n_resamples: int = 1000, seed: int = 0) -> dict[str, tuple[int, int]]:
+    """Per derived interval of a detection pair whose validation and test lists have
+    `speakers` each (`PAIRS[pair]`'s models), how many of `replications` contain the true
+    value in `truth` and how many lie wholly below it. The intervals are detection's:
+    percentile intervals of the relative drop and of the gap EER_test - EER_val over the two
+    lists' replicates paired by index (the confidence stage bootstraps every list with seed 0)."""
+    rng = np.random.default_rng([seed, speakers, 1])
+    counts = {name: [0, 0] for name in DERIVED}
+    for _ in range(replications):
+        replicates = []
+        for model in PAIRS[pair]:
+            scores = trial_list(rng, model, speakers, utterances)
+            replicates.append(bootstrap_ci(scores.pop("tar"), scores.pop("non"), n_resamples, **scores).eer_replicates)
+        values = {"relative_drop": [relative_drop(t, v) for v, t in zip(*replicates)],
+                  "gap": [t - v for v, t in zip(*replicates)]}
+        for name in DERIVED:
+            low, high = percentile_interval([x for x in values[name] if x is not None], 0.95)
+            counts[name][0] += low <= truth[name] <= high
+            counts[name][1] += high < truth[name]
+    return {name: (hits, below) for name, (hits, below) in counts.items()}
+
+
 def marker(table: dict[int, dict[str, float]], rule: float = RULE) -> int | None:
     """The smallest measured count from which every model's coverage is at least `rule` (None if none).
 
@@ -134,7 +166,11 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--truth", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pairs", action="store_true", help="the relative-drop and gap intervals of detection "
+                                                             "pairs instead (`PAIRS`; --speakers per list)")
     args = parser.parse_args()
+    if args.pairs:
+        return pairs_main(args)
     start = time.time()
     true = {m: truths(m, args.truth) for m in args.models}
     tables: dict[str, dict[int, dict[str, float]]] = {metric: {} for metric in METRICS}
@@ -156,6 +192,35 @@ def main() -> None:
         print(markdown_table(["speakers per gender", *(f"{m} (true {shown(true[m][metric])})" for m in args.models)],
                              rows[metric]))
         print(f"smallest count from which every {label} coverage ≥ {RULE}: {marker(tables[metric])}")
+    print(f"{args.replications} replications per cell, {time.time() - start:.0f} s")
+
+
+def pairs_main(args) -> None:
+    """The `--pairs` tables: coverage of a detection pair's relative-drop and gap intervals."""
+    start = time.time()
+    true = {}
+    for pair, (val_model, test_model) in PAIRS.items():
+        eer_val, eer_test = truths(val_model, args.truth)["eer"], truths(test_model, args.truth)["eer"]
+        true[pair] = {"relative_drop": relative_drop(eer_test, eer_val), "gap": eer_test - eer_val}
+    tables: dict[str, dict[int, dict[str, float]]] = {name: {} for name in DERIVED}
+    rows: dict[str, list[list[str]]] = {name: [] for name in DERIVED}
+    for count in args.speakers:
+        cells = {name: [str(count)] for name in DERIVED}
+        for pair in PAIRS:
+            found = pair_coverage(pair, count, args.replications, true[pair], utterances=args.utterances,
+                                  n_resamples=args.resamples, seed=args.seed)
+            for name, (hits, below) in found.items():
+                low, high = wilson_interval(hits, args.replications)
+                tables[name].setdefault(count, {})[pair] = hits / args.replications
+                cells[name].append(f"{hits / args.replications:.3f} [{low:.3f}, {high:.3f}] ({below} below)")
+        for name in DERIVED:
+            rows[name].append(cells[name])
+            print(name, " | ".join(cells[name]), flush=True)
+    for name in DERIVED:
+        print(f"\n{name}:")
+        print(markdown_table(["speakers per list", *(f"{pair} (true {true[pair][name]:.3f})" for pair in PAIRS)],
+                             rows[name]))
+        print(f"smallest count from which every {name} coverage ≥ {RULE}: {marker(tables[name])}")
     print(f"{args.replications} replications per cell, {time.time() - start:.0f} s")
 
 

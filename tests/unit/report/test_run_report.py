@@ -6,15 +6,25 @@ from pipeline.report.run_report import detection_table, interval
 
 ROW = {"attack": "AA", "anonymizer": "mcadams", "attacker_anonymizer": "mcadams", "eer_val": 0.18, "eer_test": 0.2,
        "eer_val_ci": [0.1, 0.26], "eer_test_ci": [0.12, 0.28], "relative_drop": 0.1, "relative_drop_ci": [-0.3, 0.45],
-       "val_speakers": COVERED_SPEAKERS, "test_speakers": COVERED_SPEAKERS, "verdict": "not flagged", "reason": "r"}
+       "val_speakers": max(COVERED_SPEAKERS.values()), "test_speakers": max(COVERED_SPEAKERS.values()),
+       "verdict": "not flagged", "reason": "r"}
 
 
 def test_an_interval_from_too_few_speakers_is_marked():
     """Regression (issue 27): a "95 % CI" of zero width from one speaker was printed with no note."""
     assert interval([0.2, 0.2], 1) == "– (1 speaker(s): too few for a speaker interval)"
     assert interval([0.1, 0.3], MIN_SPEAKERS) == (f"[10.00, 30.00] ({MIN_SPEAKERS} speakers: a 95 % interval was "
-                                                  f"measured to cover less than 90 % below {COVERED_SPEAKERS})")
-    assert interval([0.1, 0.3], COVERED_SPEAKERS) == "[10.00, 30.00]"
+                                                  f"measured to cover less than 90 % below {COVERED_SPEAKERS['eer']})")
+    assert interval([0.1, 0.3], COVERED_SPEAKERS["eer"]) == "[10.00, 30.00]"
+
+
+def test_each_interval_of_a_pair_is_marked_by_its_own_measured_coverage():
+    """The relative drop's and the residual's intervals carry the note of their own
+    measurement (docs/metrics.md: near nominal from 20 speakers per list), not the EER's."""
+    assert interval([-0.3, 0.45], 19, kind="relative_drop").startswith("[-30.00, 45.00] (19 speakers: ")
+    assert interval([-0.3, 0.45], 20, kind="relative_drop") == "[-30.00, 45.00]"
+    assert interval([-0.1, 0.1], 20, kind="gap") == "[-10.00, 10.00]"
+    assert interval([-0.1, 0.1], 20).endswith("below 41)")  # the EER's own
 
 
 def test_the_report_prints_a_dash_and_the_reason_instead_of_the_figures():
