@@ -157,6 +157,31 @@ def marker(table: dict[int, dict[str, float]], rule: float = RULE) -> int | None
     return found
 
 
+def report(columns: dict[str, dict[str, float]], measure, labels: dict[str, tuple[str, object]], first: str,
+           args) -> None:
+    """Measure and print one coverage table per interval: `columns` maps each column (a model
+    or a pair) to its intervals' true values, `measure(column, count, truth)` gives
+    {interval: (hits, below)}, `labels` each interval's label and how a true value is printed."""
+    start = time.time()
+    tables: dict[str, dict[int, dict[str, float]]] = {key: {} for key in labels}
+    rows: dict[str, list[list[str]]] = {key: [] for key in labels}
+    for count in args.speakers:
+        cells = {key: [str(count)] for key in labels}
+        for column, truth in columns.items():
+            for key, (hits, below) in measure(column, count, truth).items():
+                low, high = wilson_interval(hits, args.replications)
+                tables[key].setdefault(count, {})[column] = hits / args.replications
+                cells[key].append(f"{hits / args.replications:.3f} [{low:.3f}, {high:.3f}] ({below} below)")
+        for key in labels:
+            rows[key].append(cells[key])
+            print(key, " | ".join(cells[key]), flush=True)
+    for key, (label, shown) in labels.items():
+        print(f"\n{label}:")
+        print(markdown_table([first, *(f"{c} (true {shown(truth[key])})" for c, truth in columns.items())], rows[key]))
+        print(f"smallest count from which every {label} coverage ≥ {RULE}: {marker(tables[key])}")
+    print(f"{args.replications} replications per cell, {time.time() - start:.0f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speakers", type=int, nargs="+", default=[*range(2, 9), 10, 12, 16, 20, 24, 32, 40])
@@ -169,59 +194,18 @@ def main() -> None:
     parser.add_argument("--pairs", action="store_true", help="the relative-drop and gap intervals of detection "
                                                              "pairs instead (`PAIRS`; --speakers per list)")
     args = parser.parse_args()
+    options = {"utterances": args.utterances, "n_resamples": args.resamples, "seed": args.seed}
     if args.pairs:
-        return pairs_main(args)
-    start = time.time()
-    true = {m: truths(m, args.truth) for m in args.models}
-    tables: dict[str, dict[int, dict[str, float]]] = {metric: {} for metric in METRICS}
-    rows: dict[str, list[list[str]]] = {metric: [] for metric in METRICS}
-    for count in args.speakers:
-        cells = {metric: [str(count)] for metric in METRICS}
-        for m in args.models:
-            found = coverage(m, count, args.replications, true[m], utterances=args.utterances,
-                             n_resamples=args.resamples, seed=args.seed)
-            for metric, (hits, below) in found.items():
-                low, high = wilson_interval(hits, args.replications)
-                tables[metric].setdefault(count, {})[m] = hits / args.replications
-                cells[metric].append(f"{hits / args.replications:.3f} [{low:.3f}, {high:.3f}] ({below} below)")
-        for metric in METRICS:
-            rows[metric].append(cells[metric])
-            print(metric, " | ".join(cells[metric]), flush=True)
-    for metric, (label, shown) in SHOWN.items():
-        print(f"\n{label}:")
-        print(markdown_table(["speakers per gender", *(f"{m} (true {shown(true[m][metric])})" for m in args.models)],
-                             rows[metric]))
-        print(f"smallest count from which every {label} coverage ≥ {RULE}: {marker(tables[metric])}")
-    print(f"{args.replications} replications per cell, {time.time() - start:.0f} s")
-
-
-def pairs_main(args) -> None:
-    """The `--pairs` tables: coverage of a detection pair's relative-drop and gap intervals."""
-    start = time.time()
-    true = {}
-    for pair, (val_model, test_model) in PAIRS.items():
-        eer_val, eer_test = truths(val_model, args.truth)["eer"], truths(test_model, args.truth)["eer"]
-        true[pair] = {"relative_drop": relative_drop(eer_test, eer_val), "gap": eer_test - eer_val}
-    tables: dict[str, dict[int, dict[str, float]]] = {name: {} for name in DERIVED}
-    rows: dict[str, list[list[str]]] = {name: [] for name in DERIVED}
-    for count in args.speakers:
-        cells = {name: [str(count)] for name in DERIVED}
-        for pair in PAIRS:
-            found = pair_coverage(pair, count, args.replications, true[pair], utterances=args.utterances,
-                                  n_resamples=args.resamples, seed=args.seed)
-            for name, (hits, below) in found.items():
-                low, high = wilson_interval(hits, args.replications)
-                tables[name].setdefault(count, {})[pair] = hits / args.replications
-                cells[name].append(f"{hits / args.replications:.3f} [{low:.3f}, {high:.3f}] ({below} below)")
-        for name in DERIVED:
-            rows[name].append(cells[name])
-            print(name, " | ".join(cells[name]), flush=True)
-    for name in DERIVED:
-        print(f"\n{name}:")
-        print(markdown_table(["speakers per list", *(f"{pair} (true {true[pair][name]:.3f})" for pair in PAIRS)],
-                             rows[name]))
-        print(f"smallest count from which every {name} coverage ≥ {RULE}: {marker(tables[name])}")
-    print(f"{args.replications} replications per cell, {time.time() - start:.0f} s")
+        columns = {}
+        for pair, (val_model, test_model) in PAIRS.items():
+            eer_val, eer_test = truths(val_model, args.truth)["eer"], truths(test_model, args.truth)["eer"]
+            columns[pair] = {"relative_drop": relative_drop(eer_test, eer_val), "gap": eer_test - eer_val}
+        report(columns, lambda pair, count, truth: pair_coverage(pair, count, args.replications, truth, **options),
+               {key: (key, lambda v: f"{v:.3f}") for key in DERIVED}, "speakers per list", args)
+    else:
+        report({m: truths(m, args.truth) for m in args.models},
+               lambda model, count, truth: coverage(model, count, args.replications, truth, **options),
+               SHOWN, "speakers per gender", args)
 
 
 if __name__ == "__main__":
