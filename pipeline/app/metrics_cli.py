@@ -201,10 +201,12 @@ def interval_notes(n_speakers: int | None) -> list[str]:
 
     >>> interval_notes(3), [note.split(":")[0] for note in interval_notes(8)], interval_notes(41)
     (['3 speaker(s): too few for a speaker interval'], ['EER', 'min Cllr'], [])
+    >>> interval_notes(0)[0].startswith("trials resampled")
+    True
     """
     few = few_speakers_note(n_speakers)
-    if few:
-        return [few]
+    if few or n_speakers == 0:  # too few speakers, or trials resampled: one note for both intervals
+        return [few or coverage_note(n_speakers)]
     labels = {"EER": "eer", "min Cllr": "min_cllr"}
     return [f"{label}: {note}" for label, key in labels.items() if (note := coverage_note(n_speakers, key))]
 

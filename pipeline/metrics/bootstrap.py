@@ -46,14 +46,21 @@ def few_speakers_note(n_speakers: int | None) -> str:
     return f"{n_speakers} speaker(s): too few for a speaker interval"
 
 
+TRIALS_NOTE = ("trials resampled, speakers held fixed: a 95 % interval was measured to cover less than 90 % at "
+               "every size")  # docs/metrics.md: 0.4-0.7 from 5 to 40 speakers
+
+
 def coverage_note(n_speakers: int | None, interval: str = "eer") -> str:
     """'' for an `interval` (a `COVERED_SPEAKERS` key) from enough speakers that its coverage
     was not measured below 90 % (or too few for any interval: `few_speakers_note` says so),
-    else the note that it covers less than nominal.
+    else the note that it covers less than nominal; `TRIALS_NOTE` for one whose bootstrap
+    resampled trials (`n_speakers` 0).
 
     >>> coverage_note(8, "min_cllr")
     '8 speakers: a 95 % interval was measured to cover less than 90 % below 41'
     """
+    if n_speakers == 0:
+        return TRIALS_NOTE
     covered = COVERED_SPEAKERS[interval]
     if n_speakers is None or n_speakers < MIN_SPEAKERS or n_speakers >= covered:
         return ""

@@ -177,7 +177,7 @@ def pairs(records: list[ConditionResult], test_split: str = "test",
             gap=eer_test - eer_val, relative_drop=relative_drop(eer_test, eer_val),
             val_trials=[_total(vals, "n_target"), _total(vals, "n_nontarget")],
             val_speakers=None if None in val_speakers else min(val_speakers),
-            test_speakers=min((r.eer_speakers for r in tests if r.eer_speakers), default=None),
+            test_speakers=min((r.eer_speakers for r in tests if r.eer_speakers is not None), default=None),
             attacker_origin=vals[0].attacker_origin or "trained", imported=vals[0].imported,
             protocol_problem=vals[0].protocol_problem, notes=_val_notes(vals))
         names = [*(f"{attack}/{r.set}" for r in vals), *(f"{attack}/{r.set}" for r in tests)]

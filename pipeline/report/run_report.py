@@ -202,7 +202,8 @@ def detection_table(detection: list[JudgedPair]) -> tuple[list[str], list[list]]
     rows = []
     for d in detection:
         trials = d.val_trials or [None, None]
-        column, fewest = d.column, fewest_speakers(d.row())
+        of_trials = 0 in (d.val_speakers, d.test_speakers)  # a bootstrap of trials: its intervals carry TRIALS_NOTE
+        column, fewest = d.column, 0 if of_trials else fewest_speakers(d.row())
         row = [d.attack, d.anonymizer, d.attacker_anonymizer, d.role or "–", percent(d.eer_val),
                interval(d.eer_val_ci, d.val_speakers), "–" if trials[0] is None else f"{trials[0]} / {trials[1]}",
                percent(d.eer_test), interval(d.eer_test_ci, d.test_speakers), percent(d.relative_drop),

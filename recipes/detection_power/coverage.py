@@ -18,7 +18,7 @@ degrees of freedom, scaled to the same variance: a few speakers far off, misspec
 any method that assumes Gaussian speakers); `goats` (one speaker in eight has target scores
 lowered by 3: a bimodal population).
 
-    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40] [--pairs]
+    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40] [--unit trials] [--pairs]
 
 Prints, for the EER and then min Cllr, a markdown table, one row per speaker count, one
 column per model (coverage, its Wilson interval, and how many intervals lay wholly below the
@@ -99,14 +99,15 @@ def truths(model: str, draws: int, seed: int = 12345) -> dict[str, float]:
 
 
 def coverage(model: str, speakers: int, replications: int, truth: dict[str, float], *, utterances: int = 16,
-             n_resamples: int = 1000, seed: int = 0) -> dict[str, tuple[int, int]]:
-    """Per metric, how many of `replications` intervals contain its `truth`, and how many lie
-    wholly below it."""
+             n_resamples: int = 1000, seed: int = 0, unit: str = "speakers") -> dict[str, tuple[int, int]]:
+    """Per metric, how many of `replications` intervals (resampling `unit`) contain its
+    `truth`, and how many lie wholly below it."""
     rng = np.random.default_rng([seed, speakers])
     counts = {metric: [0, 0] for metric in METRICS}
     for _ in range(replications):
         scores = trial_list(rng, model, speakers, utterances)
-        found = bootstrap_ci(scores.pop("tar"), scores.pop("non"), n_resamples, **scores)
+        tar, non = scores.pop("tar"), scores.pop("non")
+        found = bootstrap_ci(tar, non, n_resamples, unit, **(scores if unit == "speakers" else {}))
         for metric, interval in (("eer", found.eer), ("min_cllr", found.min_cllr)):
             counts[metric][0] += interval.low <= truth[metric] <= interval.high
             counts[metric][1] += interval.high < truth[metric]
@@ -191,6 +192,8 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--truth", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--unit", default="speakers", choices=["speakers", "trials"],
+                        help="what the bootstrap resamples (detect.bootstrap.unit)")
     parser.add_argument("--pairs", action="store_true", help="the relative-drop and gap intervals of detection "
                                                              "pairs instead (`PAIRS`; --speakers per list)")
     args = parser.parse_args()
@@ -204,7 +207,7 @@ def main() -> None:
                {key: (key, lambda v: f"{v:.3f}") for key in DERIVED}, "speakers per list", args)
     else:
         report({m: truths(m, args.truth) for m in args.models},
-               lambda model, count, truth: coverage(model, count, args.replications, truth, **options),
+               lambda model, count, truth: coverage(model, count, args.replications, truth, unit=args.unit, **options),
                SHOWN, "speakers per gender", args)
 
 

@@ -23,6 +23,7 @@ from pipeline.metrics import (
     summary,
 )
 from pipeline.app.metrics_cli import main
+from pipeline.metrics.bootstrap import TRIALS_NOTE
 from pipeline.metrics.detection import Trusted, assess
 from pipeline.metrics.results import JudgedPair
 from pipeline.report.figures import (
@@ -244,6 +245,7 @@ def test_cli_trial_bootstrap_on_score_label_file(tmp_path, capsys):
     assert main([str(labelled), "--bootstrap", "10", "--bootstrap-unit", "trials", "--zoo"]) == 0
     printed = capsys.readouterr().out
     assert "resamples of trials" in printed and "zoo: `score label` files carry no speaker ids" in printed
+    assert printed.count(TRIALS_NOTE) == 1  # regression: a trial bootstrap's interval was printed bare
 
 
 # ---------------------------------------------------------------- figures

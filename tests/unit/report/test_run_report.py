@@ -1,6 +1,6 @@
 """The run report's rendering (`pipeline.report.run_report`): intervals that carry no
 information are printed as "–" with the reason, never as figures."""
-from pipeline.metrics.bootstrap import COVERED_SPEAKERS, MIN_SPEAKERS
+from pipeline.metrics.bootstrap import COVERED_SPEAKERS, MIN_SPEAKERS, TRIALS_NOTE
 from pipeline.metrics.results import JudgedPair
 from pipeline.report.run_report import detection_table, interval
 
@@ -25,6 +25,15 @@ def test_each_interval_of_a_pair_is_marked_by_its_own_measured_coverage():
     assert interval([-0.3, 0.45], 20, kind="relative_drop") == "[-30.00, 45.00]"
     assert interval([-0.1, 0.1], 20, kind="gap") == "[-10.00, 10.00]"
     assert interval([-0.1, 0.1], 20).endswith("below 41)")  # the EER's own
+
+
+def test_an_interval_from_resampled_trials_says_so():
+    """Regression: a bootstrap of trials (detect.bootstrap.unit=trials, speakers held fixed)
+    was printed as a bare 95 % interval; it covers 0.4-0.7 (docs/metrics.md)."""
+    assert interval([0.1, 0.3], 0) == f"[10.00, 30.00] ({TRIALS_NOTE})"
+    headers, rows = detection_table([JudgedPair(**{**ROW, "val_speakers": 0, "test_speakers": 0})])
+    for column in ("EER_val CI %", "EER_test CI %", "drop CI %"):
+        assert rows[0][headers.index(column)].endswith(f"({TRIALS_NOTE})")
 
 
 def test_the_report_prints_a_dash_and_the_reason_instead_of_the_figures():
