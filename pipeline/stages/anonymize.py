@@ -33,7 +33,6 @@ from tqdm import tqdm
 from anonymizers.base import Anonymizer, check_speech
 from pipeline.core.cache import Cache
 from pipeline.core.config import instantiate, plugin_with, without
-from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import read_text, write_json, write_lines
 from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import audio_info, read_audio, write_audio

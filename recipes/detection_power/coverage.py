@@ -199,10 +199,9 @@ def main() -> None:
     args = parser.parse_args()
     options = {"utterances": args.utterances, "n_resamples": args.resamples, "seed": args.seed}
     if args.pairs:
-        columns = {}
-        for pair, (val_model, test_model) in PAIRS.items():
-            eer_val, eer_test = truths(val_model, args.truth)["eer"], truths(test_model, args.truth)["eer"]
-            columns[pair] = {"relative_drop": relative_drop(eer_test, eer_val), "gap": eer_test - eer_val}
+        eer = {m: truths(m, args.truth)["eer"] for m in {m for models in PAIRS.values() for m in models}}
+        columns = {pair: {"relative_drop": relative_drop(eer[test], eer[val]), "gap": eer[test] - eer[val]}
+                   for pair, (val, test) in PAIRS.items()}
         report(columns, lambda pair, count, truth: pair_coverage(pair, count, args.replications, truth, **options),
                {key: (key, lambda v: f"{v:.3f}") for key in DERIVED}, "speakers per list", args)
     else:
