@@ -19,14 +19,17 @@ any method that assumes Gaussian speakers); `goats` (one speaker in eight has ta
 lowered by 3: a bimodal population).
 
     python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40] [--unit trials] [--pairs]
+    python recipes/detection_power/coverage.py --variance [--replications 200] [--speakers ...]
 
 Prints, for the EER and then min Cllr, a markdown table, one row per speaker count, one
 column per model (coverage, its Wilson interval, and how many intervals lay wholly below the
 true value), and the count `pipeline.metrics.bootstrap.COVERED_SPEAKERS[metric]` follows
 from: the smallest measured count from which (at it and every larger count measured) every
 model's coverage is at least `RULE`. With `--pairs`, the same for a detection pair's
-relative-drop and gap intervals (`PAIRS`: a validation and a test list of `--speakers`
-speakers each).
+relative-drop, gap and `line` residual intervals (`PAIRS`: a validation and a test list of
+`--speakers` speakers each). With `--variance`, the gap's variance across draws against the mean `gap_var`
+the speaker and the trial bootstrap report (what the detectors take as a pair's sampling
+variance).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ import time
 
 import numpy as np
 
-from pipeline.metrics.bootstrap import bootstrap_ci
+from pipeline.metrics.bootstrap import UNITS, bootstrap_ci
 from pipeline.metrics.cllr import cllr_of_bins
 from pipeline.metrics.detection import percentile_interval, relative_drop, wilson_interval
 from pipeline.metrics.eer import rocch_eer
@@ -118,7 +121,11 @@ PAIRS = {  # label -> (validation model, test model) of a detection pair's two t
     "matched (EER_val, EER_test ≈ 20 %)": ("normal, EER ≈ 20 %", "normal, EER ≈ 20 %"),
     "mismatched (EER_val ≈ 5 %, EER_test ≈ 20 %)": ("normal, EER ≈ 5 %", "normal, EER ≈ 20 %"),
 }
-DERIVED = ("relative_drop", "gap")  # a pair's intervals from its EER replicates
+LINE_SLOPES = (0.5, 1.5)  # `line`'s residual EER_val - (a + b·EER_test) at slopes b ≠ 1 (b = 1 is the gap's)
+# a pair's intervals from its EER replicates: name -> its value from (EER_val, EER_test); a line's
+# intercept shifts interval and true value alike, so it is left out
+DERIVED = {"relative_drop": lambda val, test: relative_drop(test, val), "gap": lambda val, test: test - val,
+           **{f"line_residual_{b:g}": lambda val, test, b=b: val - b * test for b in LINE_SLOPES}}
 
 
 def pair_coverage(pair: str, speakers: int, replications: int, truth: dict[str, float], *, utterances: int = 16,
@@ -126,8 +133,9 @@ def pair_coverage(pair: str, speakers: int, replications: int, truth: dict[str, 
     """Per derived interval of a detection pair whose validation and test lists have
     `speakers` each (`PAIRS[pair]`'s models), how many of `replications` contain the true
     value in `truth` and how many lie wholly below it. The intervals are detection's:
-    percentile intervals of the relative drop and of the gap EER_test - EER_val over the two
-    lists' replicates paired by index (the confidence stage bootstraps every list with seed 0)."""
+    percentile intervals of `DERIVED`'s values (the relative drop, the gap EER_test - EER_val,
+    `line`'s residual) over the two lists' replicates paired by index (the confidence stage
+    bootstraps every list with seed 0)."""
     rng = np.random.default_rng([seed, speakers, 1])
     counts = {name: [0, 0] for name in DERIVED}
     for _ in range(replications):
@@ -135,13 +143,55 @@ def pair_coverage(pair: str, speakers: int, replications: int, truth: dict[str, 
         for model in PAIRS[pair]:
             scores = trial_list(rng, model, speakers, utterances)
             replicates.append(bootstrap_ci(scores.pop("tar"), scores.pop("non"), n_resamples, **scores).eer_replicates)
-        values = {"relative_drop": [relative_drop(t, v) for v, t in zip(*replicates)],
-                  "gap": [t - v for v, t in zip(*replicates)]}
-        for name in DERIVED:
-            low, high = percentile_interval([x for x in values[name] if x is not None], 0.95)
+        for name, value in DERIVED.items():
+            low, high = percentile_interval([x for x in map(value, *replicates) if x is not None], 0.95)
             counts[name][0] += low <= truth[name] <= high
             counts[name][1] += high < truth[name]
     return {name: (hits, below) for name, (hits, below) in counts.items()}
+
+
+def gap_variances(pair: str, speakers: int, replications: int, *, utterances: int = 16, n_resamples: int = 1000,
+                  seed: int = 0) -> dict[str, float]:
+    """The variance of a detection pair's gap EER_test - EER_val across `replications` draws
+    of `PAIRS[pair]` (`speakers` per list), and the mean `gap_var` each bootstrap unit reports
+    (detection's: the variance of the paired replicates' differences).
+
+    >>> found = gap_variances("matched (EER_val, EER_test ≈ 20 %)", 4, 3, n_resamples=50)
+    >>> sorted(found)
+    ['speakers', 'trials', 'true']
+    """
+    rng = np.random.default_rng([seed, speakers, 2])
+    gaps, reported = [], {unit: [] for unit in UNITS}
+    for _ in range(replications):
+        estimates, replicates = [], {unit: [] for unit in UNITS}
+        for model in PAIRS[pair]:
+            scores = trial_list(rng, model, speakers, utterances)
+            tar, non = scores.pop("tar"), scores.pop("non")
+            for unit in UNITS:
+                found = bootstrap_ci(tar, non, n_resamples, unit, **(scores if unit == "speakers" else {}))
+                replicates[unit].append(found.eer_replicates)
+            estimates.append(found.eer.estimate)
+        gaps.append(estimates[1] - estimates[0])
+        for unit in UNITS:
+            reported[unit].append(np.var(np.subtract(replicates[unit][1], replicates[unit][0]), ddof=1))
+    return {"true": float(np.var(gaps, ddof=1)), **{unit: float(np.mean(v)) for unit, v in reported.items()}}
+
+
+def variance_report(args) -> None:
+    """Print, per speaker count and pair, the gap's true standard deviation and each bootstrap
+    unit's mean reported variance as a share of the true one."""
+    start, rows = time.time(), []
+    for count in args.speakers:
+        for pair in PAIRS:
+            found = gap_variances(pair, count, args.replications, utterances=args.utterances,
+                                  n_resamples=args.resamples, seed=args.seed)
+            rows.append([str(count), pair, f"{100 * np.sqrt(found['true']):.2f}",
+                         *(f"{found[unit] / found['true']:.2f}" for unit in UNITS)])
+            print(" | ".join(rows[-1]), flush=True)
+    print(markdown_table(["speakers per list", "pair", "gap's true sd (points)",
+                          *(f"gap_var / true variance, unit={unit}" for unit in UNITS)], rows))
+    print(f"{args.replications} draws per row (the true variance's relative standard error ≈ "
+          f"{np.sqrt(2 / (args.replications - 1)):.2f}), {time.time() - start:.0f} s")
 
 
 def marker(table: dict[int, dict[str, float]], rule: float = RULE) -> int | None:
@@ -196,11 +246,15 @@ def main() -> None:
                         help="what the bootstrap resamples (detect.bootstrap.unit)")
     parser.add_argument("--pairs", action="store_true", help="the relative-drop and gap intervals of detection "
                                                              "pairs instead (`PAIRS`; --speakers per list)")
+    parser.add_argument("--variance", action="store_true", help="the pairs' gap variance each bootstrap unit "
+                                                                "reports against the true one, instead")
     args = parser.parse_args()
     options = {"utterances": args.utterances, "n_resamples": args.resamples, "seed": args.seed}
-    if args.pairs:
+    if args.variance:
+        variance_report(args)
+    elif args.pairs:
         eer = {m: truths(m, args.truth)["eer"] for m in {m for models in PAIRS.values() for m in models}}
-        columns = {pair: {"relative_drop": relative_drop(eer[test], eer[val]), "gap": eer[test] - eer[val]}
+        columns = {pair: {name: value(eer[val], eer[test]) for name, value in DERIVED.items()}
                    for pair, (val, test) in PAIRS.items()}
         report(columns, lambda pair, count, truth: pair_coverage(pair, count, args.replications, truth, **options),
                {key: (key, lambda v: f"{v:.3f}") for key in DERIVED}, "speakers per list", args)
