@@ -13,7 +13,9 @@ coverage = recipe_script("detection_power", "coverage")
 SECTIONS = {"eer": "### Coverage of the EER interval on small test sets",
             "min_cllr": "### Coverage of the min Cllr interval",
             "relative_drop": "### Coverage of a detection pair's relative-drop interval",
-            "gap": "### Coverage of a detection pair's gap and residual intervals"}
+            "gap": "### Coverage of a detection pair's gap and residual intervals",
+            **{f"line_residual_{b:g}": f"### Coverage of `line`'s residual interval, slope {b:g}"
+               for b in coverage.LINE_SLOPES}}
 
 
 def documented(metric: str) -> dict[int, dict[str, float]]:
@@ -25,7 +27,7 @@ def documented(metric: str) -> dict[int, dict[str, float]]:
             for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[1:])}
 
 
-@pytest.mark.parametrize("metric", list(SECTIONS))
+@pytest.mark.parametrize("metric", list(COVERED_SPEAKERS))
 def test_the_marker_is_what_the_rule_gives_on_the_documented_table(metric):
     """The marker is the smallest count from which every model reaches the rule, or one past the
     largest count measured when none does: every count measured below it was shown to cover less
@@ -36,6 +38,15 @@ def test_the_marker_is_what_the_rule_gives_on_the_documented_table(metric):
     assert covered == (found if found is not None else max(table) + 1)
     assert min(table[max(n for n in table if n < covered)].values()) < coverage.RULE
     assert all(min(table[n].values()) < coverage.RULE for n in table if MIN_SPEAKERS <= n < covered)
+
+
+@pytest.mark.parametrize("slope", coverage.LINE_SLOPES)
+def test_line_s_residual_interval_covers_from_the_gap_s_marker(slope):
+    """The report marks `line`'s residual interval with the gap's marker (`kind="gap"`): at
+    every measured slope its documented coverage reaches the rule from that count."""
+    table = documented(f"line_residual_{slope:g}")
+    assert set(next(iter(table.values()))) == set(coverage.PAIRS)
+    assert coverage.marker(table) <= COVERED_SPEAKERS["gap"]
 
 
 @pytest.mark.parametrize("speakers,model", [(MIN_SPEAKERS, "goats, EER ≈ 20 %"), (20, "normal, EER ≈ 5 %")])
