@@ -18,7 +18,7 @@ degrees of freedom, scaled to the same variance: a few speakers far off, misspec
 any method that assumes Gaussian speakers); `goats` (one speaker in eight has target scores
 lowered by 3: a bimodal population).
 
-    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40] [--unit trials] [--pairs]
+    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40] [--unit trials] [--pairs [--val-speakers N]]
     python recipes/detection_power/coverage.py --variance [--replications 200] [--speakers ...]
 
 Prints, for the EER and then min Cllr, a markdown table, one row per speaker count, one
@@ -27,7 +27,7 @@ true value), and the count `pipeline.metrics.bootstrap.COVERED_SPEAKERS[metric]`
 from: the smallest measured count from which (at it and every larger count measured) every
 model's coverage is at least `RULE`. With `--pairs`, the same for a detection pair's
 relative-drop, gap and `line` residual intervals (`PAIRS`: a validation and a test list of
-`--speakers` speakers each). With `--variance`, the gap's variance across draws against the mean `gap_var`
+`--speakers` speakers each, or a validation list of `--val-speakers`). With `--variance`, the gap's variance across draws against the mean `gap_var`
 the speaker and the trial bootstrap report (what the detectors take as a pair's sampling
 variance).
 """
@@ -129,19 +129,20 @@ DERIVED = {"relative_drop": lambda val, test: relative_drop(test, val), "gap": l
 
 
 def pair_coverage(pair: str, speakers: int, replications: int, truth: dict[str, float], *, utterances: int = 16,
-                  n_resamples: int = 1000, seed: int = 0) -> dict[str, tuple[int, int]]:
+                  n_resamples: int = 1000, seed: int = 0, val_speakers: int | None = None) -> dict[str, tuple[int, int]]:
     """Per derived interval of a detection pair whose validation and test lists have
-    `speakers` each (`PAIRS[pair]`'s models), how many of `replications` contain the true
+    `speakers` each (the validation list `val_speakers` when given; `PAIRS[pair]`'s models),
+    how many of `replications` contain the true
     value in `truth` and how many lie wholly below it. The intervals are detection's:
     percentile intervals of `DERIVED`'s values (the relative drop, the gap EER_test - EER_val,
     `line`'s residual) over the two lists' replicates paired by index (the confidence stage
     bootstraps every list with seed 0)."""
-    rng = np.random.default_rng([seed, speakers, 1])
+    rng = np.random.default_rng([seed, speakers, 1] if val_speakers is None else [seed, val_speakers, speakers, 1])
     counts = {name: [0, 0] for name in DERIVED}
     for _ in range(replications):
         replicates = []
-        for model in PAIRS[pair]:
-            scores = trial_list(rng, model, speakers, utterances)
+        for model, count in zip(PAIRS[pair], (val_speakers or speakers, speakers)):
+            scores = trial_list(rng, model, count, utterances)
             replicates.append(bootstrap_ci(scores.pop("tar"), scores.pop("non"), n_resamples, **scores).eer_replicates)
         for name, value in DERIVED.items():
             low, high = percentile_interval([x for x in map(value, *replicates) if x is not None], 0.95)
@@ -246,6 +247,8 @@ def main() -> None:
                         help="what the bootstrap resamples (detect.bootstrap.unit)")
     parser.add_argument("--pairs", action="store_true", help="the relative-drop and gap intervals of detection "
                                                              "pairs instead (`PAIRS`; --speakers per list)")
+    parser.add_argument("--val-speakers", type=int, help="with --pairs: the validation list's speakers "
+                                                           "(default: as many as the test list's, --speakers)")
     parser.add_argument("--variance", action="store_true", help="the pairs' gap variance each bootstrap unit "
                                                                 "reports against the true one, instead")
     args = parser.parse_args()
@@ -256,8 +259,11 @@ def main() -> None:
         eer = {m: truths(m, args.truth)["eer"] for m in {m for models in PAIRS.values() for m in models}}
         columns = {pair: {name: value(eer[val], eer[test]) for name, value in DERIVED.items()}
                    for pair, (val, test) in PAIRS.items()}
-        report(columns, lambda pair, count, truth: pair_coverage(pair, count, args.replications, truth, **options),
-               {key: (key, lambda v: f"{v:.3f}") for key in DERIVED}, "speakers per list", args)
+        report(columns, lambda pair, count, truth: pair_coverage(pair, count, args.replications, truth,
+                                                                 val_speakers=args.val_speakers, **options),
+               {key: (key, lambda v: f"{v:.3f}") for key in DERIVED},
+               "speakers per list" if args.val_speakers is None else
+               f"test speakers per list (validation {args.val_speakers})", args)
     else:
         report({m: truths(m, args.truth) for m in args.models},
                lambda model, count, truth: coverage(model, count, args.replications, truth, unit=args.unit, **options),
