@@ -4,7 +4,7 @@
   OO | OP over PO | PP, with PO = OP transposed (noe2020 Fig. 1, noe2022 Fig. 5);
 - `ece_profiles_figure`: ZEBRA ECE profiles (noe2022 Figs. 7, 10);
 - `det_figure`: DET curves on probit axes, with the ROC convex hull and the ROCCH-EER;
-- `eer_matrix_figure`: EER of every attacker system x evaluated system (panariello2025 Table 1),
+- `eer_matrix_figure` (`eer_matrix_plot`): EER of every attacker system x evaluated system (panariello2025 Table 1),
   with each pair's verdict;
 - `detection_figure`: EER_val against EER_test with the matched line, its one-sided
   prediction bound and the flagged pairs (panariello2025 Fig. 2); `detection_plot` draws it.
@@ -13,6 +13,7 @@ Each takes results of `pipeline.metrics` and a path; the file type follows the s
 """
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -133,8 +134,17 @@ def _thin(n_points: int) -> np.ndarray:
     return np.unique(np.linspace(0, n_points - 1, DET_POINTS).round().astype(np.int64))
 
 
+VERDICT_WIDTH = 13  # characters of a matrix cell's verdict per line ("overestimated")
+
+
 def eer_matrix_figure(matrix: np.ndarray, attackers: list[str], evaluated: list[str], path: str | Path,
                       title: str | None = None, verdicts: np.ndarray | None = None) -> Path:
+    """Write `eer_matrix_plot(matrix, attackers, evaluated, title, verdicts)` to `path`."""
+    return save_figure(eer_matrix_plot(matrix, attackers, evaluated, title, verdicts), path)
+
+
+def eer_matrix_plot(matrix: np.ndarray, attackers: list[str], evaluated: list[str], title: str | None = None,
+                    verdicts: np.ndarray | None = None) -> Figure:
     """Heat map of EER (fractions, NaN where missing): rows the attacker's system, columns the
     evaluated system; each cell written in %, with its verdict under it when `verdicts` (an
     array of strings of the matrix's shape, "" where none) is given, an overestimated cell
@@ -149,9 +159,9 @@ def eer_matrix_figure(matrix: np.ndarray, attackers: list[str], evaluated: list[
             colour = "white" if value > 0.3 else "black"
             axes.text(j, i, f"{100 * value:.1f}", ha="center", va="bottom" if verdict else "center", color=colour,
                       fontsize="small")
-            if verdict:
-                axes.text(j, i, verdict, ha="center", va="top", color=colour, fontsize="x-small",
-                          fontweight="bold" if OVERESTIMATED in verdict else "normal")
+            if verdict:  # "1/3 overestimated" on two lines: one is wider than the cell
+                axes.text(j, i, textwrap.fill(verdict, VERDICT_WIDTH), ha="center", va="top", color=colour,
+                          fontsize="x-small", fontweight="bold" if OVERESTIMATED in verdict else "normal")
             if OVERESTIMATED in verdict:
                 axes.add_patch(Rectangle((j - 0.46, i - 0.46), 0.92, 0.92, fill=False, edgecolor=FLAG, linewidth=2.5))
     axes.set_xticks(range(len(evaluated)), evaluated, rotation=30, ha="right")
@@ -160,7 +170,7 @@ def eer_matrix_figure(matrix: np.ndarray, attackers: list[str], evaluated: list[
     axes.set_ylabel("attacker trained on")
     figure.colorbar(image, ax=axes, label="EER_test [%]")
     axes.set_title(title or ("EER_test matrix" if verdicts is None else "EER_test [%] and verdict"))
-    return save_figure(figure, path)
+    return figure
 
 
 LABEL_LIMIT = 6

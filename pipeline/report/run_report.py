@@ -268,8 +268,8 @@ def figure_title(fit: dict) -> str | None:
 
 
 def matrix_verdicts(detection: list[JudgedPair], attackers: list[str], evaluated: list[str]) -> np.ndarray:
-    """The verdict of each cell of `eer_matrix`: its pair's, or `k/n overestimated` where its
-    seeds disagree; "" where none."""
+    """The verdict of each cell of `eer_matrix`: its pair's, or where its seeds disagree
+    `k/n overestimated` (`0/n flagged` when none is: never the word of a flag); "" where none."""
     found: dict[tuple[int, int], list[str]] = {}
     for d in detection:
         if d.anonymizer != ORIGINAL:
@@ -278,7 +278,10 @@ def matrix_verdicts(detection: list[JudgedPair], attackers: list[str], evaluated
     cells = np.full((len(attackers), len(evaluated)), "", dtype=object)
     for (row, column), verdicts in found.items():
         flagged = verdicts.count(OVERESTIMATED)
-        cells[row, column] = verdicts[0] if len(set(verdicts)) == 1 else f"{flagged}/{len(verdicts)} {OVERESTIMATED}"
+        if len(set(verdicts)) == 1:
+            cells[row, column] = verdicts[0]
+        else:
+            cells[row, column] = f"{flagged}/{len(verdicts)} " + (OVERESTIMATED if flagged else "flagged")
     return cells
 
 

@@ -91,6 +91,31 @@ def test_the_matrix_cells_carry_their_pairs_verdicts_and_seeds_that_disagree_are
     assert cells.tolist() == [["2/3 overestimated", "trustworthy"]]
 
 
+def matrix_cell(verdicts: tuple[str, ...]):
+    """One EER matrix cell judged once per seed: its label, and the axes of its figure."""
+    from pipeline.report.figures import eer_matrix_plot
+
+    rows = [JudgedPair("AA", "s2", "s4", eer_val=0.1, eer_test=0.4, verdict=v) for v in verdicts]
+    matrix, attackers, evaluated = eer_matrix(rows)
+    cells = matrix_verdicts(rows, attackers, evaluated)
+    return cells[0, 0], eer_matrix_plot(matrix, attackers, evaluated, verdicts=cells).axes[0]
+
+
+def test_a_cell_whose_seeds_disagree_without_a_flag_is_not_called_overestimated():
+    """Regression: the real-voice sweep's EER matrix showed "0/3 overestimated", framed in red
+    like a flag, for cells whose seeds were `undetermined` or `not flagged`."""
+    label, axes = matrix_cell(("undetermined", "not flagged", "undetermined"))
+    assert label == "0/3 flagged"
+    assert "0/3 flagged" in [t.get_text() for t in axes.texts] and not axes.patches
+
+
+def test_a_flagged_cell_s_verdict_is_wrapped_to_the_cell_and_framed():
+    """"1/3 overestimated" was one line wider than its cell, over the neighbours' frames."""
+    label, axes = matrix_cell(("overestimated", "not flagged", "undetermined"))
+    assert label == "1/3 overestimated"
+    assert "1/3\noverestimated" in [t.get_text() for t in axes.texts] and len(axes.patches) == 1
+
+
 def test_undetermined_pairs_of_one_kind_share_a_line_naming_a_few():
     """Regression: a real-voice sweep listed 66 `insufficient power` pairs one line each, each
     with its own figures, and pushed the EER matrix far below the first screen."""
