@@ -27,9 +27,9 @@ true value), and the count `pipeline.metrics.bootstrap.COVERED_SPEAKERS[metric]`
 from: the smallest measured count from which (at it and every larger count measured) every
 model's coverage is at least `RULE`. With `--pairs`, the same for a detection pair's
 relative-drop, gap and `line` residual intervals (`PAIRS`: a validation and a test list of
-`--speakers` speakers each, or a validation list of `--val-speakers`). With `--variance`, the gap's variance across draws against the mean `gap_var`
-the speaker and the trial bootstrap report (what the detectors take as a pair's sampling
-variance).
+`--speakers` speakers each, or a validation list of `--val-speakers`). With `--variance`, the
+gap's variance across draws against the mean `gap_var` the speaker and the trial bootstrap
+report (what the detectors take as a pair's sampling variance).
 """
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ DERIVED = {"relative_drop": lambda val, test: relative_drop(test, val), "gap": l
 
 
 def pair_coverage(pair: str, speakers: int, replications: int, truth: dict[str, float], *, utterances: int = 16,
-                  n_resamples: int = 1000, seed: int = 0, val_speakers: int | None = None) -> dict[str, tuple[int, int]]:
+                  n_resamples: int = 1000, seed: int = 0,
+                  val_speakers: int | None = None) -> dict[str, tuple[int, int]]:
     """Per derived interval of a detection pair whose validation and test lists have
     `speakers` each (the validation list `val_speakers` when given; `PAIRS[pair]`'s models),
     how many of `replications` contain the true
@@ -245,8 +246,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--unit", default="speakers", choices=["speakers", "trials"],
                         help="what the bootstrap resamples (detect.bootstrap.unit)")
-    parser.add_argument("--pairs", action="store_true", help="the relative-drop and gap intervals of detection "
-                                                             "pairs instead (`PAIRS`; --speakers per list)")
+    parser.add_argument("--pairs", action="store_true",
+                        help="the relative-drop, gap and line residual intervals of detection pairs instead "
+                             "(`PAIRS`; --speakers per list)")
     parser.add_argument("--val-speakers", type=int, help="with --pairs: the validation list's speakers "
                                                            "(default: as many as the test list's, --speakers)")
     parser.add_argument("--variance", action="store_true", help="the pairs' gap variance each bootstrap unit "
