@@ -199,7 +199,7 @@ def interval_notes(n_speakers: int | None) -> list[str]:
     """What the bootstrap line says of its intervals from `n_speakers`: too few for any, or
     each interval measured to cover less than nominal (docs/metrics.md, "Coverage").
 
-    >>> interval_notes(3), [note.split(":")[0] for note in interval_notes(8)], interval_notes(41)
+    >>> interval_notes(3), [note.split(":")[0] for note in interval_notes(8)], interval_notes(81)
     (['3 speaker(s): too few for a speaker interval'], ['EER', 'min Cllr'], [])
     >>> interval_notes(0)[0].startswith("trials resampled")
     True

@@ -18,7 +18,7 @@ degrees of freedom, scaled to the same variance: a few speakers far off, misspec
 any method that assumes Gaussian speakers); `goats` (one speaker in eight has target scores
 lowered by 3: a bimodal population).
 
-    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 40] [--unit trials] [--pairs [--val-speakers N]]
+    python recipes/detection_power/coverage.py [--replications 150] [--speakers 2 3 ... 80] [--unit trials] [--pairs [--val-speakers N]]
     python recipes/detection_power/coverage.py --variance [--replications 200] [--speakers ...]
 
 Prints, for the EER and then min Cllr, a markdown table, one row per speaker count, one
@@ -237,7 +237,7 @@ def report(columns: dict[str, dict[str, float]], measure, labels: dict[str, tupl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--speakers", type=int, nargs="+", default=[*range(2, 9), 10, 12, 16, 20, 24, 32, 40])
+    parser.add_argument("--speakers", type=int, nargs="+", default=[*range(2, 9), 10, 12, 16, 20, 24, 32, 40, 60, 80])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--replications", type=int, default=150)
     parser.add_argument("--utterances", type=int, default=16)
