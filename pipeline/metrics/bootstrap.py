@@ -30,9 +30,9 @@ MIN_SPEAKERS = 5  # a speaker bootstrap over fewer has few distinct resamples (1
 # interval (recipes/detection_power/coverage.py; docs/metrics.md "Coverage"): of one trial list for the EER and
 # min Cllr, of each list of a detection pair for its relative drop and gap (the residual's interval is the gap's,
 # shifted, under the gap models; under `line` measured at slopes 0.5 and 1.5, reaching 0.90 from 12 and 20
-# speakers, so it wears the gap's marker): the smallest count measured from which every model reached 0.90, or one past the largest measured
-# (80; LibriSpeech test-clean has 20 per gender) where none did; coverage from more speakers than measured is not
-# known to be nominal.
+# speakers, so it wears the gap's marker): the smallest count measured from which every model reached 0.90, or
+# one past the largest measured (80; LibriSpeech test-clean has 20 per gender) where none did; coverage from more
+# speakers than measured is not known to be nominal.
 COVERED_SPEAKERS = {"eer": 81, "min_cllr": 81, "relative_drop": 20, "gap": 20}
 
 

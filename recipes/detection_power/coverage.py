@@ -128,23 +128,35 @@ DERIVED = {"relative_drop": lambda val, test: relative_drop(test, val), "gap": l
            **{f"line_residual_{b:g}": lambda val, test, b=b: val - b * test for b in LINE_SLOPES}}
 
 
+def pair_draws(pair: str, speakers: int, replications: int, rng, *, utterances: int, n_resamples: int,
+               val_speakers: int | None = None, units: tuple[str, ...] = ("speakers",)):
+    """Each of `replications` draws of a detection pair (`PAIRS[pair]`'s validation list of
+    `val_speakers` or `speakers` speakers, then its test list of `speakers`): per list, {unit:
+    `bootstrap_ci`'s result resampling that unit} (seed 0, as the confidence stage bootstraps
+    every list, so the lists' replicates pair by index)."""
+    for _ in range(replications):
+        lists = []
+        for model, count in zip(PAIRS[pair], (val_speakers or speakers, speakers)):
+            scores = trial_list(rng, model, count, utterances)
+            tar, non = scores.pop("tar"), scores.pop("non")
+            lists.append({unit: bootstrap_ci(tar, non, n_resamples, unit, **(scores if unit == "speakers" else {}))
+                          for unit in units})
+        yield lists
+
+
 def pair_coverage(pair: str, speakers: int, replications: int, truth: dict[str, float], *, utterances: int = 16,
                   n_resamples: int = 1000, seed: int = 0,
                   val_speakers: int | None = None) -> dict[str, tuple[int, int]]:
     """Per derived interval of a detection pair whose validation and test lists have
     `speakers` each (the validation list `val_speakers` when given; `PAIRS[pair]`'s models),
-    how many of `replications` contain the true
-    value in `truth` and how many lie wholly below it. The intervals are detection's:
-    percentile intervals of `DERIVED`'s values (the relative drop, the gap EER_test - EER_val,
-    `line`'s residual) over the two lists' replicates paired by index (the confidence stage
-    bootstraps every list with seed 0)."""
+    how many of `replications` contain the true value in `truth` and how many lie wholly below
+    it. The intervals are detection's: percentile intervals of `DERIVED`'s values (the relative
+    drop, the gap EER_test - EER_val, `line`'s residual) over the two lists' paired replicates."""
     rng = np.random.default_rng([seed, speakers, 1] if val_speakers is None else [seed, val_speakers, speakers, 1])
     counts = {name: [0, 0] for name in DERIVED}
-    for _ in range(replications):
-        replicates = []
-        for model, count in zip(PAIRS[pair], (val_speakers or speakers, speakers)):
-            scores = trial_list(rng, model, count, utterances)
-            replicates.append(bootstrap_ci(scores.pop("tar"), scores.pop("non"), n_resamples, **scores).eer_replicates)
+    for lists in pair_draws(pair, speakers, replications, rng, utterances=utterances, n_resamples=n_resamples,
+                            val_speakers=val_speakers):
+        replicates = [found["speakers"].eer_replicates for found in lists]
         for name, value in DERIVED.items():
             low, high = percentile_interval([x for x in map(value, *replicates) if x is not None], 0.95)
             counts[name][0] += low <= truth[name] <= high
@@ -164,18 +176,11 @@ def gap_variances(pair: str, speakers: int, replications: int, *, utterances: in
     """
     rng = np.random.default_rng([seed, speakers, 2])
     gaps, reported = [], {unit: [] for unit in UNITS}
-    for _ in range(replications):
-        estimates, replicates = [], {unit: [] for unit in UNITS}
-        for model in PAIRS[pair]:
-            scores = trial_list(rng, model, speakers, utterances)
-            tar, non = scores.pop("tar"), scores.pop("non")
-            for unit in UNITS:
-                found = bootstrap_ci(tar, non, n_resamples, unit, **(scores if unit == "speakers" else {}))
-                replicates[unit].append(found.eer_replicates)
-            estimates.append(found.eer.estimate)
-        gaps.append(estimates[1] - estimates[0])
+    for val, test in pair_draws(pair, speakers, replications, rng, utterances=utterances, n_resamples=n_resamples,
+                                units=UNITS):
+        gaps.append(test["speakers"].eer.estimate - val["speakers"].eer.estimate)
         for unit in UNITS:
-            reported[unit].append(np.var(np.subtract(replicates[unit][1], replicates[unit][0]), ddof=1))
+            reported[unit].append(np.var(np.subtract(test[unit].eer_replicates, val[unit].eer_replicates), ddof=1))
     return {"true": float(np.var(gaps, ddof=1)), **{unit: float(np.mean(v)) for unit, v in reported.items()}}
 
 
@@ -254,6 +259,8 @@ def main() -> None:
     parser.add_argument("--variance", action="store_true", help="the pairs' gap variance each bootstrap unit "
                                                                 "reports against the true one, instead")
     args = parser.parse_args()
+    if args.val_speakers is not None and not args.pairs:
+        parser.error("--val-speakers is the validation list of --pairs: give --pairs too")
     options = {"utterances": args.utterances, "n_resamples": args.resamples, "seed": args.seed}
     if args.variance:
         variance_report(args)
