@@ -40,7 +40,8 @@ WEAK_RECOGNISER = ("the recogniser's WER on original speech is {wer:.1f} %, abov
 
 def measure(experiment) -> dict:
     """{"sets": {set: metrics}, "splits": {split: pooled metrics}, "emotion": {...},
-    "skipped": {metric: reason}, "asr": name} of an `pipeline.app.experiment.Experiment`."""
+    "skipped": {metric: reason}, "asr": name, "pitch": {"tracker", "rule"} (when ρF0 is measured)}
+    of an `pipeline.app.experiment.Experiment`."""
     cfg = experiment.cfg
     result = {"sets": {}, "splits": {}, "emotion": {}, "skipped": {}, "asr": cfg.asr.name if "asr" in cfg else None}
     if not experiment.evaluates_anonymized():
@@ -84,8 +85,10 @@ def pitch_correlations(experiment, lists: dict, sets: dict, result: dict) -> Non
     """ρF0 per set (mean and std over its utterances) and per split (over all its utterances,
     with the bootstrap interval of the mean)."""
     values = {}
+    result["pitch"] = {"tracker": experiment.utility.pitch_tracker, "rule": experiment.utility.pitch_rule}
     for name, pair in lists.items():
-        found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], experiment.cache))
+        found = pitch.load(pitch.run(pair[ORIGINAL], pair[ANONYMIZED], experiment.cache,
+                                     tracker=experiment.utility.pitch_tracker, rule=experiment.utility.pitch_rule))
         values[name] = list(found["utterances"].values())
         result["sets"][name].update(pitch_correlation=found["mean"], pitch_correlation_std=found["std"],
                                     utterances=len(values[name]))

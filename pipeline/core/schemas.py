@@ -190,6 +190,8 @@ class Distributed:
 @dataclass
 class Utility:
     pitch_correlation: bool = MISSING
+    pitch_tracker: str = MISSING
+    pitch_rule: str = MISSING
     wer: bool = MISSING
     wer_text: str = MISSING
 

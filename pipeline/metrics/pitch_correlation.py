@@ -6,8 +6,14 @@ utterances (VPC 2022 asks for ρF0 > 0.3). As in the VPC 2022 toolkit
 (`pitch_correlation.py`): F0 every 10 ms searched in 75-500 Hz, the shorter track linearly
 interpolated to the length of the longer, and a frame counts as voiced when its F0 lies in
 75-500 Hz after that interpolation; an undefined correlation (fewer than two common voiced
-frames, or a constant track: spanning under 1 Hz) is 0, as the toolkit's `fillna(0)` makes it. Where vpeval
-differs from the toolkit, see README.md, "Utility".
+frames, or a constant track: spanning under 1 Hz) is 0, as the toolkit's `fillna(0)` makes it.
+
+That is the default (`utility.pitch_tracker=yin`, `utility.pitch_rule=voiced`). The toolkit
+itself differs in two ways (docs/utility.md, "ρF0 against the VPC 2022 toolkit", measures
+both): its tracker is Praat's (`pitch_tracker=praat`, `praat_f0_track`, through the optional
+praat-parselmouth package) and its correlation takes every frame, unvoiced ones as zeros, after
+shifting the anonymised track to the lag of the largest cross-correlation
+(`pitch_rule=vpc2022`, `vpc2022_correlation`). Both together give the toolkit's value.
 
 >>> round(pitch_correlation(np.array([100., 120, 0, 140]), np.array([200., 240, 250, 280])), 6)
 1.0
@@ -15,6 +21,8 @@ differs from the toolkit, see README.md, "Utility".
 from __future__ import annotations
 
 import numpy as np
+
+from pipeline.core.errors import VpevalError
 
 F0_MIN = 75.0     # Hz, VPC 2022's pitch floor and voicing rule
 F0_MAX = 500.0    # Hz, VPC 2022's pitch ceiling and voicing rule
@@ -24,6 +32,10 @@ FRAME_SECONDS = 0.01
 # otherwise give a steady voice a noise-driven correlation; 1 Hz is under the F0 difference
 # listeners hear and far under any intonation.
 CONSTANT_SPAN_HZ = 1.0
+TRACKERS = ("yin", "praat")  # utility.pitch_tracker
+RULES = ("voiced", "vpc2022")  # utility.pitch_rule
+PRAAT_MISSING = ("utility.pitch_tracker=praat needs the praat-parselmouth package (GPL-3.0): "
+                 "pip install -c constraints.txt -e '.[praat]'")
 
 
 def f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -37,6 +49,26 @@ def f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
                        f0_min=F0_MIN, f0_max=F0_MAX)
     f0, _ = tracker(torch.as_tensor(np.asarray(wave, dtype=np.float32))[None])
     return f0[0].double().numpy()
+
+
+def praat_f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
+    """F0 in Hz every 10 ms (0 where unvoiced) by Praat's autocorrelation method with the VPC 2022
+    toolkit's settings (`Sound.to_pitch`, time step 10 ms, floor 75 Hz, ceiling 500 Hz)."""
+    try:
+        import parselmouth
+    except ImportError:
+        raise VpevalError(PRAAT_MISSING) from None
+    sound = parselmouth.Sound(np.asarray(wave, dtype=np.float64), sampling_frequency=float(sample_rate),
+                              start_time=0.0)
+    pitch = sound.to_pitch(time_step=FRAME_SECONDS, pitch_floor=F0_MIN, pitch_ceiling=F0_MAX)
+    return np.asarray(pitch.selected_array["frequency"], dtype=np.float64)
+
+
+def track(wave: np.ndarray, sample_rate: int, tracker: str) -> np.ndarray:
+    """The F0 track of `wave` by `tracker` (one of TRACKERS)."""
+    if tracker not in TRACKERS:
+        raise VpevalError(f"utility.pitch_tracker={tracker!r}: not a pitch tracker (one of {', '.join(TRACKERS)})")
+    return praat_f0_track(wave, sample_rate) if tracker == "praat" else f0_track(wave, sample_rate)
 
 
 def stretched(f0: np.ndarray, length: int) -> np.ndarray:
@@ -57,3 +89,42 @@ def pitch_correlation(original: np.ndarray, anonymized: np.ndarray) -> float:
     if len(a) < 2 or np.ptp(a) < CONSTANT_SPAN_HZ or np.ptp(b) < CONSTANT_SPAN_HZ:
         return 0.0
     return float(np.corrcoef(a, b)[0, 1])
+
+
+def describe(tracker: str, rule: str) -> str:
+    """How ρF0 was computed, for reports.
+
+    >>> describe("yin", "voiced")
+    "vpeval's YIN F0, frames voiced in both"
+    """
+    source = {"yin": "vpeval's YIN F0", "praat": "Praat's F0"}[tracker]
+    frames = {"voiced": "frames voiced in both",
+              "vpc2022": "every frame, unvoiced as 0, after the VPC 2022 toolkit's cross-correlation shift"}[rule]
+    return f"{source}, {frames}"
+
+
+def vpc2022_correlation(original: np.ndarray, anonymized: np.ndarray) -> float:
+    """ρF0 by the VPC 2022 toolkit's rule (`pitchCorr` of its pitch_correlation.py): the shorter
+    track stretched to the longer, F0 outside 75-500 Hz set to 0, the anonymised track rolled
+    (circularly) by the lag of the largest full cross-correlation of the two, then the Pearson
+    correlation over every frame, unvoiced ones included as zeros; 0 when undefined.
+
+    >>> vpc2022_correlation(np.array([0., 100, 120, 0]), np.array([100., 120, 0, 0]))  # shifted by one frame
+    1.0
+    """
+    length = max(len(original), len(anonymized))
+    a, b = stretched(original, length), stretched(anonymized, length)
+    a = np.where((a < F0_MIN) | (a > F0_MAX), 0.0, a)
+    b = np.where((b < F0_MIN) | (b > F0_MAX), 0.0, b)
+    lag = int(np.argmax(np.correlate(a, b, "full"))) - (length - 1)
+    b = np.roll(b, lag)
+    if length < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def correlation(original: np.ndarray, anonymized: np.ndarray, rule: str) -> float:
+    """ρF0 of two F0 tracks by `rule` (one of RULES)."""
+    if rule not in RULES:
+        raise VpevalError(f"utility.pitch_rule={rule!r}: not a ρF0 rule (one of {', '.join(RULES)})")
+    return vpc2022_correlation(original, anonymized) if rule == "vpc2022" else pitch_correlation(original, anonymized)

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.metrics.contract import UTILITY, Column
+from pipeline.metrics.pitch_correlation import describe
 from pipeline.metrics.registry import UTILITY_METRICS, set_metrics, table_columns
 from pipeline.metrics.results import ConditionResult, JudgedPair
 from pipeline.report.document import Section
@@ -153,10 +154,12 @@ def privacy_utility_plot(points: list[dict], skipped: dict[str, str] | None = No
 
 
 def utility_section(rows: list[dict], skipped: dict[str, str], emotion: list[list], points: list[dict],
-                    figures: Path) -> Section:
-    """The utility table, the emotion UAR, what was skipped and the privacy-utility figure."""
+                    figures: Path, pitch_methods: list[dict] = ()) -> Section:
+    """The utility table, the emotion UAR, what was skipped and the privacy-utility figure;
+    `pitch_methods`: the {"tracker", "rule"} of each ρF0 in the table."""
+    methods = "; ".join(dict.fromkeys(describe(**method) for method in pitch_methods)) or describe("yin", "voiced")
     text = ("Utility of the evaluated system on the same trial utterances as the privacy table: ρF0 (VPC 2022, "
-            "Pearson correlation of original and anonymised F0 over frames voiced in both, mean over utterances) "
+            f"Pearson correlation of original and anonymised F0: {methods}; mean over utterances) "
             "and the recogniser's WER on original and anonymised speech; pooled rows count every utterance of "
             "the split.")
     if skipped:

@@ -166,3 +166,17 @@ def test_model_based_anonymisers_are_not_built_but_their_folders_checked(tmp_pat
                      "vpeval train-vc vc (see recipes/train_vc/README.md)",
                      "anonymizer.ohnn_model is not set: no trained weights configured; train them with vpeval "
                      "train-vc ohnn (see recipes/train_vc/README.md) and set anonymizer.ohnn_model=<output folder>"]
+
+
+def test_praat_tracker_without_its_package_stops_at_the_settings_check(monkeypatch):
+    import importlib.util
+
+    from pipeline.metrics.pitch_correlation import PRAAT_MISSING
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "parselmouth" else
+                        real_find_spec(name, *a))
+    assert PRAAT_MISSING in problems(compose(["utility.pitch_tracker=praat", "device=cpu"]), build=True)
+    assert PRAAT_MISSING not in problems(compose(["utility.pitch_tracker=praat", "utility.pitch_correlation=false",
+                                                  "device=cpu"]), build=True)
+    assert PRAAT_MISSING not in problems(compose(["device=cpu"]), build=True)

@@ -66,6 +66,8 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
      ("anonymizer.lpc_ordr", "not a parameter of this system", "lpc_order")),
     ("unknown-wer-text", "a WER text rule that does not exist (`utility.wer_text=whisper`)", "utility.wer_text=whisper",
      ("utility.wer_text=whisper", "vpc or vpc2026_whisper")),
+    ("unknown-pitch-tracker", "an F0 tracker that does not exist (`utility.pitch_tracker=crepe`)",
+     "utility.pitch_tracker=crepe", ("utility.pitch_tracker=crepe", "yin or praat")),
     ("whisper-stride-too-long", "Whisper chunks whose strides overlap (`asr=whisper_vpc2026 asr.stride_length_s=15`)",
      "asr=whisper_vpc2026 asr.stride_length_s=15", ("asr.stride_length_s=15", "below half of asr.chunk_length_s=30")),
 ]

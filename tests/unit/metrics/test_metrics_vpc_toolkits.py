@@ -108,3 +108,33 @@ def test_similarity_with_every_op_pair_keeps_oo_pp_and_gvd_but_not_vpc2022s_deid
     assert result.g_vd["sigmoid_mean_llr"] == pytest.approx(EXPECTED["similarity"]["g_vd"], abs=1e-6)
     assert result.n_trials["op"] == 2 * len(SIMILARITY["osp_psp/score"])
     assert result.deid["sigmoid_mean_llr"] == pytest.approx(0.5425, abs=1e-4)  # VPC 2022: 0.7312
+
+
+def speed(samples: np.ndarray, factor: float) -> np.ndarray:
+    """Nearest-sample resampling, `factor` times faster: integer indexing, exact anywhere."""
+    return samples[(np.arange(int(len(samples) / factor)) * factor).astype(int)]
+
+
+def test_praat_tracker_and_vpc2022_rule_equal_the_toolkits_pitch_correlation():
+    """VPC 2022's pitchCorr on five pairs of int16 utterances (pitch.json); vpeval reads audio
+    as int16 / 2**15 in float32, which is exact."""
+    pytest.importorskip("parselmouth")
+    import soundfile
+
+    from pipeline.metrics.pitch_correlation import correlation, track
+
+    speech = FIXTURES.parent / "speech"
+    wav = {name: soundfile.read(speech / f"{name}.flac", dtype="int16")[0] for name in ("speech1", "speech2", "speech3")}
+    pairs = {"speech1 / 1.1x faster": (wav["speech1"], speed(wav["speech1"], 1.1)),
+             "speech2 / 0.9x slower": (wav["speech2"], speed(wav["speech2"], 0.9)),
+             "speech3 / itself": (wav["speech3"], wav["speech3"]),
+             "speech1 / speech2": (wav["speech1"], wav["speech2"]),
+             "speech3 / reversed": (wav["speech3"], wav["speech3"][::-1].copy())}
+    expected = json.loads((FIXTURES / "pitch.json").read_text())["pitchCorr"]
+    for name, (a, b) in pairs.items():
+        tracks = [track((x / 2**15).astype(np.float32), 16000, "praat") for x in (a, b)]
+        assert correlation(*tracks, "vpc2022") == pytest.approx(expected[name], abs=1e-12), name
+    # the rule alone decides much: the reversed utterance correlates +0.27 by the toolkit's rule, -0.78 over
+    # frames voiced in both
+    reversed_tracks = [track((x / 2**15).astype(np.float32), 16000, "praat") for x in pairs["speech3 / reversed"]]
+    assert correlation(*reversed_tracks, "voiced") < -0.7

@@ -69,7 +69,7 @@ class Measured:
     """An experiment whose evaluated system anonymises the trials (for `utility.measure`)."""
 
     cfg = OmegaConf.create({"eval_splits": ["test"], "asr": {"name": "x"}})
-    utility = Utility(pitch_correlation=True, wer=False, wer_text="vpc")
+    utility = Utility(pitch_correlation=True, pitch_tracker="yin", pitch_rule="voiced", wer=False, wer_text="vpc")
     cache = evaluated = None
 
     def evaluates_anonymized(self):

@@ -13,7 +13,8 @@ from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance, write_manifest
-from pipeline.metrics.pitch_correlation import f0_track, pitch_correlation, stretched
+from pipeline.metrics.pitch_correlation import (correlation, describe, f0_track, pitch_correlation, stretched, track,
+                                                vpc2022_correlation)
 from pipeline.metrics.results import JudgedPair
 from pipeline.metrics.uar import unweighted_average_recall
 from pipeline.recognition.emotion import EmotionClassifier, read_emotion_data
@@ -67,6 +68,38 @@ def test_constant_f0_signal_has_no_defined_correlation():
     assert pitch_correlation(f0_track(glide(120, 200), RATE), constant) == 0.0
 
 
+def test_vpc2022_rule_shifts_the_anonymised_track_and_counts_unvoiced_frames_as_zero():
+    a = np.array([0.0, 100, 120, 0, 0, 140])
+    b = np.array([100.0, 120, 0, 0, 140, 0])   # a, one frame early
+    assert vpc2022_correlation(a, b) == pytest.approx(1.0)
+    assert pitch_correlation(a, b) == 0.0      # unshifted, one frame is voiced in both: undefined
+    c = np.array([100.0, 100, 600, 130, 0, 0])  # 600 Hz is out of range: 0 under both rules
+    za, zc = a - a.mean(), np.array([100.0, 100, 0, 130, 0, 0])
+    lag = int(np.argmax(np.correlate(a, zc, "full"))) - 5
+    zc = np.roll(zc, lag) - np.roll(zc, lag).mean()
+    assert vpc2022_correlation(a, c) == pytest.approx((za @ zc) / np.sqrt((za @ za) * (zc @ zc)))
+    assert vpc2022_correlation(np.zeros(6), a) == 0.0 and vpc2022_correlation(np.full(6, 150.0), a) == 0.0
+
+
+def test_rule_and_tracker_names():
+    assert correlation(np.array([100.0, 0, 120]), np.array([0.0, 100, 120]), "voiced") == 0.0
+    assert describe("praat", "vpc2022").startswith("Praat's F0, every frame")
+    with pytest.raises(VpevalError, match=r"^utility.pitch_rule='pearson': not a ρF0 rule \(one of voiced, vpc2022\)$"):
+        correlation(np.ones(3), np.ones(3), "pearson")
+    with pytest.raises(VpevalError, match=r"^utility.pitch_tracker='crepe': not a pitch tracker \(one of yin, praat\)$"):
+        track(glide(120, 200), RATE, "crepe")
+
+
+def test_praat_tracker_without_parselmouth_is_one_line(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *args, **kwargs: (_ for _ in ()).throw(ImportError(name))
+                        if name == "parselmouth" else real_import(name, *args, **kwargs))
+    with pytest.raises(VpevalError, match=r"^utility.pitch_tracker=praat needs the praat-parselmouth package"):
+        track(glide(120, 200), RATE, "praat")
+
+
 def test_pitch_stage_averages_utterances_and_names_a_missing_version(tmp_path):
     def manifest(name: str, waves: dict[str, np.ndarray]) -> Path:
         utts = [Utterance(id=u, speaker="s", gender="f", path=str(write_audio(tmp_path / name / f"{u}.flac", w, RATE)),
@@ -77,7 +110,11 @@ def test_pitch_stage_averages_utterances_and_names_a_missing_version(tmp_path):
     shifted = manifest("a", {"u1": glide(156, 260), "u2": glide(120, 200)})
     cache = Cache(tmp_path / "cache")
     found = pitch.load(pitch.run(original, shifted, cache))
+    assert (found["tracker"], found["rule"]) == ("yin", "voiced")
     assert found["utterances"]["u1"] > 0.99 and found["utterances"]["u2"] < -0.99
+    by_vpc = pitch.load(pitch.run(original, shifted, cache, rule="vpc2022"))  # its own cache folder
+    assert by_vpc["rule"] == "vpc2022" and by_vpc["utterances"]["u1"] > 0.99
+    assert by_vpc["utterances"]["u2"] != found["utterances"]["u2"]
     assert found["mean"] == pytest.approx(np.mean(list(found["utterances"].values())))
     partial = manifest("p", {"u1": glide(156, 260)})
     with pytest.raises(VpevalError, match=r"p/manifest.jsonl: no anonymised version of utterance u2$"):
