@@ -204,6 +204,17 @@ def test_report_has_the_utility_table_and_says_what_was_skipped(tmp_path, wer):
     assert (out / "utility.csv").read_text().count("\n") == 4
 
 
+def test_report_names_how_its_rho_f0_was_computed(tmp_path):
+    summary = run_summary(anonymizer="mcadams", detection=DETECTION,
+                          utility={**utility_result(), "pitch": {"tracker": "praat", "rule": "vpc2022"}},
+                          detection_fit=[{"group": "", "reason": "too few points"}])
+    text = (report.run(tmp_path / "vpc", summary) / "report.md").read_text()
+    assert "Praat's F0, every frame, unvoiced as 0, after the VPC 2022 toolkit's cross-correlation shift" in text
+    older = run_summary(anonymizer="mcadams", detection=DETECTION, utility=utility_result(),  # no "pitch": YIN
+                        detection_fit=[{"group": "", "reason": "too few points"}])
+    assert "vpeval's YIN F0, frames voiced in both" in (report.run(tmp_path / "old", older) / "report.md").read_text()
+
+
 def test_an_empty_utility_panel_says_why():
     """Regression (issue 27): the privacy-utility figure showed an empty WER panel with no note."""
     from pipeline.app.utility import NO_WORDS
