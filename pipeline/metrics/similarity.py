@@ -8,7 +8,8 @@ anonymised side b) and PP (anonymised against anonymised). A trial is
   anonymised version (OP: same segment id on both sides) are left out, as the papers do.
 - OO and PP trials are unordered pairs: each pair once (a repeated pair is an error);
   they count for cells (i, j) and (j, i). OP cell (i, j) holds original speaker i against
-  anonymised speaker j, so M_OP need not be symmetric.
+  anonymised speaker j, so M_OP need not be symmetric (noe2020 §3.2 assumes it is, and VPC
+  2022's scripts mirror it: docs/metrics.md, "Against the VoicePrivacy toolkits' own code").
 - By default each table is calibrated on its own with PAV and Laplace's rule of
   succession (as VPC 2020 does); `calibrated=False` takes the scores as LLRs.
 - Three similarity variants: "sigmoid_mean_llr", sigmoid of the mean LLR (noe2020 eq. 2,
