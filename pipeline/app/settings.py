@@ -31,6 +31,7 @@ from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import checks, type_problems
 from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 from pipeline.metrics.pitch_correlation import PRAAT_MISSING, RULES, TRACKERS
+from pipeline.metrics.uar import UAR_RULES
 from pipeline.metrics.wer import TEXT_RULES
 from pipeline.stages.split import MIN_TRAIN, unseen_floor
 
@@ -41,6 +42,7 @@ ABOVE_SCHEMAS = {
     "utility.wer_text": Check(" or ".join(TEXT_RULES), one_of(*TEXT_RULES)),
     "utility.pitch_tracker": Check(" or ".join(TRACKERS), one_of(*TRACKERS)),
     "utility.pitch_rule": Check(" or ".join(RULES), one_of(*RULES)),
+    "utility.uar_rule": Check(" or ".join(UAR_RULES), one_of(*UAR_RULES)),
 }
 
 

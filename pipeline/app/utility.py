@@ -21,7 +21,7 @@ import numpy as np
 from pipeline.core.errors import VpevalError
 from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 from pipeline.data.manifest import GENDERS, read_manifest
-from pipeline.metrics.uar import class_recalls, unweighted_average_recall
+from pipeline.metrics.uar import emotion_recall
 from pipeline.metrics.utility import EMOTION_RECALL, PITCH_CORRELATION, WORD_ERROR_RATE
 from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
 from pipeline.stages import anonymize, emotion, pitch, transcribe
@@ -154,6 +154,8 @@ def emotion_recognition(experiment, result: dict) -> None:
     prepared = emotion.prepare(settings.data, experiment.cache)
     original = prepared / "manifest.jsonl"
     truth = emotion.load(prepared, emotion.LABELS)
+    speakers = {u.id: u.speaker for u in read_manifest(original)}
+    rule = experiment.utility.uar_rule
     found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache))}  # a bad model stops here
     anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, list_name="emotion",
                                seed=int(experiment.cfg.anonymization_seed), device=experiment.device,
@@ -161,9 +163,10 @@ def emotion_recognition(experiment, result: dict) -> None:
                                output_check=experiment.output_check)
     found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
     for kind, predicted in found.items():
-        labels = [predicted[u] for u in truth]
-        result["emotion"][f"uar_{kind}"] = unweighted_average_recall(list(truth.values()), labels)
-        result["emotion"][f"class_recall_{kind}"] = class_recalls(list(truth.values()), labels)
+        uar, recalls = emotion_recall(list(truth.values()), [predicted[u] for u in truth], [speakers[u] for u in truth],
+                                      rule)
+        result["emotion"][f"uar_{kind}"], result["emotion"][f"class_recall_{kind}"] = uar, recalls
+    result["emotion"]["uar_rule"] = rule
     result["emotion"]["data"] = str(settings.data)
     result["emotion"]["utterances"] = len(truth)
     result["emotion"]["classes"] = sorted(set(truth.values()))

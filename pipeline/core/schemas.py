@@ -194,6 +194,7 @@ class Utility:
     pitch_rule: str = MISSING
     wer: bool = MISSING
     wer_text: str = MISSING
+    uar_rule: str = MISSING
 
 
 @dataclass

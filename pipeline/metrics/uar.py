@@ -1,10 +1,18 @@
 """Unweighted average recall (UAR) of emotion labels, the utility metric of VPC 2024's emotion
 recognition: the mean over the true classes of each one's recall, so a rare emotion counts as
 much as a frequent one (`pipeline.recognition.emotion` gives the labels).
+
+Two rules (`utility.uar_rule`): `pooled` (the default) takes every utterance of the set at once;
+`vpc` is what VPC 2024 and 2026 compute (`evaluate_ser`): a UAR per speaker, then their mean,
+and each class's recall per speaker, then its mean over the speakers who have that class.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from pipeline.core.errors import VpevalError
+
+UAR_RULES = ("pooled", "vpc")  # utility.uar_rule
 
 
 def unweighted_average_recall(truth: list[str], predicted: list[str]) -> float:
@@ -24,3 +32,42 @@ def class_recalls(truth: list[str], predicted: list[str]) -> dict[str, float]:
     """
     truth, predicted = np.asarray(truth), np.asarray(predicted)
     return {str(c): float(np.mean(predicted[truth == c] == c)) for c in sorted(set(truth.tolist()))}
+
+
+def speaker_mean_uar(truth: list[str], predicted: list[str], speakers: list[str]) -> float:
+    """VPC's UAR: per speaker, sklearn's macro recall, i.e. the mean recall over every class in
+    the speaker's truth *or predictions* (a class predicted for a speaker who never has it counts
+    0), then the mean over speakers.
+
+    >>> speaker_mean_uar(["a", "a", "b", "b"], ["a", "b", "b", "b"], ["s", "s", "t", "t"])  # s: (0.5 + 0) / 2
+    0.625
+    """
+    truth, predicted, speakers = np.asarray(truth), np.asarray(predicted), np.asarray(speakers)
+    per_speaker = []
+    for speaker in dict.fromkeys(speakers.tolist()):
+        t, p = truth[speakers == speaker], predicted[speakers == speaker]
+        labels = sorted(set(t.tolist()) | set(p.tolist()))
+        per_speaker.append(np.mean([np.mean(p[t == c] == c) if (t == c).any() else 0.0 for c in labels]))
+    return float(np.mean(per_speaker))
+
+
+def speaker_mean_class_recalls(truth: list[str], predicted: list[str], speakers: list[str]) -> dict[str, float]:
+    """VPC's `ACC_<label>`: each true class's recall per speaker, averaged over the speakers who
+    have the class.
+
+    >>> speaker_mean_class_recalls(["a", "a", "a", "b"], ["a", "b", "a", "b"], ["s", "s", "t", "t"])
+    {'a': 0.75, 'b': 1.0}
+    """
+    truth, predicted, speakers = np.asarray(truth), np.asarray(predicted), np.asarray(speakers)
+    per_speaker = [class_recalls(truth[speakers == s], predicted[speakers == s])
+                   for s in dict.fromkeys(speakers.tolist())]
+    return {c: float(np.mean([r[c] for r in per_speaker if c in r])) for c in sorted(set(truth.tolist()))}
+
+
+def emotion_recall(truth: list[str], predicted: list[str], speakers: list[str], rule: str) -> tuple[float, dict]:
+    """(UAR, class recalls) by `rule` (one of UAR_RULES)."""
+    if rule == "vpc":
+        return speaker_mean_uar(truth, predicted, speakers), speaker_mean_class_recalls(truth, predicted, speakers)
+    if rule == "pooled":
+        return unweighted_average_recall(truth, predicted), class_recalls(truth, predicted)
+    raise VpevalError(f"utility.uar_rule={rule!r}: not a UAR rule (one of {', '.join(UAR_RULES)})")

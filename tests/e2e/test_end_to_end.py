@@ -190,7 +190,7 @@ def test_a_working_emotion_model_gives_the_uar_of_both_sides(first, tmp_path):
                          data / "runs" / "emotion")
     emotion = results(run).utility["emotion"]
     assert emotion["utterances"] == 4 and set(emotion["classes"]) <= set(EMOTIONS)
-    assert 0 <= emotion["uar_original"] <= 1 and 0 <= emotion["uar_anonymized"] <= 1
+    assert 0 <= emotion["uar_original"] <= 1 and 0 <= emotion["uar_anonymized"] <= 1 and emotion["uar_rule"] == "pooled"
     assert unlisted_utility_keys(results(run).utility) == []
     assert results(run).records == results(report).records
 

@@ -68,6 +68,8 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
      ("utility.wer_text=whisper", "vpc or vpc2026_whisper")),
     ("unknown-pitch-tracker", "an F0 tracker that does not exist (`utility.pitch_tracker=crepe`)",
      "utility.pitch_tracker=crepe", ("utility.pitch_tracker=crepe", "yin or praat")),
+    ("unknown-uar-rule", "an emotion UAR rule that does not exist (`utility.uar_rule=speaker`)",
+     "utility.uar_rule=speaker", ("utility.uar_rule=speaker", "pooled or vpc")),
     ("whisper-stride-too-long", "Whisper chunks whose strides overlap (`asr=whisper_vpc2026 asr.stride_length_s=15`)",
      "asr=whisper_vpc2026 asr.stride_length_s=15", ("asr.stride_length_s=15", "below half of asr.chunk_length_s=30")),
 ]

@@ -138,3 +138,21 @@ def test_praat_tracker_and_vpc2022_rule_equal_the_toolkits_pitch_correlation():
     # frames voiced in both
     reversed_tracks = [track((x / 2**15).astype(np.float32), 16000, "praat") for x in pairs["speech3 / reversed"]]
     assert correlation(*reversed_tracks, "voiced") < -0.7
+
+
+def test_uar_rule_vpc_equals_the_toolkits_evaluate_ser():
+    """VPC 2026's evaluate_ser (SpeechBrain backend; its classifier answering fixed labels) on 7
+    speakers in 5 folds (uar.json): a UAR per speaker, sklearn's macro recall over the labels of
+    its truth and predictions, then the mean; each ACC_<label> per speaker, then the mean. The
+    toolkit rounds each speaker's values to 0.001 %."""
+    from pipeline.metrics.uar import emotion_recall
+
+    fixture = json.loads((FIXTURES / "uar.json").read_text())
+    rows = fixture["utterances"]
+    truth, speakers = [r["truth"] for r in rows], [r["speaker"] for r in rows]
+    for kind, vpc in fixture["evaluate_ser"].items():
+        uar, recalls = emotion_recall(truth, [r[kind] for r in rows], speakers, "vpc")
+        assert 100 * uar == pytest.approx(vpc["UAR"], abs=1e-3)
+        assert {c: 100 * v for c, v in recalls.items()} == pytest.approx({c: vpc[c] for c in recalls}, abs=1e-3)
+        pooled, _ = emotion_recall(truth, [r[kind] for r in rows], speakers, "pooled")
+        assert abs(100 * pooled - vpc["UAR"]) > 0.25  # the default pools: 80.62 / 49.35 against 80.36 / 51.19
