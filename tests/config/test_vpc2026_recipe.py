@@ -22,7 +22,7 @@ def test_track1_has_both_privacy_rows_on_mixed_lists_with_the_fine_tuned_ssl_att
     assert training.scheduler.step_size_up == 65000 and training.scheduler.base_lr == 1e-8
     assert [a._target_.rsplit(".", 1)[1] for a in training.augment] == ["DropFreq", "DropChunk"]
     assert (cfg.backend.embedding, cfg.backend.enrolment) == ("sign", "mean_raw")  # VPC's sign vectors
-    assert cfg.asr.interface.endswith("EncoderASR")
+    assert cfg.asr.interface.endswith("EncoderASR") and cfg.utility.uar_rule == "vpc"  # evaluate_ser's speaker mean
 
 
 @pytest.mark.parametrize("language, tag, epochs", [("english", "en", 4), ("german", "de", 10),
@@ -32,7 +32,7 @@ def test_track2_trains_one_attacker_per_language_for_vpcs_epochs(language, tag, 
     assert (cfg.data.language, cfg.data.tag, cfg.attacker.training.epochs) == (language, tag, epochs)
     assert cfg.data.subsets.train == [f"train_{language}"] and cfg.data.subsets.test == f"{tag}_test"
     assert cfg.data.eval_trials == "mixed" and cfg.asr.name == "whisper_vpc2026" and cfg.asr.language == language
-    assert cfg.utility.wer_text == "vpc2026_whisper"
+    assert cfg.utility.wer_text == "vpc2026_whisper" and cfg.utility.uar_rule == "pooled"  # emotion2vec+ pools
 
 
 def test_the_built_in_corpus_variant_trains_from_scratch_on_cpu():
