@@ -94,10 +94,11 @@ def pitch_correlation(original: np.ndarray, anonymized: np.ndarray) -> float:
 def describe(tracker: str, rule: str) -> str:
     """How ρF0 was computed, for reports.
 
-    >>> describe("yin", "voiced")
-    "vpeval's YIN F0, frames voiced in both"
+    >>> describe("praat", "voiced")
+    "Praat's F0, frames voiced in both"
     """
-    source = {"yin": "vpeval's YIN F0", "praat": "Praat's F0"}[tracker]
+    source = {"yin": "vpeval's YIN F0 (measured to lower ρF0 on female voices by octave errors: docs/utility.md)",
+              "praat": "Praat's F0"}[tracker]
     frames = {"voiced": "frames voiced in both",
               "vpc2022": "every frame, unvoiced as 0, after the VPC 2022 toolkit's cross-correlation shift"}[rule]
     return f"{source}, {frames}"

@@ -212,7 +212,8 @@ def test_report_names_how_its_rho_f0_was_computed(tmp_path):
     assert "Praat's F0, every frame, unvoiced as 0, after the VPC 2022 toolkit's cross-correlation shift" in text
     older = run_summary(anonymizer="mcadams", detection=DETECTION, utility=utility_result(),  # no "pitch": YIN
                         detection_fit=[{"group": "", "reason": "too few points"}])
-    assert "vpeval's YIN F0, frames voiced in both" in (report.run(tmp_path / "old", older) / "report.md").read_text()
+    assert "vpeval's YIN F0 (measured to lower ρF0 on female voices by octave errors: docs/utility.md), frames voiced " \
+        "in both" in (report.run(tmp_path / "old", older) / "report.md").read_text()
 
 
 def test_an_empty_utility_panel_says_why():
