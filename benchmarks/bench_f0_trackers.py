@@ -29,7 +29,7 @@ from anonymizers.mcadams import mcadams_waves  # noqa: E402
 from pipeline.data.phones import plan_utterance  # noqa: E402
 from pipeline.data.phones import frame_tracks  # noqa: E402
 from pipeline.data.synthetic import draw_session, speaker_voice  # noqa: E402
-from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, correlation, track  # noqa: E402
+from pipeline.metrics.pitch_correlation import correlation, in_range, track  # noqa: E402
 from pipeline.signal.synthesis import FRAME_MS, f0_contour, frame_count, synthesise  # noqa: E402
 
 RATE, SEED = 16000, 0
@@ -73,7 +73,7 @@ def measure(gender: str, args) -> dict:
                 tracks[kind] = tracked
                 true_f0 = truth_at(f0, len(tracked), tracker, len(wave))
                 true_voiced = truth_at(voiced, len(tracked), tracker, len(wave))
-                on = (tracked >= F0_MIN) & (tracked <= F0_MAX)
+                on = in_range(tracked)
                 both = true_voiced & on
                 ratio = tracked[both] / true_f0[both]
                 gross = np.abs(ratio - 1) > 0.2

@@ -194,7 +194,7 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                    for metric, reason in found.get("skipped", {}).items()}
         sections.append(utility_section(utility, skipped, [r for s, f in utilities.items() for r in emotion_rows(f, s)],
                                         semi_informed_points(judged, utilities), out / "figures",
-                                        [f["pitch"] for f in utilities.values() if f.get("pitch")]))
+                                        [f.get("pitch", {}) for f in utilities.values()]))
     if failed:
         sections.append(Section(
             "Failed points",

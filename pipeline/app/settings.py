@@ -30,7 +30,7 @@ from pipeline.core.devices import COMPILE_MODES
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import checks, type_problems
 from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
-from pipeline.metrics.pitch_correlation import PRAAT_MISSING, RULES, TRACKERS
+from pipeline.metrics.pitch_correlation import PITCH_RULES, PRAAT_MISSING, TRACKERS, praat_version
 from pipeline.metrics.uar import UAR_RULES
 from pipeline.metrics.wer import TEXT_RULES
 from pipeline.stages.split import MIN_TRAIN, unseen_floor
@@ -41,7 +41,7 @@ ABOVE_SCHEMAS = {
                                        lambda v: v in (None, False, True) or v in COMPILE_MODES),
     "utility.wer_text": Check(" or ".join(TEXT_RULES), one_of(*TEXT_RULES)),
     "utility.pitch_tracker": Check(" or ".join(TRACKERS), one_of(*TRACKERS)),
-    "utility.pitch_rule": Check(" or ".join(RULES), one_of(*RULES)),
+    "utility.pitch_rule": Check(" or ".join(PITCH_RULES), one_of(*PITCH_RULES)),
     "utility.uar_rule": Check(" or ".join(UAR_RULES), one_of(*UAR_RULES)),
 }
 
@@ -171,8 +171,6 @@ def _built(cfg: DictConfig) -> list[str]:
     `file_problems`: trained model folders, a folder of audio), build the attacker's speaker
     encoder (its weights paths, e.g. ecapa_ssl's WavLM, are read and checked) and look for the
     optional package the chosen pitch tracker needs."""
-    import importlib.util
-
     from pipeline.asv.augment import Augmentation
     from pipeline.asv.encoder import check_encoder
     from pipeline.core.config import instantiate
@@ -184,8 +182,7 @@ def _built(cfg: DictConfig) -> list[str]:
     except VpevalError as error:
         found.append(str(error))
     utility = cfg.get("utility") or {}
-    if utility.get("pitch_correlation") and utility.get("pitch_tracker") == "praat" and \
-            importlib.util.find_spec("parselmouth") is None:
+    if utility.get("pitch_correlation") and utility.get("pitch_tracker") == "praat" and praat_version() is None:
         found.append(PRAAT_MISSING)
     if cfg.get("attacker") is not None:
         try:  # the training augmentations: a bad _target_, argument or output stops here, not after anonymisation

@@ -33,7 +33,7 @@ FRAME_SECONDS = 0.01
 # listeners hear and far under any intonation.
 CONSTANT_SPAN_HZ = 1.0
 TRACKERS = ("yin", "praat")  # utility.pitch_tracker
-RULES = ("voiced", "vpc2022")  # utility.pitch_rule
+PITCH_RULES = ("voiced", "vpc2022")  # utility.pitch_rule
 PRAAT_MISSING = ("utility.pitch_tracker=praat needs the praat-parselmouth package (GPL-3.0): "
                  "pip install -c constraints.txt -e '.[praat]'")
 
@@ -51,16 +51,29 @@ def f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
     return f0[0].double().numpy()
 
 
-def praat_f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
-    """F0 in Hz every 10 ms (0 where unvoiced) by Praat's autocorrelation method with the VPC 2022
-    toolkit's settings (`Sound.to_pitch`, time step 10 ms, floor 75 Hz, ceiling 500 Hz)."""
+def praat_version() -> str | None:
+    """The installed praat-parselmouth's version, None without it."""
     try:
         import parselmouth
     except ImportError:
-        raise VpevalError(PRAAT_MISSING) from None
+        return None
+    return parselmouth.__version__
+
+
+def praat_f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
+    """F0 in Hz every 10 ms (0 where unvoiced) by Praat's autocorrelation method with the VPC 2022
+    toolkit's settings (`Sound.to_pitch`, time step 10 ms, floor 75 Hz, ceiling 500 Hz). Audio
+    too short for Praat's analysis window (about 40 ms at a 75 Hz floor) has no voiced frame."""
+    if praat_version() is None:
+        raise VpevalError(PRAAT_MISSING)
+    import parselmouth
+
     sound = parselmouth.Sound(np.asarray(wave, dtype=np.float64), sampling_frequency=float(sample_rate),
                               start_time=0.0)
-    pitch = sound.to_pitch(time_step=FRAME_SECONDS, pitch_floor=F0_MIN, pitch_ceiling=F0_MAX)
+    try:
+        pitch = sound.to_pitch(time_step=FRAME_SECONDS, pitch_floor=F0_MIN, pitch_ceiling=F0_MAX)
+    except parselmouth.PraatError:  # shorter than one analysis window
+        return np.zeros(max(1, round(len(wave) / (FRAME_SECONDS * sample_rate))))
     return np.asarray(pitch.selected_array["frequency"], dtype=np.float64)
 
 
@@ -79,20 +92,25 @@ def stretched(f0: np.ndarray, length: int) -> np.ndarray:
     return np.interp(np.linspace(0, len(f0) - 1, length), np.arange(len(f0)), f0)
 
 
+def in_range(f0: np.ndarray) -> np.ndarray:
+    """Frames counted as voiced: F0 within 75-500 Hz (VPC 2022's rule)."""
+    return (f0 >= F0_MIN) & (f0 <= F0_MAX)
+
+
 def pitch_correlation(original: np.ndarray, anonymized: np.ndarray) -> float:
     """ρF0 of two F0 tracks (Hz, 0 where unvoiced) of one utterance: Pearson over the frames
     voiced (75-500 Hz) in both after stretching the shorter to the longer; 0 when undefined."""
     length = max(len(original), len(anonymized))
     a, b = stretched(original, length), stretched(anonymized, length)
-    both = (a >= F0_MIN) & (a <= F0_MAX) & (b >= F0_MIN) & (b <= F0_MAX)
+    both = in_range(a) & in_range(b)
     a, b = a[both], b[both]
     if len(a) < 2 or np.ptp(a) < CONSTANT_SPAN_HZ or np.ptp(b) < CONSTANT_SPAN_HZ:
         return 0.0
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def describe(tracker: str, rule: str) -> str:
-    """How ρF0 was computed, for reports.
+def describe(tracker: str = "yin", rule: str = "voiced") -> str:
+    """How ρF0 was computed, for reports (the defaults: results written before the settings).
 
     >>> describe("praat", "voiced")
     "Praat's F0, frames voiced in both"
@@ -114,18 +132,18 @@ def vpc2022_correlation(original: np.ndarray, anonymized: np.ndarray) -> float:
     1.0
     """
     length = max(len(original), len(anonymized))
+    if length < 2:
+        return 0.0
     a, b = stretched(original, length), stretched(anonymized, length)
-    a = np.where((a < F0_MIN) | (a > F0_MAX), 0.0, a)
-    b = np.where((b < F0_MIN) | (b > F0_MAX), 0.0, b)
-    lag = int(np.argmax(np.correlate(a, b, "full"))) - (length - 1)
-    b = np.roll(b, lag)
-    if length < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+    a, b = np.where(in_range(a), a, 0.0), np.where(in_range(b), b, 0.0)
+    b = np.roll(b, int(np.argmax(np.correlate(a, b, "full"))) - (length - 1))
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
         return 0.0
     return float(np.corrcoef(a, b)[0, 1])
 
 
 def correlation(original: np.ndarray, anonymized: np.ndarray, rule: str) -> float:
-    """ρF0 of two F0 tracks by `rule` (one of RULES)."""
-    if rule not in RULES:
-        raise VpevalError(f"utility.pitch_rule={rule!r}: not a ρF0 rule (one of {', '.join(RULES)})")
+    """ρF0 of two F0 tracks by `rule` (one of PITCH_RULES)."""
+    if rule not in PITCH_RULES:
+        raise VpevalError(f"utility.pitch_rule={rule!r}: not a ρF0 rule (one of {', '.join(PITCH_RULES)})")
     return vpc2022_correlation(original, anonymized) if rule == "vpc2022" else pitch_correlation(original, anonymized)

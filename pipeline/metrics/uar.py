@@ -3,8 +3,9 @@ recognition: the mean over the true classes of each one's recall, so a rare emot
 much as a frequent one (`pipeline.recognition.emotion` gives the labels).
 
 Two rules (`utility.uar_rule`): `pooled` (the default) takes every utterance of the set at once;
-`vpc` is what VPC 2024 and 2026 compute (`evaluate_ser`): a UAR per speaker, then their mean,
-and each class's recall per speaker, then its mean over the speakers who have that class.
+`vpc` is what VPC 2024 and 2026 compute (`evaluate_ser`): a UAR per speaker, then their mean
+(and, as VPC 2026's `ACC_<label>`, each class's recall per speaker, then its mean over the
+speakers who have that class).
 """
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ def speaker_mean_uar(truth: list[str], predicted: list[str], speakers: list[str]
     per_speaker = []
     for speaker in dict.fromkeys(speakers.tolist()):
         t, p = truth[speakers == speaker], predicted[speakers == speaker]
-        labels = sorted(set(t.tolist()) | set(p.tolist()))
-        per_speaker.append(np.mean([np.mean(p[t == c] == c) if (t == c).any() else 0.0 for c in labels]))
+        recalls = class_recalls(t, p)
+        only_predicted = set(p.tolist()) - set(recalls)  # recall 0 each
+        per_speaker.append(sum(recalls.values()) / (len(recalls) + len(only_predicted)))
     return float(np.mean(per_speaker))
 
 

@@ -22,7 +22,7 @@ from pipeline.core.fileio import write_json
 from pipeline.core.vocabulary import ANONYMIZED, ORIGINAL
 from pipeline.data.audio import read_audio
 from pipeline.data.manifest import file_digest, read_manifest
-from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, FRAME_SECONDS, correlation, track
+from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, FRAME_SECONDS, correlation, praat_version, track
 
 SAMPLE_RATE = 16000
 
@@ -32,6 +32,8 @@ def run(original: Path, anonymized: Path, cache: Cache, tracker: str = "yin", ru
     correlated by `rule`; returns the folder."""
     params = {"tracker": tracker, "rule": rule, "f0_min": F0_MIN, "f0_max": F0_MAX, "frame_seconds": FRAME_SECONDS,
               "sample_rate": SAMPLE_RATE}
+    if tracker == "praat":  # another Praat may track differently
+        params["praat_parselmouth"] = praat_version()
 
     def build(out: Path) -> dict:
         versions = {u.id: u for u in read_manifest(anonymized)}

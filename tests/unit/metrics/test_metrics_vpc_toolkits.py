@@ -145,7 +145,7 @@ def test_uar_rule_vpc_equals_the_toolkits_evaluate_ser():
     speakers in 5 folds (uar.json): a UAR per speaker, sklearn's macro recall over the labels of
     its truth and predictions, then the mean; each ACC_<label> per speaker, then the mean. The
     toolkit rounds each speaker's values to 0.001 %."""
-    from pipeline.metrics.uar import emotion_recall
+    from pipeline.metrics.uar import class_recalls, emotion_recall
 
     fixture = json.loads((FIXTURES / "uar.json").read_text())
     rows = fixture["utterances"]
@@ -155,4 +155,10 @@ def test_uar_rule_vpc_equals_the_toolkits_evaluate_ser():
         assert 100 * uar == pytest.approx(vpc["UAR"], abs=1e-3)
         assert {c: 100 * v for c, v in recalls.items()} == pytest.approx({c: vpc[c] for c in recalls}, abs=1e-3)
         pooled, _ = emotion_recall(truth, [r[kind] for r in rows], speakers, "pooled")
-        assert abs(100 * pooled - vpc["UAR"]) > 0.25  # the default pools: 80.62 / 49.35 against 80.36 / 51.19
+        assert abs(100 * pooled - vpc["UAR"]) > 0.9  # the default pools: 76.77 / 47.43 against 73.21 / 46.43
+    # spk3 never has `ang` but is predicted it: over its true emotions alone the original UAR would be 75.60
+    original = [r["original"] for r in rows]
+    truth_only = np.mean([np.mean(list(class_recalls([t for t, s in zip(truth, speakers) if s == k],
+                                                     [p for p, s in zip(original, speakers) if s == k]).values()))
+                          for k in sorted(set(speakers))])
+    assert 100 * truth_only - fixture["evaluate_ser"]["original"]["UAR"] > 2

@@ -90,6 +90,20 @@ def test_rule_and_tracker_names():
         track(glide(120, 200), RATE, "crepe")
 
 
+def test_praat_track_of_audio_shorter_than_its_window_is_unvoiced():
+    """Regression: Praat raised PraatError (not a VpevalError) on audio under about 40 ms, and the
+    run stopped before its report."""
+    pytest.importorskip("parselmouth")
+    short = track(glide(120, 200, seconds=0.025), RATE, "praat")
+    assert len(short) >= 1 and not short.any()
+    assert correlation(short, track(glide(120, 200), RATE, "praat"), "vpc2022") == 0.0
+
+
+def test_vpc2022_rule_of_empty_or_one_frame_tracks_is_zero():
+    assert vpc2022_correlation(np.array([]), np.array([])) == 0.0
+    assert vpc2022_correlation(np.array([120.0]), np.array([130.0])) == 0.0
+
+
 def test_praat_tracker_without_parselmouth_is_one_line(monkeypatch):
     import builtins
 
@@ -214,6 +228,13 @@ def test_report_names_how_its_rho_f0_was_computed(tmp_path):
                         detection_fit=[{"group": "", "reason": "too few points"}])
     assert "vpeval's YIN F0 (measured to lower ρF0 on female voices by octave errors: docs/utility.md), frames voiced " \
         "in both" in (report.run(tmp_path / "old", older) / "report.md").read_text()
+
+
+def test_a_sweep_mixing_old_and_praat_results_names_both_methods(tmp_path):
+    from pipeline.report.utility import utility_section
+
+    section = utility_section([], {}, [], [], tmp_path, [{}, {"tracker": "praat", "rule": "voiced"}, {}])
+    assert section.text.count("YIN F0") == 1 and "Praat's F0, frames voiced in both" in section.text
 
 
 def test_an_empty_utility_panel_says_why():
