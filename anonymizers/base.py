@@ -43,7 +43,7 @@ from typing import ClassVar
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from pipeline.core.checks import SECONDS, Check, Checked, field_problems, one_of, setting
+from pipeline.core.checks import SECONDS, Checked, choice, field_problems, setting
 from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import OutputCheck
@@ -133,7 +133,7 @@ class Parameters:
     disk and `fingerprint` for the digests of the files it names.
     """
 
-    level: str = setting("utterance", Check(" or ".join(LEVELS), one_of(*LEVELS)))
+    level: str = setting("utterance", choice(LEVELS))
     batch_seconds: float = setting(300.0, SECONDS)
 
     model_folders: ClassVar[tuple[str, ...]] = ()

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from anonymizers.base import Anonymizer, Batch, Parameters
-from pipeline.core.checks import BOOLEAN, Check, between, integer, one_of, optional, setting
+from pipeline.core.checks import BOOLEAN, Check, between, choice, integer, optional, setting
 from pipeline.core.errors import VpevalError
 from pipeline.signal.lpc import (
     all_pole_filter,
@@ -279,7 +279,7 @@ class McAdamsParameters(Parameters):
     alpha: float | list[float] = setting(0.8, Check("a number > 0 or a [low, high] pair with 0 < low <= high",
                                                     is_alpha))
     lpc_order: int = setting(LPC_ORDER, Check("an integer from 1 to 100", between(1, 100)))
-    lpc: str = setting("levinson", Check(" or ".join(LPC_METHODS), one_of(*LPC_METHODS)))
+    lpc: str = setting("levinson", choice(LPC_METHODS))
     deterministic: bool = setting(False, BOOLEAN)
     chunk_frames: int | None = setting(None, Check("null or an integer >= 1", optional(integer(1))))
 

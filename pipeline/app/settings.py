@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from pipeline.asv.finetune import finetune_problem
-from pipeline.core.checks import SEED, Check, Checked, integer, one_of, open_range, range_problems, shown
+from pipeline.core.checks import SEED, Check, Checked, choice, integer, open_range, range_problems, shown
 from pipeline.core.config import plugin_class
 from pipeline.core.devices import COMPILE_MODES
 from pipeline.core.errors import VpevalError
@@ -39,10 +39,10 @@ from pipeline.stages.split import MIN_TRAIN, unseen_floor
 ABOVE_SCHEMAS = {
     "attacker.training.compile": Check(f"null, false, true or one of {', '.join(COMPILE_MODES)}",
                                        lambda v: v in (None, False, True) or v in COMPILE_MODES),
-    "utility.wer_text": Check(" or ".join(TEXT_RULES), one_of(*TEXT_RULES)),
-    "utility.pitch_tracker": Check(" or ".join(TRACKERS), one_of(*TRACKERS)),
-    "utility.pitch_rule": Check(" or ".join(PITCH_RULES), one_of(*PITCH_RULES)),
-    "utility.uar_rule": Check(" or ".join(UAR_RULES), one_of(*UAR_RULES)),
+    "utility.wer_text": choice(TEXT_RULES),
+    "utility.pitch_tracker": choice(TRACKERS),
+    "utility.pitch_rule": choice(PITCH_RULES),
+    "utility.uar_rule": choice(UAR_RULES),
 }
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from scipy.linalg import eigh
 
 from pipeline.asv.scoring import ScoringBackend, as_matrix, length_normalise
-from pipeline.core.checks import COUNT, Check, integer, one_of, optional
+from pipeline.core.checks import COUNT, Check, choice, integer, optional
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import require
 
@@ -95,7 +95,7 @@ class TwoCovariancePLDA:
 class PLDABackend(ScoringBackend):
     """PLDA LLR scoring (see the module doc) behind the `ScoringBackend` interface."""
 
-    settings_checks = {"enrolment": Check(" or ".join(ENROLMENTS), one_of(*ENROLMENTS)),
+    settings_checks = {"enrolment": choice(ENROLMENTS),
                        "lda_dim": Check("null or an integer >= 1 (dimensions)", optional(integer(1))),
                        "iterations": COUNT}
 

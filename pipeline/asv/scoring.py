@@ -26,7 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pipeline.core.checks import Check, Checked, one_of
+from pipeline.core.checks import Checked, choice
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import require
 from pipeline.core.fileio import write_lines
@@ -104,8 +104,8 @@ class CosineBackend(ScoringBackend):
     array([0.70710678])
     """
 
-    settings_checks = {"enrolment": Check(" or ".join(ENROLMENT_RULES), one_of(*ENROLMENT_RULES)),
-                       "embedding": Check(" or ".join(EMBEDDINGS), one_of(*EMBEDDINGS))}
+    settings_checks = {"enrolment": choice(ENROLMENT_RULES),
+                       "embedding": choice(EMBEDDINGS)}
 
     def __init__(self, mean_subtraction: bool = False, enrolment: str = "mean_normalised", name: str = "cosine",
                  embedding: str = "raw"):

@@ -61,13 +61,22 @@ def optional(test: Callable) -> Callable:
     return lambda v: v is None or test(v)
 
 
+def choice(allowed) -> Check:
+    """A key that takes one of the names `allowed`.
+
+    >>> choice(("levinson", "burg")).allowed
+    'levinson or burg'
+    """
+    return Check(" or ".join(allowed), one_of(*allowed))
+
+
 COUNT = Check("an integer >= 1", integer(1))
 COUNT0 = Check("an integer >= 0", integer(0))
 FRACTION = Check("a number in (0, 1)", open_range(0, 1))
 SECONDS = Check("a number of seconds > 0", positive)
 BOOLEAN = Check("true or false", lambda v: isinstance(v, bool))
 PRECISIONS = ("fp32", "bf16", "fp16")
-PRECISION = Check(" or ".join(PRECISIONS), one_of(*PRECISIONS))
+PRECISION = choice(PRECISIONS)
 # Seeds reach torch.manual_seed and int64 tensors (RNG states in checkpoints), which take at most
 # 2**63 - 1; numpy's default_rng takes no negative seed.
 SEED_MAX = 2**63 - 1
