@@ -26,8 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from anonymizers.mcadams import mcadams_waves  # noqa: E402
-from pipeline.data.phones import plan_utterance  # noqa: E402
-from pipeline.data.phones import frame_tracks  # noqa: E402
+from pipeline.data.phones import frame_tracks, plan_utterance  # noqa: E402
 from pipeline.data.synthetic import draw_session, speaker_voice  # noqa: E402
 from pipeline.metrics.pitch_correlation import correlation, in_range, track  # noqa: E402
 from pipeline.signal.synthesis import FRAME_MS, f0_contour, frame_count, synthesise  # noqa: E402

@@ -18,7 +18,6 @@ alone allows about 90 dB at full scale).
 from __future__ import annotations
 
 import argparse
-import ast
 import math
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/oracles/
 from anonymizers.mcadams import frame_geometry, mcadams_waves  # noqa: E402
+from benchmarks.vpc_code import toolkit_function  # noqa: E402
 from tests.oracles.signals import speech_like  # noqa: E402
 
 RATE = 16000
@@ -39,13 +39,8 @@ RATE = 16000
 
 def vpc_anonym_v2(path: Path):
     """The function `anonym_v2` of the VPC file, compiled alone with the names it uses."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "anonym_v2"]
-    if not functions:
-        raise SystemExit(f"{path}: no function anonym_v2 (is it VPC 2024's anonymise_dir_mcadams_rand_seed.py?)")
-    namespace = {"np": np, "scipy": scipy, "librosa": librosa}
-    exec(compile(ast.Module(body=functions, type_ignores=[]), str(path), "exec"), namespace)
-    return namespace["anonym_v2"]
+    return toolkit_function(path, "anonym_v2", {"np": np, "scipy": scipy, "librosa": librosa},
+                            "VPC 2024's anonymise_dir_mcadams_rand_seed.py")
 
 
 def vpc_output(anonym_v2, wave: np.ndarray, alpha: float) -> np.ndarray:

@@ -8,8 +8,10 @@ only its function `pitchCorr` is taken from it (the module imports kaldiio to re
 lists), and called as the toolkit calls it: on the int16 samples of the original and the
 anonymised utterance. Each pair of arguments is an original manifest and its anonymised
 version (vpeval manifests: a prepare-stage `manifests/<list>.jsonl` and the anonymize-stage
-`manifest.jsonl` made from it); utterances are paired by id. Needs the praat extra and pandas
-(`pip install -c constraints.txt -e '.[praat]' pandas`).
+`manifest.jsonl` made from it); utterances are paired by id. Needs praat-parselmouth (the praat
+extra; `make setup` installs it with the test extra) and pandas, which the toolkit's function
+uses and vpeval does not install (the figures of docs/utility.md were run with pandas 2.2.3 on
+PYTHONPATH).
 
 Prints, per pair of manifests, the mean and standard deviation of ρF0 over its utterances by
 the toolkit's `pitchCorr` and by vpeval's three other settings, so that the difference splits
@@ -27,7 +29,6 @@ and, utterance by utterance, the largest |praat, vpc2022 - VPC 2022|, and the me
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from pathlib import Path
 
@@ -38,6 +39,7 @@ import soundfile
 from scipy.interpolate import interp1d
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.vpc_code import toolkit_function  # noqa: E402
 from pipeline.data.manifest import read_manifest  # noqa: E402
 from pipeline.metrics.pitch_correlation import correlation, track  # noqa: E402
 
@@ -46,13 +48,8 @@ RATE = 16000
 
 def vpc_pitch_corr(path: Path):
     """The function `pitchCorr` of the VPC file, compiled alone with the names it uses."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "pitchCorr"]
-    if not functions:
-        raise SystemExit(f"{path}: no function pitchCorr (is it VPC 2022's baseline/local/pitch_correlation.py?)")
-    namespace = {"np": np, "pd": pd, "parselmouth": parselmouth, "interp1d": interp1d}
-    exec(compile(ast.Module(body=functions, type_ignores=[]), str(path), "exec"), namespace)
-    return namespace["pitchCorr"]
+    return toolkit_function(path, "pitchCorr", {"np": np, "pd": pd, "parselmouth": parselmouth, "interp1d": interp1d},
+                            "VPC 2022's baseline/local/pitch_correlation.py")
 
 
 def int16_samples(path: str) -> np.ndarray:
