@@ -35,6 +35,18 @@ def class_recalls(truth: list[str], predicted: list[str]) -> dict[str, float]:
     return {str(c): float(np.mean(predicted[truth == c] == c)) for c in sorted(set(truth.tolist()))}
 
 
+def speaker_recalls(truth: list[str], predicted: list[str], speakers: list[str]) -> list[tuple[dict[str, float], int]]:
+    """Per speaker (in order of first appearance): the recalls of its true classes, and how many
+    classes are predicted for it but never true (each a recall of 0 in sklearn's macro recall)."""
+    truth, predicted, speakers = np.asarray(truth), np.asarray(predicted), np.asarray(speakers)
+    found = []
+    for speaker in dict.fromkeys(speakers.tolist()):
+        t, p = truth[speakers == speaker], predicted[speakers == speaker]
+        recalls = class_recalls(t, p)
+        found.append((recalls, len(set(p.tolist()) - set(recalls))))
+    return found
+
+
 def speaker_mean_uar(truth: list[str], predicted: list[str], speakers: list[str]) -> float:
     """VPC's UAR: per speaker, sklearn's macro recall, i.e. the mean recall over every class in
     the speaker's truth *or predictions* (a class predicted for a speaker who never has it counts
@@ -43,14 +55,7 @@ def speaker_mean_uar(truth: list[str], predicted: list[str], speakers: list[str]
     >>> speaker_mean_uar(["a", "a", "b", "b"], ["a", "b", "b", "b"], ["s", "s", "t", "t"])  # s: (0.5 + 0) / 2
     0.625
     """
-    truth, predicted, speakers = np.asarray(truth), np.asarray(predicted), np.asarray(speakers)
-    per_speaker = []
-    for speaker in dict.fromkeys(speakers.tolist()):
-        t, p = truth[speakers == speaker], predicted[speakers == speaker]
-        recalls = class_recalls(t, p)
-        only_predicted = set(p.tolist()) - set(recalls)  # recall 0 each
-        per_speaker.append(sum(recalls.values()) / (len(recalls) + len(only_predicted)))
-    return float(np.mean(per_speaker))
+    return _mean_uar(speaker_recalls(truth, predicted, speakers))
 
 
 def speaker_mean_class_recalls(truth: list[str], predicted: list[str], speakers: list[str]) -> dict[str, float]:
@@ -60,16 +65,23 @@ def speaker_mean_class_recalls(truth: list[str], predicted: list[str], speakers:
     >>> speaker_mean_class_recalls(["a", "a", "a", "b"], ["a", "b", "a", "b"], ["s", "s", "t", "t"])
     {'a': 0.75, 'b': 1.0}
     """
-    truth, predicted, speakers = np.asarray(truth), np.asarray(predicted), np.asarray(speakers)
-    per_speaker = [class_recalls(truth[speakers == s], predicted[speakers == s])
-                   for s in dict.fromkeys(speakers.tolist())]
-    return {c: float(np.mean([r[c] for r in per_speaker if c in r])) for c in sorted(set(truth.tolist()))}
+    return _class_means(speaker_recalls(truth, predicted, speakers))
+
+
+def _mean_uar(per_speaker: list[tuple[dict[str, float], int]]) -> float:
+    return float(np.mean([sum(recalls.values()) / (len(recalls) + extra) for recalls, extra in per_speaker]))
+
+
+def _class_means(per_speaker: list[tuple[dict[str, float], int]]) -> dict[str, float]:
+    classes = sorted({c for recalls, _ in per_speaker for c in recalls})
+    return {c: float(np.mean([recalls[c] for recalls, _ in per_speaker if c in recalls])) for c in classes}
 
 
 def emotion_recall(truth: list[str], predicted: list[str], speakers: list[str], rule: str) -> tuple[float, dict]:
     """(UAR, class recalls) by `rule` (one of UAR_RULES)."""
-    if rule == "vpc":
-        return speaker_mean_uar(truth, predicted, speakers), speaker_mean_class_recalls(truth, predicted, speakers)
+    if rule == "vpc":  # one pass over the speakers for both
+        per_speaker = speaker_recalls(truth, predicted, speakers)
+        return _mean_uar(per_speaker), _class_means(per_speaker)
     if rule == "pooled":
         return unweighted_average_recall(truth, predicted), class_recalls(truth, predicted)
     raise VpevalError(f"utility.uar_rule={rule!r}: not a UAR rule (one of {', '.join(UAR_RULES)})")
