@@ -156,17 +156,19 @@ def emotion_recognition(experiment, result: dict) -> None:
     truth = emotion.load(prepared, emotion.LABELS)
     speakers = {u.id: u.speaker for u in read_manifest(original)}
     rule = experiment.utility.uar_rule
-    found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache))}  # a bad model stops here
+    folds = emotion.load_folds(prepared)
+    found = {ORIGINAL: emotion.load(emotion.run(settings, original, experiment.cache, folds))}  # a bad model stops here
     anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, list_name="emotion",
                                seed=int(experiment.cfg.anonymization_seed), device=experiment.device,
                                sample_rate=experiment.data_settings.sample_rate,
                                output_check=experiment.output_check)
-    found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache))
+    found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache, folds))
     for kind, predicted in found.items():
         uar, recalls = emotion_recall(list(truth.values()), [predicted[u] for u in truth], [speakers[u] for u in truth],
                                       rule)
         result["emotion"][f"uar_{kind}"], result["emotion"][f"class_recall_{kind}"] = uar, recalls
     result["emotion"]["uar_rule"] = rule
+    result["emotion"]["models"] = emotion.classifiers(settings, folds)
     result["emotion"]["data"] = str(settings.data)
     result["emotion"]["utterances"] = len(truth)
     result["emotion"]["classes"] = sorted(set(truth.values()))

@@ -67,15 +67,31 @@ def model_folder(folder: str | None, key: str, needed: str, kind: str) -> Path:
 def speechbrain_folder(folder: str | None, key: str, kind: str, interface: str, device: str,
                        overrides: dict | None = None):
     """(checked folder, model): a SpeechBrain pretrained folder (`hyperparams.yaml`, config key
-    `key`) loaded offline by the `interface` class, `overrides` replacing hyperparams.yaml keys
-    (e.g. a hub name the folder's yaml names, pointed at a local folder); a folder it cannot
-    load is one line."""
+    `key`) loaded offline by `load_speechbrain`."""
+    path = model_folder(folder, key, HYPERPARAMS, kind)
+    return path, load_speechbrain(path, key, kind, interface, device, overrides)
+
+
+def load_speechbrain(path: Path, key: str, kind: str, interface: str, device: str, overrides: dict | None = None):
+    """The SpeechBrain pretrained folder `path` loaded offline by `interface`, a class path or
+    `<file>.py:<class>` (a Python file in the folder, imported by SpeechBrain's `foreign_class`),
+    `overrides` replacing hyperparams.yaml keys (e.g. a hub name the folder's yaml names, pointed
+    at a local folder); a folder it cannot load is one line naming it."""
     from hydra.utils import get_class
 
-    path = model_folder(folder, key, HYPERPARAMS, kind)
+    source = str(path.resolve())
+    options = {"source": source, "savedir": source, "run_opts": {"device": device}, "overrides": dict(overrides or {})}
+    module_file, _, classname = interface.rpartition(":")
     try:
-        return path, get_class(interface).from_hparams(source=str(path.resolve()), savedir=str(path.resolve()),
-                                                       run_opts={"device": device}, overrides=dict(overrides or {}))
+        if module_file:
+            from speechbrain.inference.interfaces import foreign_class
+
+            if not (path / module_file).is_file():
+                raise VpevalError(f"{path}: no {module_file}, the file of interface {interface}")
+            return foreign_class(pymodule_file=module_file, classname=classname, **options)
+        return get_class(interface).from_hparams(**options)
+    except VpevalError:
+        raise
     except Exception as error:  # noqa: BLE001  (SpeechBrain raises many kinds for a wrong folder)
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise VpevalError(f"{path}: not a {kind} folder for {interface}: {message}") from None

@@ -1,4 +1,6 @@
 """Bad inputs: VoicePrivacy model folders and score files."""
+from pathlib import Path
+
 from pipeline.core.fileio import write_lines
 from tests.faults.bad_inputs.catalogue import cli_message, raised, record, vpeval
 from tests.helpers import VPC_HYPERPARAMS, speechbrain_asv_folder
@@ -76,3 +78,55 @@ def test_wavlm_truncated_safetensors(tmp_path):
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     record("wavlm-truncated", "a WavLM folder whose `model.safetensors` is truncated (an interrupted copy)",
            "attacker model build", raised(load_wavlm, folder), tmp_path, "wavlm/model.safetensors", "truncated")
+
+
+def vpc_ser_copy(tmp_path):
+    """The fold-model fixture (tests/fixtures/vpc_ser) to break, and its emotion=vpc_ser settings."""
+    import shutil
+
+    from pipeline.core.config import compose
+    from tests.helpers import FIXTURES
+
+    vpc = Path(shutil.copytree(FIXTURES / "vpc_ser", tmp_path / "vpc"))
+    return vpc, compose(["emotion=vpc_ser", f"emotion.folder={vpc / 'exp' / 'ser'}",
+                         f"+emotion.overrides.wav2vec2_hub={vpc / 'wav2vec2_hub'}"]).emotion
+
+
+def test_fold_models_with_data_without_spk2fold(tmp_path):
+    from pipeline.core.cache import Cache
+    from pipeline.stages import emotion
+
+    vpc, settings = vpc_ser_copy(tmp_path)
+    (vpc / "data" / "IEMOCAP_dev" / "spk2fold").unlink()
+    prepared = emotion.prepare(vpc / "data" / "IEMOCAP_dev", Cache(tmp_path / "cache"))
+    message = raised(emotion.run, settings, prepared / "manifest.jsonl", Cache(tmp_path / "cache"),
+                     emotion.load_folds(prepared))
+    record("emotion-no-folds", "VPC's SER fold models (`emotion.folder` with `fold_<n>/`) and an `emotion.data` "
+           "dir without `spk2fold`", "emotion stage (before any audio is read)", message, tmp_path, "exp/ser",
+           "fold models", "spk2fold")
+
+
+def test_spk2fold_naming_a_fold_without_a_model(tmp_path):
+    from pipeline.core.cache import Cache
+    from pipeline.stages import emotion
+
+    vpc, settings = vpc_ser_copy(tmp_path)
+    folds = vpc / "data" / "IEMOCAP_dev" / "spk2fold"
+    folds.write_text(folds.read_text().replace("Ses03M 3", "Ses03M 5"))
+    prepared = emotion.prepare(vpc / "data" / "IEMOCAP_dev", Cache(tmp_path / "cache"))
+    message = raised(emotion.run, settings, prepared / "manifest.jsonl", Cache(tmp_path / "cache"),
+                     emotion.load_folds(prepared))
+    record("emotion-fold-model", "`spk2fold` naming a fold that `emotion.folder` has no `fold_<n>` for",
+           "emotion stage (before any audio is read)", message, tmp_path, "exp/ser", "fold 5", "fold_1, fold_2, fold_3")
+
+
+def test_spk2fold_without_a_speaker(tmp_path):
+    from pipeline.core.cache import Cache
+    from pipeline.stages import emotion
+
+    vpc, _ = vpc_ser_copy(tmp_path)
+    folds = vpc / "data" / "IEMOCAP_dev" / "spk2fold"
+    folds.write_text(folds.read_text().replace("Ses02F 2\n", ""))
+    message = raised(emotion.prepare, vpc / "data" / "IEMOCAP_dev", Cache(tmp_path / "cache"))
+    record("emotion-speaker-fold", "`spk2fold` of `emotion.data` without one of its speakers",
+           "emotion data preparation", message, tmp_path, "IEMOCAP_dev/spk2fold", "Ses02F", "no fold")

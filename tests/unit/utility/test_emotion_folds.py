@@ -1,0 +1,160 @@
+"""VPC's fold models for the emotion UAR (VPC 2024/2026 Track 1, `evaluate_ser`): each speaker
+classified by the SpeechBrain classifier of its fold (`spk2fold`), the checkpoint of each fold
+as VPC's `scan_checkpoint` picks it, loaded through the folder's `custom_interface.py`.
+
+`tests/fixtures/vpc_ser` holds random-weight fold models (three folds; fold 1's train_log picks
+its epoch 2 of 3, fold 2 has no log, fold 3's names an epoch that is missing), an IEMOCAP-layout
+data folder (6 speakers, original and anonymised audio) and what VPC 2026's own evaluate_ser
+computed on them (`expected.json`; how it was made: tests/fixtures/vpc_ser/README.md)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline.app.utility import emotion_recognition
+from pipeline.core.cache import Cache
+from pipeline.core.config import compose
+from pipeline.core.errors import VpevalError
+from pipeline.data.manifest import read_manifest
+from pipeline.metrics.uar import emotion_recall, speaker_recalls
+from pipeline.recognition.emotion import EmotionClassifier, best_epoch, fold_checkpoint
+from pipeline.stages import emotion
+from tests.helpers import FIXTURES, utility_experiment
+
+pytest.importorskip("speechbrain")
+pytest.importorskip("transformers")
+
+FIXTURE = FIXTURES / "vpc_ser"
+EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
+KINDS = {"original": "IEMOCAP_dev", "anonymized": "IEMOCAP_dev_anon"}
+
+
+@pytest.fixture(scope="module")
+def vpc(tmp_path_factory) -> Path:
+    """A copy of the fixture (SpeechBrain may write beside the models it loads)."""
+    return Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("vpc") / "vpc"))
+
+
+def settings(vpc: Path, models: Path | None = None):
+    """emotion=vpc_ser on the fixture, its yaml's hub name pointed at the local hub folder."""
+    return compose(["emotion=vpc_ser", f"emotion.folder={models or vpc / 'exp' / 'ser'}",
+                    f"emotion.data={vpc / 'data' / 'IEMOCAP_dev'}",
+                    f"+emotion.overrides.wav2vec2_hub={vpc / 'wav2vec2_hub'}"]).emotion
+
+
+def labelled(vpc: Path, cfg, cache: Cache, folds_of=lambda folds: folds) -> dict:
+    """Per kind: (truth, predictions, speakers) of the stage on the fixture's two data dirs."""
+    found = {}
+    for kind, name in KINDS.items():
+        prepared = emotion.prepare(vpc / "data" / name, cache)
+        truth = emotion.load(prepared, emotion.LABELS)
+        speakers = {u.id: u.speaker for u in read_manifest(prepared / "manifest.jsonl")}
+        predicted = emotion.load(emotion.run(cfg, prepared / "manifest.jsonl", cache,
+                                             folds_of(emotion.load_folds(prepared))))
+        found[kind] = ([truth[u] for u in truth], [predicted[u] for u in truth], [speakers[u] for u in truth])
+    return found
+
+
+def per_speaker_uar(truth, predicted, speakers) -> dict[str, float]:
+    """VPC's row per speaker: sklearn's macro recall in %, rounded to 3 decimals as evaluate_ser."""
+    names = list(dict.fromkeys(speakers))
+    return {name: round(100 * sum(recalls.values()) / (len(recalls) + extra), 3)
+            for name, (recalls, extra) in zip(names, speaker_recalls(truth, predicted, speakers))}
+
+
+def test_fold_models_give_vpcs_evaluate_ser_values(vpc, tmp_path):
+    cfg = settings(vpc)
+    fingerprint = EmotionClassifier.fingerprint_of(cfg)
+    assert fingerprint["checkpoints"] == {fold: f"fold_{fold}/{name}" for fold, name in EXPECTED["checkpoints"].items()}
+    found = labelled(vpc, cfg, Cache(tmp_path / "cache"))
+    for kind, (truth, predicted, speakers) in found.items():
+        assert per_speaker_uar(truth, predicted, speakers) == {s: row["UAR"] for s, row in
+                                                               EXPECTED["per_speaker"][kind].items()}, kind
+        uar, recalls = emotion_recall(truth, predicted, speakers, "vpc")
+        expected = EXPECTED["evaluate_ser"][kind]  # means of the rounded per-speaker values
+        assert 100 * uar == pytest.approx(expected["UAR"], abs=1e-3)
+        assert {c: 100 * r for c, r in recalls.items()} == pytest.approx({c: v for c, v in expected.items()
+                                                                          if c != "UAR"}, abs=1e-3)
+
+
+def test_the_fixture_tells_a_wrong_fold_or_checkpoint_apart(vpc, tmp_path):
+    """What the test above would see if vpeval classified with one model for all, or took the
+    last epoch of fold 1 instead of the one of the lowest valid loss."""
+    expected = {s: row["UAR"] for s, row in EXPECTED["per_speaker"]["original"].items()}
+    one_model = labelled(vpc, settings(vpc), Cache(tmp_path / "a"), lambda folds: {s: "1" for s in folds})
+    assert per_speaker_uar(*one_model["original"]) != expected
+    last_epoch = tmp_path / "ser"
+    shutil.copytree(vpc / "exp" / "ser", last_epoch)
+    (last_epoch / "fold_1" / "train_log.txt").unlink()
+    assert fold_checkpoint(last_epoch / "fold_1").name == "CKPT+3"
+    other = labelled(vpc, settings(vpc, last_epoch), Cache(tmp_path / "b"))
+    assert per_speaker_uar(*other["original"]) != expected
+
+
+def test_the_experiment_step_uses_the_folds_on_both_sides(vpc, tmp_path):
+    """emotion_recognition with the anonymised dir as precomputed output: VPC's values, and the
+    report says which classifiers."""
+    experiment = utility_experiment(["emotion=vpc_ser", "utility.uar_rule=vpc", "anonymizer=precomputed",
+                                     f"anonymizer.folder={vpc / 'data'}", "anonymizer.suffix=anon"], tmp_path / "cache")
+    experiment.cfg.emotion = settings(vpc)
+    experiment = SimpleNamespace(**vars(experiment), evaluated=experiment.cfg.anonymizer, device="cpu",
+                                 output_check=None)
+    result = {"emotion": {}, "skipped": {}}
+    emotion_recognition(experiment, result)
+    for kind in KINDS:
+        assert 100 * result["emotion"][f"uar_{kind}"] == pytest.approx(EXPECTED["evaluate_ser"][kind]["UAR"], abs=1e-3)
+    assert result["emotion"]["models"] == "3 folds (spk2fold)" and result["emotion"]["uar_rule"] == "vpc"
+
+
+def test_checkpoint_choice_follows_vpcs_scan_checkpoint(tmp_path):
+    fold = tmp_path / "fold_1"
+    for name in ("CKPT+1", "CKPT+2", "CKPT+10", "CKPT+x", "other"):
+        (fold / name).mkdir(parents=True)
+    assert fold_checkpoint(fold).name == "CKPT+10"  # no log: the highest epoch, as a number
+    log = fold / "train_log.txt"
+    log.write_text("epoch: 1, lr: 1e-4 - train loss: 3 - valid loss: 0.5, valid error: 0.2\n"
+                   "epoch: 2, lr: 1e-4 - train loss: 2 - valid loss: 0.5, valid error: 0.1\n"
+                   "epoch: 10, lr: 1e-4 - train loss: 1 - valid loss: 0.7, valid error: 0.1\n")
+    assert best_epoch(log) == 1 and fold_checkpoint(fold).name == "CKPT+1"  # the first of equal losses
+    log.write_text("epoch: 3, lr: 1e-4 - train loss: 1 - valid loss: 0.1\n")
+    assert fold_checkpoint(fold).name == "CKPT+10"  # the best epoch has no folder
+    log.write_text("epoch: 1, lr: 1e-4 - train loss: 1 - valid loss: 0.1\nepoch: 2 - valid loss: .e-\n")
+    assert best_epoch(log) is None  # a loss that is not a number: VPC ignores the whole log
+
+
+def test_a_single_classifier_folder_ignores_spk2fold(vpc, tmp_path):
+    single = vpc / "exp" / "ser" / "fold_2" / "CKPT+4"
+    assert emotion.fold_models(settings(vpc, single)) == []
+    found = labelled(vpc, settings(vpc, single), Cache(tmp_path / "cache"))
+    direct = labelled(vpc, settings(vpc), Cache(tmp_path / "folds"), lambda folds: {s: "2" for s in folds})
+    assert found == direct  # one folder classifies everyone, whatever spk2fold says
+    assert emotion.classifiers(settings(vpc, single), {"s": "1"}) == "one"
+
+
+def test_fold_layout_errors(vpc, tmp_path):
+    with pytest.raises(VpevalError, match=r"not a SpeechBrain emotion folder \(no hyperparams.yaml, and no fold_<n>"):
+        EmotionClassifier.fingerprint_of({"folder": str(vpc / "exp")})
+    classifier = EmotionClassifier(str(vpc / "exp" / "ser"))
+    with pytest.raises(VpevalError, match=r"holds fold models \(1, 2, 3\); emotion.data needs spk2fold"):
+        classifier.fold_list(None, 2)
+    with pytest.raises(VpevalError, match=r"no model for fold 7 named in spk2fold \(the folder has fold_1, fold_2, "
+                                          r"fold_3\)$"):
+        classifier.fold_list(["1", "7"], 2)
+    empty = tmp_path / "models" / "fold_1"
+    empty.mkdir(parents=True)
+    with pytest.raises(VpevalError, match=r"fold_1: no checkpoint folder CKPT\+<epoch>"):
+        EmotionClassifier(str(empty.parent))
+
+
+def test_relative_wav_scp_paths_start_where_vpcs_scripts_run(vpc):
+    """Regression: relative paths of `$VPC/data/IEMOCAP_dev/wav.scp` (`data/IEMOCAP/wav/...`, read
+    by VPC from `$VPC`) were looked up under `$VPC/data`, so VPC's own dirs could not be read."""
+    from pipeline.recognition.emotion import read_emotion_data
+
+    utterances, _ = read_emotion_data(vpc / "data" / "IEMOCAP_dev")
+    assert (vpc / "data" / "IEMOCAP_dev" / "wav.scp").read_text().split()[1].startswith("data/IEMOCAP/wav/")
+    assert all(Path(u.path).parent == vpc / "data" / "IEMOCAP" / "wav" for u in utterances)
