@@ -5,7 +5,7 @@ SpeechBrain classifier folders.
 weights and label encoder it names) or VPC's SER models folder: `fold_<n>/CKPT+<epoch>/`, one
 classifier per IEMOCAP fold, each speaker classified by the model of its fold (`spk2fold` of the
 data dir), the checkpoint of each fold picked as VPC's `scan_checkpoint` picks it
-(`fold_checkpoints`). A folder is loaded by `interface`: a class path (default
+(`checkpoint`: `valid_loss`, VPC 2026's rule, or `last`, VPC 2024's; `fold_checkpoint`). A folder is loaded by `interface`: a class path (default
 `speechbrain.inference.classifiers.EncoderClassifier`, the interface of SpeechBrain's emotion
 recipes) or `<file>.py:<class>`, a Python file in the folder that SpeechBrain's `foreign_class`
 imports (VPC's `custom_interface.py:CustomEncoderWav2vec2Classifier`; it runs the folder's
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.core.checks import Checked, choice
 from pipeline.core.errors import VpevalError, input_error
 from pipeline.data.audio import audio_info
 from pipeline.data.kaldi import table_lines
@@ -35,16 +36,19 @@ LABELS, FOLDS = "utt2emo", "spk2fold"
 EMOTION_FOLDER = ("emotion.folder", "SpeechBrain emotion")  # its config key, its name in errors
 FOLD_FOLDER, CHECKPOINT = re.compile(r"fold_(.+)"), re.compile(r"CKPT\+?(\d+)")
 VALID_LOSS = re.compile(r"epoch:\s*(\d+).*?valid loss:\s*([\d.e+-]+)")  # a line of SpeechBrain's train_log.txt
+CHECKPOINT_RULES = ("valid_loss", "last")  # emotion.checkpoint: VPC 2026's scan_checkpoint, VPC 2024's
 
 
-class EmotionClassifier:
+class EmotionClassifier(Checked):
     """A SpeechBrain emotion classifier folder, or VPC's fold models: waveforms -> label names."""
 
+    settings_checks = {"checkpoint": choice(CHECKPOINT_RULES)}
+
     def __init__(self, folder: str | None, interface: str = "speechbrain.inference.classifiers.EncoderClassifier",
-                 device: str = "cpu", overrides: Mapping | None = None):
+                 device: str = "cpu", overrides: Mapping | None = None, checkpoint: str = "valid_loss"):
         import torch
 
-        self.folder, self.checkpoints = classifier_folders(folder)
+        self.folder, self.checkpoints = classifier_folders(folder, checkpoint)
         self.interface, self.device, self.overrides, self.torch = interface, device, dict(overrides or {}), torch
 
     def classify(self, waves: list[np.ndarray], folds: list[str] | None = None) -> list[str]:
@@ -79,14 +83,14 @@ class EmotionClassifier:
     def fingerprint_of(cls, settings: Mapping) -> dict:
         """The model folder's files and the checkpoint each fold uses, from the settings, without
         loading a model (a cached list's key)."""
-        folder, checkpoints = classifier_folders(settings.get("folder"))
+        folder, checkpoints = classifier_folders(settings.get("folder"), settings.get("checkpoint", "valid_loss"))
         return {"files": folder_fingerprint(folder),
                 "checkpoints": {str(fold): str(path.relative_to(folder)) for fold, path in checkpoints.items()}}
 
 
-def classifier_folders(folder: str | None) -> tuple[Path, dict[str | None, Path]]:
-    """(the checked `emotion.folder`, {fold: checkpoint folder}): {None: folder} for one classifier
-    folder; one line for a folder that is neither kind."""
+def classifier_folders(folder: str | None, checkpoint: str = "valid_loss") -> tuple[Path, dict[str | None, Path]]:
+    """(the checked `emotion.folder`, {fold: checkpoint folder by the `checkpoint` rule}): {None:
+    folder} for one classifier folder; one line for a folder that is neither kind."""
     key, kind = EMOTION_FOLDER
     if not folder:
         raise VpevalError(f"{key}: no model folder given (set {key}=/path/to/folder)")
@@ -99,7 +103,7 @@ def classifier_folders(folder: str | None) -> tuple[Path, dict[str | None, Path]
     if not folds:
         raise VpevalError(f"{path}: not a {kind} folder (no {HYPERPARAMS}, and no fold_<n> folders of VPC's "
                           "SER models)")
-    return path, {FOLD_FOLDER.fullmatch(p.name).group(1): fold_checkpoint(p) for p in folds}
+    return path, {FOLD_FOLDER.fullmatch(p.name).group(1): fold_checkpoint(p, checkpoint) for p in folds}
 
 
 def fold_order(folder: Path) -> tuple:
@@ -107,13 +111,14 @@ def fold_order(folder: Path) -> tuple:
     return (0, int(name), "") if name.isdigit() else (1, 0, name)
 
 
-def fold_checkpoint(fold: Path) -> Path:
-    """The checkpoint VPC's `scan_checkpoint(fold, 'CKPT')` picks: `CKPT+<e>` for the epoch e of
-    the lowest valid loss in `train_log.txt` (the first such line), when that folder exists;
-    else the `CKPT+<e>` folder of the highest epoch. One line when there is none."""
+def fold_checkpoint(fold: Path, rule: str = "valid_loss") -> Path:
+    """The checkpoint VPC's `scan_checkpoint(fold, 'CKPT')` picks. VPC 2026 (`valid_loss`):
+    `CKPT+<e>` for the epoch e of the lowest valid loss in `train_log.txt` (the first such line),
+    when that folder exists; else, and always in VPC 2024 (`last`), the `CKPT+<e>` folder of the
+    highest epoch. One line when there is none."""
     epochs = {int(match.group(1)): p for p in fold.iterdir()
               if p.is_dir() and (match := CHECKPOINT.fullmatch(p.name))}
-    best = best_epoch(fold / "train_log.txt")
+    best = best_epoch(fold / "train_log.txt") if rule == "valid_loss" else None
     if best is not None and (fold / f"CKPT+{best}").is_dir():
         return fold / f"CKPT+{best}"
     if not epochs:

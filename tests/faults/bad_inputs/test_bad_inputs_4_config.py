@@ -70,6 +70,8 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
      "utility.pitch_tracker=crepe", ("utility.pitch_tracker=crepe", "yin or praat")),
     ("unknown-uar-rule", "an emotion UAR rule that does not exist (`utility.uar_rule=speaker`)",
      "utility.uar_rule=speaker", ("utility.uar_rule=speaker", "pooled or vpc")),
+    ("unknown-checkpoint-rule", "a rule for picking each SER fold's checkpoint that does not exist "
+     "(`emotion.checkpoint=best`)", "emotion.checkpoint=best", ("emotion.checkpoint=best", "valid_loss or last")),
     ("whisper-stride-too-long", "Whisper chunks whose strides overlap (`asr=whisper_vpc2026 asr.stride_length_s=15`)",
      "asr=whisper_vpc2026 asr.stride_length_s=15", ("asr.stride_length_s=15", "below half of asr.chunk_length_s=30")),
 ]

@@ -93,6 +93,10 @@ def test_the_fixture_tells_a_wrong_fold_or_checkpoint_apart(vpc, tmp_path):
     assert fold_checkpoint(last_epoch / "fold_1").name == "CKPT+3"
     other = labelled(vpc, settings(vpc, last_epoch), Cache(tmp_path / "b"))
     assert per_speaker_uar(*other["original"]) != expected
+    vpc2024 = settings(vpc)
+    vpc2024.checkpoint = "last"  # VPC 2024's rule takes CKPT+3 of fold 1 despite its log
+    assert EmotionClassifier.fingerprint_of(vpc2024)["checkpoints"]["1"] == "fold_1/CKPT+3"
+    assert labelled(vpc, vpc2024, Cache(tmp_path / "c")) == other
 
 
 def test_the_experiment_step_uses_the_folds_on_both_sides(vpc, tmp_path):
@@ -124,6 +128,8 @@ def test_checkpoint_choice_follows_vpcs_scan_checkpoint(tmp_path):
     assert fold_checkpoint(fold).name == "CKPT+10"  # the best epoch has no folder
     log.write_text("epoch: 1, lr: 1e-4 - train loss: 1 - valid loss: 0.1\nepoch: 2 - valid loss: .e-\n")
     assert best_epoch(log) is None  # a loss that is not a number: VPC ignores the whole log
+    log.write_text("epoch: 2, lr: 1e-4 - train loss: 1 - valid loss: 0.1\n")
+    assert fold_checkpoint(fold).name == "CKPT+2" and fold_checkpoint(fold, "last").name == "CKPT+10"  # VPC 2024
 
 
 def test_a_single_classifier_folder_ignores_spk2fold(vpc, tmp_path):
