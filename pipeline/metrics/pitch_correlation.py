@@ -8,8 +8,9 @@ interpolated to the length of the longer, and a frame counts as voiced when its 
 75-500 Hz after that interpolation; an undefined correlation (fewer than two common voiced
 frames, or a constant track: spanning under 1 Hz) is 0, as the toolkit's `fillna(0)` makes it.
 
-That is the default (`utility.pitch_tracker=yin`, `utility.pitch_rule=voiced`). The toolkit
-itself differs in two ways (docs/utility.md, "ρF0 against the VPC 2022 toolkit", measures
+That is the default (`utility.pitch_tracker=yin_viterbi`: vpeval's YIN, its track the Viterbi
+path of `pipeline.signal.f0.YinPitch.path`; `yin`, YIN frame by frame, makes octave errors on
+female voices; `utility.pitch_rule=voiced`). The toolkit itself differs in two ways (docs/utility.md, "ρF0 against the VPC 2022 toolkit", measures
 both): its tracker is Praat's (`pitch_tracker=praat`, `praat_f0_track`, through the optional
 praat-parselmouth package) and its correlation takes every frame, unvoiced ones as zeros, after
 shifting the anonymised track to the lag of the largest cross-correlation
@@ -32,22 +33,23 @@ FRAME_SECONDS = 0.01
 # otherwise give a steady voice a noise-driven correlation; 1 Hz is under the F0 difference
 # listeners hear and far under any intonation.
 CONSTANT_SPAN_HZ = 1.0
-TRACKERS = ("yin", "praat")  # utility.pitch_tracker
+TRACKERS = ("yin_viterbi", "yin", "praat")  # utility.pitch_tracker
 PITCH_RULES = ("voiced", "vpc2022")  # utility.pitch_rule
 PRAAT_MISSING = ("utility.pitch_tracker=praat needs the praat-parselmouth package (GPL-3.0): "
                  "pip install -c constraints.txt -e '.[praat]'")
 
 
-def f0_track(wave: np.ndarray, sample_rate: int) -> np.ndarray:
+def f0_track(wave: np.ndarray, sample_rate: int, path: bool = True) -> np.ndarray:
     """F0 in Hz every 10 ms (0 where unvoiced) by the YIN tracker of `pipeline.signal.f0`,
-    searched in 75-500 Hz."""
+    searched in 75-500 Hz: its Viterbi path (`YinPitch.path`), or frame by frame (`path=False`)."""
     import torch
 
     from pipeline.signal.f0 import YinPitch
 
     tracker = YinPitch(sample_rate=sample_rate, hop_length=round(FRAME_SECONDS * sample_rate),
                        f0_min=F0_MIN, f0_max=F0_MAX)
-    f0, _ = tracker(torch.as_tensor(np.asarray(wave, dtype=np.float32))[None])
+    waves = torch.as_tensor(np.asarray(wave, dtype=np.float32))[None]
+    f0, _ = tracker.path(waves) if path else tracker(waves)
     return f0[0].double().numpy()
 
 
@@ -81,7 +83,8 @@ def track(wave: np.ndarray, sample_rate: int, tracker: str) -> np.ndarray:
     """The F0 track of `wave` by `tracker` (one of TRACKERS)."""
     if tracker not in TRACKERS:
         raise VpevalError(f"utility.pitch_tracker={tracker!r}: not a pitch tracker (one of {', '.join(TRACKERS)})")
-    return praat_f0_track(wave, sample_rate) if tracker == "praat" else f0_track(wave, sample_rate)
+    return praat_f0_track(wave, sample_rate) if tracker == "praat" else \
+        f0_track(wave, sample_rate, path=tracker == "yin_viterbi")
 
 
 def stretched(f0: np.ndarray, length: int) -> np.ndarray:
@@ -115,7 +118,9 @@ def describe(tracker: str = "yin", rule: str = "voiced") -> str:
     >>> describe("praat", "voiced")
     "Praat's F0, frames voiced in both"
     """
-    source = {"yin": "vpeval's YIN F0 (measured to lower ρF0 on female voices by octave errors: docs/utility.md)",
+    source = {"yin_viterbi": "vpeval's YIN F0, its path by Viterbi",
+              "yin": "vpeval's YIN F0 frame by frame (measured to lower ρF0 on female voices by octave errors: "
+                     "docs/utility.md)",
               "praat": "Praat's F0"}[tracker]
     frames = {"voiced": "frames voiced in both",
               "vpc2022": "every frame, unvoiced as 0, after the VPC 2022 toolkit's cross-correlation shift"}[rule]

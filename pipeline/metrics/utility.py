@@ -18,9 +18,9 @@ PITCH_CORRELATION = UtilityMetric(
     (Column("pitch_correlation", "ρF0", digits=3), Column("pitch_correlation_std", "ρF0 std", digits=3),
      Column("pitch_correlation_ci", "ρF0 CI", digits=3), Column("utterances", "# utterances")),
     pitch_correlation, higher_is_better=True,
-    description="Pearson correlation of the original and anonymised F0 (utility.pitch_tracker: YIN or Praat) over the "
-                "frames voiced in both (utility.pitch_rule=voiced) or by the VPC 2022 toolkit's rule (vpc2022), mean "
-                "over utterances",
+    description="Pearson correlation of the original and anonymised F0 (utility.pitch_tracker: vpeval's YIN, by "
+                "its Viterbi path or frame by frame, or Praat) over the frames voiced in both "
+                "(utility.pitch_rule=voiced) or by the VPC 2022 toolkit's rule (vpc2022), mean over utterances",
     reference="VoicePrivacy 2022 (pitch_correlation.py)")
 
 WORD_ERROR_RATE = UtilityMetric(

@@ -156,7 +156,8 @@ def privacy_utility_plot(points: list[dict], skipped: dict[str, str] | None = No
 def utility_section(rows: list[dict], skipped: dict[str, str], emotion: list[list], points: list[dict],
                     figures: Path, pitch_methods: list[dict] = ()) -> Section:
     """The utility table, the emotion UAR, what was skipped and the privacy-utility figure;
-    `pitch_methods`: the {"tracker", "rule"} of each ρF0 in the table ({}: YIN, voiced)."""
+    `pitch_methods`: the {"tracker", "rule"} of each ρF0 in the table ({}: YIN frame by frame, voiced,
+    as results written before the settings)."""
     methods = "; ".join(dict.fromkeys(describe(**method) for method in pitch_methods)) or describe()
     text = ("Utility of the evaluated system on the same trial utterances as the privacy table: ρF0 (VPC 2022, "
             f"Pearson correlation of original and anonymised F0: {methods}; mean over utterances) "

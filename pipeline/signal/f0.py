@@ -6,6 +6,16 @@ down to its local minimum; the global minimum when no dip is that low), paraboli
 interpolation, and a voicing decision from the dip depth and the frame level. Every frame of
 every utterance is processed at once, on the device of the input.
 
+`YinPitch.path` keeps YIN's voicing decision but chooses the period over each voiced stretch
+instead of frame by frame, with the path search of Praat's pitch tracker (Boersma 1993): each
+voiced frame's candidates are the deepest local dips of the same normalised difference
+(strength 1 - d', raised 0.01 per octave above f0_min), and the F0 is the Viterbi path that
+maximises the summed strengths less Praat's default octave-jump cost (0.35 per octave per
+10 ms). A frame-wise octave error costs the path two jumps, so it is taken only where the dip at
+the wrong octave is much deeper. (Praat's path also decides voicing, with a voiced-unvoiced cost;
+tried with YIN's voicing threshold, it left 43 of 152 anonymised utterances of the real-voice
+male test list without a voiced frame in common with the original: docs/utility.md.)
+
 Frame t is centred on sample t * hop_length (zeros beyond both ends), the same grid as the
 content features, so an utterance of N samples has ceil(N / hop_length) frames.
 
@@ -25,6 +35,9 @@ import torch.nn.functional as F
 
 MIN_VOICED_FRAMES = 3
 STD_FLOOR = 1e-3
+# YinPitch.path: Praat's defaults for Sound: To Pitch (ac) (its manual; Boersma 1993), the cost per 10 ms
+PATH_CANDIDATES = 6   # dips per voiced frame (Praat: 15 candidates, most never chosen)
+OCTAVE_COST, OCTAVE_JUMP_COST = 0.01, 0.35
 
 
 def num_frames(num_samples: torch.Tensor | int, hop_length: int):
@@ -55,7 +68,7 @@ class YinPitch:
                  voicing_threshold: float = 0.35, silence_db: float = -50.0):
         if not 0 < f0_min < f0_max < sample_rate / 4:
             raise ValueError(f"need 0 < f0_min < f0_max < sample_rate / 4, got {f0_min}, {f0_max}")
-        self.sample_rate, self.hop_length = int(sample_rate), int(hop_length)
+        self.sample_rate, self.hop_length, self.f0_min = int(sample_rate), int(hop_length), float(f0_min)
         self.tau_min = int(math.floor(sample_rate / f0_max))
         self.tau_max = int(math.ceil(sample_rate / f0_min))
         self.window = int(round(window_ms * sample_rate / 1000))
@@ -64,20 +77,82 @@ class YinPitch:
         self.silence_level = 10.0 ** (silence_db / 20.0)
 
     def __call__(self, waves: torch.Tensor, num_samples: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        cmnd, sounding = self._analyse(waves, num_samples)
+        tau, depth = self._pick_lag(cmnd)
+        f0 = self.sample_rate / tau
+        voiced = (depth < self.voicing_threshold) & sounding
+        return torch.where(voiced, f0, torch.zeros_like(f0)), voiced
+
+    def path(self, waves: torch.Tensor, num_samples: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """As `__call__` (the same voiced frames), the F0 of each voiced stretch by the Viterbi path
+        (module docstring): fewer octave errors on female and processed speech (docs/utility.md).
+
+        >>> tracker = YinPitch(sample_rate=16000, hop_length=160)
+        >>> t = torch.arange(16000) / 16000
+        >>> f0, voiced = tracker.path(torch.sin(2 * torch.pi * 220 * t)[None])
+        >>> round(float(f0[0, 50])), bool(voiced[0, 50])
+        (220, True)
+        """
+        cmnd, sounding = self._analyse(waves, num_samples)
+        _, depth = self._pick_lag(cmnd)
+        voiced = (depth < self.voicing_threshold) & sounding              # YIN's decision, as __call__
+        f0, strength = self._dips(cmnd)                                  # (B, T, K) each
+        impossible = torch.full_like(depth, -math.inf)
+        strength = torch.cat([torch.where(voiced, impossible, torch.zeros_like(depth))[..., None],  # state 0: unvoiced
+                              torch.where(voiced[..., None], strength, impossible[..., None])], dim=-1)
+        f0 = torch.cat([torch.zeros_like(f0[..., :1]), f0], dim=-1)
+        state = self._viterbi(f0, strength)
+        return f0.gather(-1, state[..., None]).squeeze(-1), voiced
+
+    def _analyse(self, waves: torch.Tensor, num_samples: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(normalised difference (B, T, tau_max + 1), (B, T) frames inside an utterance and
+        above the silence level)."""
         waves = waves.float()
         batch, length = waves.shape
         if num_samples is None:
             num_samples = torch.full((batch,), length, dtype=torch.long, device=waves.device)
         total = int(num_frames(length, self.hop_length))
         frames = self._frames(waves, total)                             # (B, T, L)
-        cmnd = self._normalised_difference(frames)                      # (B, T, tau_max + 1)
-        tau, depth = self._pick_lag(cmnd)
-        f0 = self.sample_rate / tau
         centre = frames[..., self.tau_max // 2: self.tau_max // 2 + self.window]
         level = centre.pow(2).mean(-1).sqrt()
-        voiced = (depth < self.voicing_threshold) & (level > self.silence_level)
-        voiced &= frame_mask(num_samples.to(waves.device), self.hop_length, total)
-        return torch.where(voiced, f0, torch.zeros_like(f0)), voiced
+        inside = frame_mask(num_samples.to(waves.device), self.hop_length, total)
+        return self._normalised_difference(frames), (level > self.silence_level) & inside
+
+    def _dips(self, cmnd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(F0, strength) of the PATH_CANDIDATES deepest local minima of d' in the search range,
+        each parabolically interpolated; strength 1 - d' plus OCTAVE_COST per octave above f0_min,
+        -inf for a missing candidate (fewer dips)."""
+        lo, hi = self.tau_min, self.tau_max
+        left, middle, right = cmnd[..., lo - 1:hi - 1], cmnd[..., lo:hi], cmnd[..., lo + 1:hi + 1]
+        curvature = left - 2 * middle + right
+        safe = torch.where(curvature.abs() > 1e-8, curvature, torch.ones_like(curvature))
+        offset = torch.where(curvature.abs() > 1e-8, 0.5 * (left - right) / safe, torch.zeros_like(middle)).clamp(-1, 1)
+        depth = middle - 0.25 * (left - right) * offset
+        is_dip = (middle <= left) & (middle < right)
+        count = min(PATH_CANDIDATES, middle.shape[-1])
+        negative, index = torch.where(is_dip, -depth, torch.full_like(depth, -math.inf)).topk(count, dim=-1)
+        f0 = self.sample_rate / (index + lo + offset.gather(-1, index))
+        strength = 1.0 + negative + OCTAVE_COST * torch.log2(f0 / self.f0_min)
+        return f0, torch.where(torch.isfinite(negative), strength, torch.full_like(strength, -math.inf))
+
+    def _viterbi(self, f0: torch.Tensor, strength: torch.Tensor) -> torch.Tensor:
+        """(B, T) state indices of the path maximising strength less the octave jumps between
+        voiced states (F0 > 0; state 0 is unvoiced, F0 0, entered and left at no cost)."""
+        per_frame = 0.01 * self.sample_rate / self.hop_length  # Praat's cost is per 10 ms
+        voiced = f0 > 0
+        log_f0 = torch.log2(f0.clamp_min(1.0))
+        score, back = strength[:, 0], []
+        for t in range(1, f0.shape[1]):
+            jump = OCTAVE_JUMP_COST * (log_f0[:, t - 1, :, None] - log_f0[:, t, None, :]).abs()
+            both = voiced[:, t - 1, :, None] & voiced[:, t, None, :]
+            cost = per_frame * torch.where(both, jump, torch.zeros_like(jump))
+            best, previous = (score[..., None] - cost).max(dim=1)         # over the previous frame's states
+            score = best + strength[:, t]
+            back.append(previous)
+        state = [score.argmax(-1)]
+        for previous in reversed(back):
+            state.append(previous.gather(-1, state[-1][:, None]).squeeze(-1))
+        return torch.stack(state[::-1], dim=1)
 
     def _frames(self, waves: torch.Tensor, total: int) -> torch.Tensor:
         """(B, T, frame_length) frames, frame t starting frame_length // 2 before sample t * hop."""

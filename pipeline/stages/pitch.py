@@ -1,8 +1,8 @@
 """Stage 6d — pitch: ρF0 of an evaluation set, original against anonymised (VPC 2022).
 
 Each utterance of the original manifest is paired with the utterance of the same id in
-the anonymised one; both are read at 16 kHz, tracked (`utility.pitch_tracker`: vpeval's YIN or
-Praat) and correlated (`utility.pitch_rule`: over the frames voiced in both, or by the VPC 2022
+the anonymised one; both are read at 16 kHz, tracked (`utility.pitch_tracker`: vpeval's YIN, by
+its Viterbi path or frame by frame, or Praat) and correlated (`utility.pitch_rule`: over the frames voiced in both, or by the VPC 2022
 toolkit's rule; `metrics.pitch_correlation`). Output folder: `pitch.json` with the tracker, the
 rule, every utterance's ρF0 and the set's mean and standard deviation (as the VPC toolkit
 prints them). Keyed by the tracker, the rule and the content of both manifests (the
@@ -27,7 +27,7 @@ from pipeline.metrics.pitch_correlation import F0_MAX, F0_MIN, FRAME_SECONDS, co
 SAMPLE_RATE = 16000
 
 
-def run(original: Path, anonymized: Path, cache: Cache, tracker: str = "yin", rule: str = "voiced") -> Path:
+def run(original: Path, anonymized: Path, cache: Cache, tracker: str = "yin_viterbi", rule: str = "voiced") -> Path:
     """ρF0 of every utterance of `original` against its anonymised version, F0 by `tracker`,
     correlated by `rule`; returns the folder."""
     params = {"tracker": tracker, "rule": rule, "f0_min": F0_MIN, "f0_max": F0_MAX, "frame_seconds": FRAME_SECONDS,

@@ -67,7 +67,7 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
     ("unknown-wer-text", "a WER text rule that does not exist (`utility.wer_text=whisper`)", "utility.wer_text=whisper",
      ("utility.wer_text=whisper", "vpc or vpc2026_whisper")),
     ("unknown-pitch-tracker", "an F0 tracker that does not exist (`utility.pitch_tracker=crepe`)",
-     "utility.pitch_tracker=crepe", ("utility.pitch_tracker=crepe", "yin or praat")),
+     "utility.pitch_tracker=crepe", ("utility.pitch_tracker=crepe", "yin_viterbi or yin or praat")),
     ("unknown-uar-rule", "an emotion UAR rule that does not exist (`utility.uar_rule=speaker`)",
      "utility.uar_rule=speaker", ("utility.uar_rule=speaker", "pooled or vpc")),
     ("unknown-checkpoint-rule", "a rule for picking each SER fold's checkpoint that does not exist "

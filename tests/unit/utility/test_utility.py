@@ -86,7 +86,7 @@ def test_rule_and_tracker_names():
     assert describe("praat", "vpc2022").startswith("Praat's F0, every frame")
     with pytest.raises(VpevalError, match=r"^utility.pitch_rule='pearson': not a ρF0 rule \(one of voiced, vpc2022\)$"):
         correlation(np.ones(3), np.ones(3), "pearson")
-    with pytest.raises(VpevalError, match=r"^utility.pitch_tracker='crepe': not a pitch tracker \(one of yin, praat\)$"):
+    with pytest.raises(VpevalError, match=r"^utility.pitch_tracker='crepe': not a pitch tracker \(one of yin_viterbi, yin, praat\)$"):
         track(glide(120, 200), RATE, "crepe")
 
 
@@ -124,7 +124,7 @@ def test_pitch_stage_averages_utterances_and_names_a_missing_version(tmp_path):
     shifted = manifest("a", {"u1": glide(156, 260), "u2": glide(120, 200)})
     cache = Cache(tmp_path / "cache")
     found = pitch.load(pitch.run(original, shifted, cache))
-    assert (found["tracker"], found["rule"]) == ("yin", "voiced")
+    assert (found["tracker"], found["rule"]) == ("yin_viterbi", "voiced")
     assert found["utterances"]["u1"] > 0.99 and found["utterances"]["u2"] < -0.99
     by_vpc = pitch.load(pitch.run(original, shifted, cache, rule="vpc2022"))  # its own cache folder
     assert by_vpc["rule"] == "vpc2022" and by_vpc["utterances"]["u1"] > 0.99
@@ -226,8 +226,13 @@ def test_report_names_how_its_rho_f0_was_computed(tmp_path):
     assert "Praat's F0, every frame, unvoiced as 0, after the VPC 2022 toolkit's cross-correlation shift" in text
     older = run_summary(anonymizer="mcadams", detection=DETECTION, utility=utility_result(),  # no "pitch": YIN
                         detection_fit=[{"group": "", "reason": "too few points"}])
-    assert "vpeval's YIN F0 (measured to lower ρF0 on female voices by octave errors: docs/utility.md), frames voiced " \
-        "in both" in (report.run(tmp_path / "old", older) / "report.md").read_text()
+    assert "vpeval's YIN F0 frame by frame (measured to lower ρF0 on female voices by octave errors: docs/utility.md), " \
+        "frames voiced in both" in (report.run(tmp_path / "old", older) / "report.md").read_text()
+    viterbi = run_summary(anonymizer="mcadams", detection=DETECTION,
+                          utility={**utility_result(), "pitch": {"tracker": "yin_viterbi", "rule": "voiced"}},
+                          detection_fit=[{"group": "", "reason": "too few points"}])
+    text = (report.run(tmp_path / "viterbi", viterbi) / "report.md").read_text()
+    assert "vpeval's YIN F0, its path by Viterbi, frames voiced in both" in text and "octave errors" not in text
 
 
 def test_a_sweep_mixing_old_and_praat_results_names_both_methods(tmp_path):
