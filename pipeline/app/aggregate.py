@@ -133,6 +133,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     out = Path(out) if out is not None else sweep / OUT
     jobs, records, rows, seen, similarity, measured = [], [], [], set(), [], set()
     utilities: dict[str, dict] = {}  # evaluated system -> its utility results (first job that measured them)
+    emotions: list[tuple[str, dict]] = []  # (system, emotion results) of every job, each distinct one once:
+    # a sweep over emotion.data (VPC's IEMOCAP dev and test) measures one per job
     settings = None
     for job, results in finished:
         name, config = str(job.relative_to(sweep)), results.config
@@ -157,6 +159,9 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                 similarity.append({"job": name, "anonymizer": config.anonymizer, **row})
         if results.utility is not None and config.anonymizer not in utilities:
             utilities[config.anonymizer] = results.utility
+        job_emotion = (config.anonymizer, (results.utility or {}).get("emotion") or {})
+        if job_emotion[1] and job_emotion not in emotions:
+            emotions.append(job_emotion)
     settings = replace(settings or Settings(), **(detect or {}))
     judged_rows, fit = assess(rows, trusted=read_trusted(trusted_spec(trusted)), settings=settings)
     judged = [JudgedPair(**row) for row in judged_rows]
@@ -192,8 +197,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
     if utilities:
         skipped = {f"{metric} ({system})": reason for system, found in utilities.items()
                    for metric, reason in found.get("skipped", {}).items()}
-        sections.append(utility_section(utility, skipped, [r for s, f in utilities.items() for r in emotion_rows(f, s)],
-                                        semi_informed_points(judged, utilities), out / "figures",
+        emotion = [row for system, found in emotions for row in emotion_rows({"emotion": found}, system)]
+        sections.append(utility_section(utility, skipped, emotion, semi_informed_points(judged, utilities), out / "figures",
                                         [f.get("pitch", {}) for f in utilities.values()]))
     if failed:
         sections.append(Section(

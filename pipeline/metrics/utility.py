@@ -38,7 +38,7 @@ EMOTION_RECALL = UtilityMetric(
     (Column(f"uar_{ORIGINAL}", "UAR original %", scale=100, digits=2),
      Column(f"uar_{ANONYMIZED}", "UAR anonymised %", scale=100, digits=2), Column(f"class_recall_{ORIGINAL}"),
      Column(f"class_recall_{ANONYMIZED}"), Column("utterances", "# utterances"), Column("classes", "classes"),
-     Column("uar_rule", "UAR over"), Column("models", "classifiers"), Column("data")),
+     Column("uar_rule", "UAR over"), Column("models", "classifiers"), Column("data", "emotion data")),
     unweighted_average_recall, higher_is_better=True,
     description="unweighted average recall of the emotion model `emotion.folder` on `emotion.data`, original and "
                 "anonymised (VPC's fold models: each speaker by the model of its fold), over every utterance "

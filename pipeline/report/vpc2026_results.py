@@ -89,26 +89,33 @@ def attack_named(attacks: Mapping[str, Mapping], kind: tuple[str, str, str]) -> 
 
 
 def asv_table(runs: Sequence[RunResults], kind: tuple[str, str, str]) -> str | None:
-    """The ASV rows of `kind` of every run, numbered as in VPC's frame of all datasets' lists."""
-    rows, index, position = [], [], 0
+    """The ASV rows of `kind` of every run, numbered as in VPC's frame of all datasets' lists; a
+    list that several runs scored alike (a sweep's jobs that differ only in their emotion data)
+    is listed once."""
+    lists = []  # (dataset, split, trial list, EER % or None), in VPC's frame order
     for run in runs:
         attack = attack_named(run.attacks, kind)
         eers = {r.set: r.metrics["eer_threshold"] for r in run.records if r.attack == attack}
         for split in run.eval_splits:
             name = f"{split}_{run.trial_list}"
-            if attack is not None and name in eers:
-                rows.append([run.dataset, split, run.trial_list, VPC_LABELS[ANONYMIZED], VPC_LABELS[ANONYMIZED],
-                             percent(eers[name])])
-                index.append(position * SCENARIOS_PER_LIST + SCENARIOS_PER_LIST - 1)
-            position += 1
+            lists.append((run.dataset, split, run.trial_list,
+                          percent(eers[name]) if attack is not None and name in eers else None))
+    rows, index = [], []
+    for position, (dataset, split, trial_list, eer) in enumerate(dict.fromkeys(lists)):
+        if eer is not None:
+            rows.append([dataset, split, trial_list, VPC_LABELS[ANONYMIZED], VPC_LABELS[ANONYMIZED], eer])
+            index.append(position * SCENARIOS_PER_LIST + SCENARIOS_PER_LIST - 1)
     return sorted_table(ASV_COLUMNS, rows, index) if rows else None
 
 
 def asr_table(runs: Sequence[RunResults]) -> str | None:
     """Original and anonymised WER of every run's splits, numbered as VPC's frame lists them
-    (every original set first, then every anonymised one)."""
-    sets = [(run.dataset, split, run.utility.get("splits", {}).get(split, {})) for run in runs
-            for split in run.eval_splits]
+    (every original set first, then every anonymised one); a split several runs measured alike
+    is listed once."""
+    measured = {(run.dataset, split, *(run.utility.get("splits", {}).get(split, {}).get(f"wer_{kind}")
+                                       for kind in CONDITIONS)): None for run in runs for split in run.eval_splits}
+    sets = [(dataset, split, dict(zip((f"wer_{kind}" for kind in CONDITIONS), wers)))
+            for dataset, split, *wers in measured]
     rows, index = [], []
     for offset, kind in enumerate(CONDITIONS):
         for position, (dataset, split, values) in enumerate(sets):
@@ -137,8 +144,10 @@ def ser_table(runs: Sequence[RunResults]) -> str | None:
         dataset, split = emotion_dataset(found["data"])
         for kind in (ANONYMIZED, ORIGINAL):
             recalls = found.get(f"class_recall_{kind}", {})
-            rows.append([dataset, split, VPC_LABELS[kind], percent(found[f"uar_{kind}"]),
-                         *(percent(recalls[c]) for c in labels)])
+            row = [dataset, split, VPC_LABELS[kind], percent(found[f"uar_{kind}"]),
+                   *(percent(recalls[c]) for c in labels)]
+            if row not in rows:  # several runs on the same emotion data, measured alike
+                rows.append(row)
     columns = ["dataset", "split", "ser", "UAR", *(f"ACC_{c}" for c in labels)]
     rows.sort(key=lambda row: (row[0], row[1], row[2]))  # VPC's groupby order
     return sorted_table(columns, rows, list(range(len(rows))), ["", "", "", *["mean"] * (len(labels) + 1)])
@@ -164,8 +173,7 @@ def result_for_rank(runs: Sequence[RunResults], time: datetime) -> list[str]:
     """The lines of VPC 2026's `result_for_rank` of these runs (one per dataset or language)."""
     lines = summary(time, [("SER", ser_table(runs)), ("ASV_eval", asv_table(runs, ASV_EVAL)),
                            ("ASR", asr_table(runs))])
-    for run in runs:
-        table = asv_table([run], ASV_EVAL_ANON)
+    for table in dict.fromkeys(asv_table([run], ASV_EVAL_ANON) for run in runs):  # runs alike: once
         if table is not None:
             lines += ["", *summary(time, [("ASV_eval^anon", table)])]
     return lines

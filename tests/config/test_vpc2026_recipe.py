@@ -1,5 +1,5 @@
-"""recipes/vpc2026 and vpc2026_track2: the settings VPC 2026's evaluation uses (configs/track1,
-configs/track2 of its toolkit), as the experiments compose them."""
+"""recipes/vpc2026, vpc2026_track2 (and vpc2024's emotion settings): the settings the VoicePrivacy
+toolkits' evaluation uses (VPC 2026's configs/track1, configs/track2), as the experiments compose them."""
 import pytest
 
 from pipeline.core.config import compose
@@ -41,3 +41,9 @@ def test_the_built_in_corpus_variant_trains_from_scratch_on_cpu():
     cfg = compose(["+experiment=vpc2026_synthetic", "attacker.model.wavlm=/models/wavlm_tiny"])
     assert cfg.data.name == "synthetic_small" and cfg.attacker.name == "ecapa_ssl_tiny" and cfg.device == "cpu"
     assert cfg.attacker.init is None and cfg.attacker.finetune is None and cfg.data.eval_trials == "both"
+
+
+def test_vpc2024_scores_emotion_with_its_fold_models_and_last_checkpoints():
+    cfg = compose(["+experiment=vpc2024", "data.root=/vpc/data"])
+    assert (cfg.emotion.name, cfg.emotion.checkpoint, cfg.utility.uar_rule) == ("vpc_ser", "last", "vpc")
+    assert compose(["+experiment=vpc2026", *VPC]).emotion.checkpoint == "valid_loss"  # VPC 2026 reads the log

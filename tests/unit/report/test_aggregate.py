@@ -275,3 +275,21 @@ def test_trusted_csv_holds_the_trusted_systems_only_one_row_each(tmp_path):
     assert lines[0].startswith("anonymizer,seeds,group,eer_test,eer_val")
     assert [line.split(",")[:2] for line in lines[1:]] == [[s, "2"] for s in SYSTEMS]
     assert float(lines[1].split(",")[4]) == pytest.approx(SYSTEMS["s1"][1])  # the seeds' mean EER_val
+
+
+def test_a_sweep_over_emotion_data_lists_each_jobs_uar(tmp_path):
+    """Regression: the aggregate kept the utility of the first job per system, so of a sweep over
+    `emotion.data` (VPC's IEMOCAP dev and test) only one UAR reached its report."""
+    sweep = tmp_path / "multirun"
+    for num, (data, uar) in enumerate((("/vpc/data/IEMOCAP_dev", 0.6), ("/vpc/data/IEMOCAP_test", 0.7))):
+        write_job(sweep, num, "s1", "s1", 0.2, 0.25)
+        path = sweep / str(num) / "report" / "results.json"
+        found = RunSummary.from_json(path)
+        found.utility = {"sets": {}, "splits": {}, "skipped": {}, "asr": "pocketsphinx",
+                         "emotion": {"uar_original": uar, "uar_anonymized": uar / 2, "class_recall_original": {},
+                                     "class_recall_anonymized": {}, "utterances": 10, "classes": ["ang"],
+                                     "uar_rule": "vpc", "models": "5 folds (spk2fold)", "data": data}}
+        found.to_json(path)
+    text = (aggregate(sweep) / "report.md").read_text()
+    assert "| s1 | 60.00 | 30.00 | 10 | ang | vpc | 5 folds (spk2fold) | /vpc/data/IEMOCAP_dev |" in text
+    assert "| s1 | 70.00 | 35.00 | 10 | ang | vpc | 5 folds (spk2fold) | /vpc/data/IEMOCAP_test |" in text

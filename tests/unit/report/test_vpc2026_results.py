@@ -149,3 +149,25 @@ def test_a_sweep_over_languages_gives_one_file_in_vpcs_language_order(tmp_path):
     assert [(line.split()[0], line.split()[1], line.split()[-1]) for line in asv] == [
         ("8", "de", "4.0"), ("11", "de", "4.0"), ("2", "en", "2.0"), ("5", "en", "2.0")]
     assert lines.count("---- ASV_eval^anon results ----") == 2 and not any(" fr " in line for line in lines)
+
+
+def test_a_sweep_over_emotion_data_lists_the_privacy_and_wer_rows_once(tmp_path):
+    """Track 1 scores IEMOCAP dev and test: two jobs that differ only in `emotion.data` give one
+    file with both SER sets and every ASV_eval, ASR and ASV_eval^anon row once, as VPC's."""
+    from pipeline.report.vpc2026_results import result_for_rank
+
+    def emotion(split, uar):
+        return {"data": f"/vpc/data/IEMOCAP_{split}", "uar_original": uar, "uar_anonymized": uar / 2,
+                "class_recall_original": {"ang": uar}, "class_recall_anonymized": {"ang": uar / 2}}
+
+    one = b4_run()
+    runs = [b4_run(utility={**one.utility, "emotion": emotion(split, uar)}) for split, uar in (("dev", 0.6), ("test", 0.7))]
+    lines = result_for_rank(runs, TIME)
+    alone = result_for_rank([one], TIME)
+    assert lines[lines.index("---- ASV_eval results ----"):] == alone[alone.index("---- ASV_eval results ----"):]
+    ser = lines[lines.index("---- SER results ----") + 3:lines.index("---- ASV_eval results ----") - 1]
+    assert [row.split()[1:4] for row in ser] == [["IEMOCAP", "dev", "anon"], ["IEMOCAP", "dev", "original"],
+                                                 ["IEMOCAP", "test", "anon"], ["IEMOCAP", "test", "original"]]
+    other_seed = b4_run(records=[replace(r, metrics={**r.metrics, "eer_threshold": 0.5}) for r in one.records])
+    differing = result_for_rank([one, other_seed], TIME)  # rows that differ are both kept
+    assert differing.count("---- ASV_eval^anon results ----") == 2

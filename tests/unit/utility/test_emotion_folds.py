@@ -59,11 +59,21 @@ def labelled(vpc: Path, cfg, cache: Cache, folds_of=lambda folds: folds) -> dict
     return found
 
 
-def per_speaker_uar(truth, predicted, speakers) -> dict[str, float]:
-    """VPC's row per speaker: sklearn's macro recall in %, rounded to 3 decimals as evaluate_ser."""
+def per_speaker(truth, predicted, speakers) -> dict[str, dict[str, float]]:
+    """VPC's row per speaker: sklearn's macro recall and each true class's recall (ACC_<label>),
+    in %, rounded to 3 decimals as evaluate_ser rounds them."""
     names = list(dict.fromkeys(speakers))
-    return {name: round(100 * sum(recalls.values()) / (len(recalls) + extra), 3)
+    return {name: {"UAR": round(100 * sum(recalls.values()) / (len(recalls) + extra), 3),
+                   **{f"ACC_{c}": round(100 * r, 3) for c, r in recalls.items()}}
             for name, (recalls, extra) in zip(names, speaker_recalls(truth, predicted, speakers))}
+
+
+def rows(found: dict) -> dict:
+    return {kind: per_speaker(*labels) for kind, labels in found.items()}
+
+
+EXPECTED_ROWS = {kind: {speaker: {k: v for k, v in row.items() if k != "fold"} for speaker, row in table.items()}
+                 for kind, table in EXPECTED["per_speaker"].items()}
 
 
 def test_fold_models_give_vpcs_evaluate_ser_values(vpc, tmp_path):
@@ -71,9 +81,8 @@ def test_fold_models_give_vpcs_evaluate_ser_values(vpc, tmp_path):
     fingerprint = EmotionClassifier.fingerprint_of(cfg)
     assert fingerprint["checkpoints"] == {fold: f"fold_{fold}/{name}" for fold, name in EXPECTED["checkpoints"].items()}
     found = labelled(vpc, cfg, Cache(tmp_path / "cache"))
+    assert rows(found) == EXPECTED_ROWS  # every speaker's UAR and class recalls, original and anonymised
     for kind, (truth, predicted, speakers) in found.items():
-        assert per_speaker_uar(truth, predicted, speakers) == {s: row["UAR"] for s, row in
-                                                               EXPECTED["per_speaker"][kind].items()}, kind
         uar, recalls = emotion_recall(truth, predicted, speakers, "vpc")
         expected = EXPECTED["evaluate_ser"][kind]  # means of the rounded per-speaker values
         assert 100 * uar == pytest.approx(expected["UAR"], abs=1e-3)
@@ -84,15 +93,14 @@ def test_fold_models_give_vpcs_evaluate_ser_values(vpc, tmp_path):
 def test_the_fixture_tells_a_wrong_fold_or_checkpoint_apart(vpc, tmp_path):
     """What the test above would see if vpeval classified with one model for all, or took the
     last epoch of fold 1 instead of the one of the lowest valid loss."""
-    expected = {s: row["UAR"] for s, row in EXPECTED["per_speaker"]["original"].items()}
     one_model = labelled(vpc, settings(vpc), Cache(tmp_path / "a"), lambda folds: {s: "1" for s in folds})
-    assert per_speaker_uar(*one_model["original"]) != expected
+    assert rows(one_model) != EXPECTED_ROWS
     last_epoch = tmp_path / "ser"
     shutil.copytree(vpc / "exp" / "ser", last_epoch)
     (last_epoch / "fold_1" / "train_log.txt").unlink()
     assert fold_checkpoint(last_epoch / "fold_1").name == "CKPT+3"
     other = labelled(vpc, settings(vpc, last_epoch), Cache(tmp_path / "b"))
-    assert per_speaker_uar(*other["original"]) != expected
+    assert rows(other) != EXPECTED_ROWS
     vpc2024 = settings(vpc)
     vpc2024.checkpoint = "last"  # VPC 2024's rule takes CKPT+3 of fold 1 despite its log
     assert EmotionClassifier.fingerprint_of(vpc2024)["checkpoints"]["1"] == "fold_1/CKPT+3"
@@ -164,3 +172,19 @@ def test_relative_wav_scp_paths_start_where_vpcs_scripts_run(vpc):
     utterances, _ = read_emotion_data(vpc / "data" / "IEMOCAP_dev")
     assert (vpc / "data" / "IEMOCAP_dev" / "wav.scp").read_text().split()[1].startswith("data/IEMOCAP/wav/")
     assert all(Path(u.path).parent == vpc / "data" / "IEMOCAP" / "wav" for u in utterances)
+
+
+def test_each_fold_checkpoint_loads_its_own_wav2vec2_weights(vpc):
+    """Regression (the fixture's first version): wav2vec2.ckpt saved without SpeechBrain's `model.`
+    prefix was silently not transferred, so every fold ran the hub's weights."""
+    import torch
+
+    from pipeline.recognition.asr import load_speechbrain
+    from pipeline.recognition.emotion import EMOTION_FOLDER
+
+    cfg = settings(vpc)
+    for fold in ("1", "2"):
+        folder = vpc / "exp" / "ser" / EXPECTED["checkpoints"][fold].join((f"fold_{fold}/", ""))
+        model = load_speechbrain(folder, *EMOTION_FOLDER, cfg.interface, "cpu", dict(cfg.overrides))
+        saved = torch.load(folder / "wav2vec2.ckpt")["model.feature_projection.projection.weight"]
+        assert torch.equal(model.mods.wav2vec2.model.feature_projection.projection.weight, saved)
