@@ -198,8 +198,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
         skipped = {f"{metric} ({system})": reason for system, found in utilities.items()
                    for metric, reason in found.get("skipped", {}).items()}
         emotion = [row for system, found in emotions for row in emotion_rows({"emotion": found}, system)]
-        sections.append(utility_section(utility, skipped, emotion, semi_informed_points(judged, utilities), out / "figures",
-                                        [f.get("pitch", {}) for f in utilities.values()]))
+        sections.append(utility_section(utility, skipped, emotion, semi_informed_points(judged, utilities),
+                                        out / "figures", [f.get("pitch", {}) for f in utilities.values()]))
     if failed:
         sections.append(Section(
             "Failed points",

@@ -10,11 +10,12 @@ frames, or a constant track: spanning under 1 Hz) is 0, as the toolkit's `fillna
 
 That is the default (`utility.pitch_tracker=yin_viterbi`: vpeval's YIN, its track the Viterbi
 path of `pipeline.signal.f0.YinPitch.path`; `yin`, YIN frame by frame, makes octave errors on
-female voices; `utility.pitch_rule=voiced`). The toolkit itself differs in two ways (docs/utility.md, "ρF0 against the VPC 2022 toolkit", measures
-both): its tracker is Praat's (`pitch_tracker=praat`, `praat_f0_track`, through the optional
-praat-parselmouth package) and its correlation takes every frame, unvoiced ones as zeros, after
-shifting the anonymised track to the lag of the largest cross-correlation
-(`pitch_rule=vpc2022`, `vpc2022_correlation`). Both together give the toolkit's value.
+female voices; `utility.pitch_rule=voiced`). The toolkit itself differs in two ways
+(docs/utility.md, "ρF0 against the VPC 2022 toolkit", measures both): its tracker is Praat's
+(`pitch_tracker=praat`, `praat_f0_track`, through the optional praat-parselmouth package) and
+its correlation takes every frame, unvoiced ones as zeros, after shifting the anonymised track
+to the lag of the largest cross-correlation (`pitch_rule=vpc2022`, `vpc2022_correlation`). Both
+together give the toolkit's value.
 
 >>> round(pitch_correlation(np.array([100., 120, 0, 140]), np.array([200., 240, 250, 280])), 6)
 1.0

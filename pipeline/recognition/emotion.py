@@ -5,7 +5,8 @@ SpeechBrain classifier folders.
 weights and label encoder it names) or VPC's SER models folder: `fold_<n>/CKPT+<epoch>/`, one
 classifier per IEMOCAP fold, each speaker classified by the model of its fold (`spk2fold` of the
 data dir), the checkpoint of each fold picked as VPC's `scan_checkpoint` picks it
-(`checkpoint`: `valid_loss`, VPC 2026's rule, or `last`, VPC 2024's; `fold_checkpoint`). A folder is loaded by `interface`: a class path (default
+(`checkpoint`: `valid_loss`, VPC 2026's rule, or `last`, VPC 2024's; `fold_checkpoint`). A
+folder is loaded by `interface`: a class path (default
 `speechbrain.inference.classifiers.EncoderClassifier`, the interface of SpeechBrain's emotion
 recipes) or `<file>.py:<class>`, a Python file in the folder that SpeechBrain's `foreign_class`
 imports (VPC's `custom_interface.py:CustomEncoderWav2vec2Classifier`; it runs the folder's
@@ -175,8 +176,9 @@ def read_folds(folder: str | Path, speakers: set[str]) -> dict[str, str] | None:
     if not path.is_file():
         return None
     folds = two_field_table(path, "`<speaker> <fold>`")
-    for speaker in sorted(speakers - set(folds)):
-        raise input_error(path, f"speaker {speaker} (utt2spk) has no fold")
+    missing = sorted(speakers - set(folds))
+    if missing:
+        raise input_error(path, f"speaker {missing[0]} (utt2spk) has no fold")
     return {speaker: folds[speaker] for speaker in sorted(speakers)}
 
 

@@ -84,7 +84,8 @@ class YinPitch:
         return torch.where(voiced, f0, torch.zeros_like(f0)), voiced
 
     def path(self, waves: torch.Tensor, num_samples: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """As `__call__` (the same voiced frames), the F0 of each voiced stretch by the Viterbi path
+        """As `__call__` (the same voiced frames but those whose d' has no local minimum in the
+        search range), the F0 of each voiced stretch by the Viterbi path
         (module docstring): fewer octave errors on female and processed speech (docs/utility.md).
 
         >>> tracker = YinPitch(sample_rate=16000, hop_length=160)
@@ -95,8 +96,10 @@ class YinPitch:
         """
         cmnd, sounding = self._analyse(waves, num_samples)
         _, depth = self._pick_lag(cmnd)
-        voiced = (depth < self.voicing_threshold) & sounding              # YIN's decision, as __call__
         f0, strength = self._dips(cmnd)                                  # (B, T, K) each
+        # YIN's decision, as __call__; a frame without a dip to choose (its minimum at the edge of
+        # the search range) is left unvoiced rather than ending every path
+        voiced = (depth < self.voicing_threshold) & sounding & torch.isfinite(strength).any(-1)
         impossible = torch.full_like(depth, -math.inf)
         strength = torch.cat([torch.where(voiced, impossible, torch.zeros_like(depth))[..., None],  # state 0: unvoiced
                               torch.where(voiced[..., None], strength, impossible[..., None])], dim=-1)

@@ -50,12 +50,30 @@ def test_the_path_keeps_yins_voicing_and_respects_lengths():
     torch.testing.assert_close(f0[1, :50], solo[0])
 
 
+def test_a_voiced_frame_without_a_dip_does_not_end_the_path(monkeypatch):
+    """A frame YIN calls voiced whose d' has no local minimum in the search range (its minimum at
+    the range's edge) has no candidate: it is unvoiced, and the frames after it are tracked."""
+    tracker = YinPitch()
+    original = tracker._dips
+
+    def without_frame_50(cmnd):
+        f0, strength = original(cmnd)
+        strength[:, 50] = -math.inf
+        return f0, strength
+
+    monkeypatch.setattr(tracker, "_dips", without_frame_50)
+    f0, voiced = tracker.path(harmonic(200.0)[None])
+    assert not voiced[0, 50] and f0[0, 50] == 0
+    assert voiced[0, 51:-3].all() and (f0[0, 51:-3] / 200 - 1).abs().max() < 0.005
+
+
 def test_viterbi_finds_the_best_path_by_brute_force():
     tracker = YinPitch()
     generator = torch.Generator().manual_seed(3)
     for _ in range(20):
         frames, states = 4, 4
-        f0 = torch.cat([torch.zeros(1, frames, 1), 100 + 300 * torch.rand(1, frames, states - 1, generator=generator)], -1)
+        candidates = 100 + 300 * torch.rand(1, frames, states - 1, generator=generator)
+        f0 = torch.cat([torch.zeros(1, frames, 1), candidates], -1)
         strength = torch.rand(1, frames, states, generator=generator)
         strength[0, 1, 2] = -math.inf  # a missing candidate
 
