@@ -12,6 +12,9 @@
 - `corpus`: the toy speakers of the ASV tests, written once per session (read-only).
 - `vpc_folder`: a VoicePrivacy recipe folder (Kaldi data dirs), built once per session (read-only;
   tests that damage it work on a copy, `tests.helpers.damaged`).
+- `tests/fixtures` holds data and the scripts that made it, no tests: `--doctest-modules` would
+  import its Python files, among them the `custom_interface.py` of every SER fold checkpoint
+  (one module name, several files: pytest's "import file mismatch").
 """
 import sys
 
@@ -24,6 +27,7 @@ from pipeline.data.manifest import Utterance
 from tests.helpers import TOY_RATE, toy_voice, vpc_recipe
 
 TOY_SPEAKERS, TOY_TRAIN_PER_SPEAKER, TOY_VAL_PER_SPEAKER = 6, 6, 3
+collect_ignore = ["fixtures"]
 
 
 def pytest_configure(config):
