@@ -176,6 +176,29 @@ def test_a_bad_emotion_model_is_skipped_and_privacy_completes(first, tmp_path):
     assert f"emotion skipped: {tmp_path / 'nomodel'}: emotion.folder folder not found." in (run / "report.md").read_text()
 
 
+def test_vpcs_fold_models_classify_each_speaker_in_a_run(first, tmp_path):
+    """emotion=vpc_ser on the SER fixture (VPC's fold layout, tests/fixtures/vpc_ser) through a
+    whole run: McAdams anonymises the IEMOCAP-layout data, each speaker is classified by the model
+    of its fold, and the report says so."""
+    import shutil
+
+    from tests.helpers import FIXTURES
+
+    data, report = first
+    vpc = Path(shutil.copytree(FIXTURES / "vpc_ser", tmp_path / "vpc"))
+    run = run_experiment(compose(overrides(data, "emotion=vpc_ser", "utility.uar_rule=vpc",
+                                           f"emotion.folder={vpc / 'exp' / 'ser'}",
+                                           f"emotion.data={vpc / 'data' / 'IEMOCAP_dev'}",
+                                           f"+emotion.overrides.wav2vec2_hub={vpc / 'wav2vec2_hub'}")),
+                         data / "runs" / "emotion_folds")
+    emotion = results(run).utility["emotion"]
+    expected = json.loads((vpc / "expected.json").read_text())["evaluate_ser"]["original"]["UAR"]
+    assert 100 * emotion["uar_original"] == pytest.approx(expected, abs=1e-3)  # VPC's value, as in the unit test
+    assert 0 <= emotion["uar_anonymized"] <= 1 and emotion["models"] == "3 folds (spk2fold)"
+    assert "| 3 folds (spk2fold) |" in (run / "report.md").read_text()
+    assert results(run).records == results(report).records
+
+
 def test_a_working_emotion_model_gives_the_uar_of_both_sides(first, tmp_path):
     """Regression: with a model that loads, the emotion stage's anonymisation call lacked its list
     name and the run died with a TypeError before the report (only a bad model was tested)."""
