@@ -4,8 +4,8 @@ as VPC's `scan_checkpoint` picks it, loaded through the folder's `custom_interfa
 
 `tests/fixtures/vpc_ser` holds random-weight fold models (three folds; fold 1's train_log picks
 its epoch 2 of 3, fold 2 has no log, fold 3's names an epoch that is missing), an IEMOCAP-layout
-data folder (6 speakers, original and anonymised audio) and what VPC 2026's own evaluate_ser
-computed on them (`expected.json`; how it was made: tests/fixtures/vpc_ser/README.md)."""
+data folder (6 speakers, original and anonymised audio) and what VPC 2026's and VPC 2024's own
+evaluate_ser computed on them (`expected.json`; how it was made: tests/fixtures/vpc_ser/README.md)."""
 from __future__ import annotations
 
 import json
@@ -88,6 +88,27 @@ def test_fold_models_give_vpcs_evaluate_ser_values(vpc, tmp_path):
         assert 100 * uar == pytest.approx(expected["UAR"], abs=1e-3)
         assert {c: 100 * r for c, r in recalls.items()} == pytest.approx({c: v for c, v in expected.items()
                                                                           if c != "UAR"}, abs=1e-3)
+
+
+def test_checkpoint_last_gives_vpc_2024s_evaluate_ser_values(vpc, tmp_path):
+    """VPC 2024's scan_checkpoint takes each fold's highest epoch (fold 1: CKPT+3, whatever its
+    log says); its evaluate_ser, run on the same fixture, is kept in expected.json["vpc2024"]."""
+    vpc2024 = EXPECTED["vpc2024"]
+    cfg = settings(vpc)
+    cfg.checkpoint = "last"
+    assert EmotionClassifier.fingerprint_of(cfg)["checkpoints"] == {
+        fold: f"fold_{fold}/{name}" for fold, name in vpc2024["checkpoints"].items()}
+    found = labelled(vpc, cfg, Cache(tmp_path / "cache"))
+    assert rows(found) == {kind: {speaker: {k: v for k, v in row.items() if k != "fold"}
+                                  for speaker, row in table.items()} for kind, table in vpc2024["per_speaker"].items()}
+    for kind, labels in found.items():
+        uar, recalls = emotion_recall(*labels, "vpc")
+        expected = vpc2024["evaluate_ser"][kind]
+        assert 100 * uar == pytest.approx(expected["UAR"], abs=1e-3)
+        # VPC 2024's mean table has only the ACC columns of the last speaker's row (its loop variable)
+        assert {c: 100 * recalls[c] for c in expected if c != "UAR"} == pytest.approx(
+            {c: v for c, v in expected.items() if c != "UAR"}, abs=1e-3)
+        assert set(expected) - {"UAR"} < set(recalls)
 
 
 def test_the_fixture_tells_a_wrong_fold_or_checkpoint_apart(vpc, tmp_path):
