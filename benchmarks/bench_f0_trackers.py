@@ -2,6 +2,7 @@
 
     python benchmarks/bench_f0_trackers.py [--speakers 8] [--utterances 6] [--alpha 0.7]
     python benchmarks/bench_f0_trackers.py --against-praat ORIGINAL.jsonl ANONYMISED.jsonl [...]
+    python benchmarks/bench_f0_trackers.py --timing
 
 The built-in corpus's synthesiser draws each utterance's F0 contour before it renders the
 audio (`pipeline.signal.synthesis.f0_contour`), so the truth of every 5 ms frame is known: its
@@ -21,12 +22,17 @@ its anonymised version, as compare_vpc_pitch.py) and measures the YIN trackers a
 the tracker of the VPC 2022 toolkit, per list and audio: the share of Praat's voiced frames the
 tracker calls voiced, and the share of frames both call voiced where the two F0s differ by more
 than 20 % (of which octaves).
+
+`--timing` prints the wall time of each tracker on one utterance of 3, 10 and 30 s (a 150 Hz
+tone gliding ±30 Hz at 0.5 Hz, with noise at -30 dB), the median of three runs after one
+warm-up; run it with OMP_NUM_THREADS=1 for one core.
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +46,7 @@ from pipeline.metrics.pitch_correlation import TRACKERS, correlation, in_range, 
 from pipeline.signal.synthesis import FRAME_MS, f0_contour, frame_count, synthesise  # noqa: E402
 
 RATE, SEED = 16000, 0
+YIN_TRACKERS = tuple(t for t in TRACKERS if t != "praat")
 TRACKER_HOP = 160  # every tracker: a frame every 10 ms (YIN's frame t is centred on sample 160 t)
 
 
@@ -106,7 +113,7 @@ def against_praat(manifests: list[Path]) -> None:
                 wave = read_audio(path, RATE)
                 praat = track(wave, RATE, "praat")
                 first = (len(wave) / RATE - (len(praat) - 1) * 0.01) / 2  # Praat's frame centres
-                for tracker in TRACKERS[:-1]:
+                for tracker in YIN_TRACKERS:
                     tracked = track(wave, RATE, tracker)
                     reference = praat[np.clip(np.round((0.01 * np.arange(len(tracked)) - first) / 0.01).astype(int),
                                               0, len(praat) - 1)]
@@ -121,6 +128,27 @@ def against_praat(manifests: list[Path]) -> None:
                   f"{octave / max(gross, 1):.0%} |")
 
 
+def timing() -> None:
+    """Wall time per utterance of each tracker (module docstring)."""
+    rng = np.random.default_rng(SEED)
+    print("| seconds of audio | " + " | ".join(f"{t} (ms)" for t in TRACKERS) + " |")
+    print("|---|" + "---|" * len(TRACKERS))
+    for seconds in (3, 10, 30):
+        t = np.arange(seconds * RATE) / RATE
+        phase = 2 * np.pi * np.cumsum(150 + 30 * np.sin(2 * np.pi * 0.5 * t)) / RATE
+        wave = (0.3 * np.sin(phase) + 0.01 * rng.standard_normal(len(t))).astype(np.float32)
+        cells = []
+        for tracker in TRACKERS:
+            track(wave, RATE, tracker)  # warm-up
+            runs = []
+            for _ in range(3):
+                start = time.perf_counter()
+                track(wave, RATE, tracker)
+                runs.append(time.perf_counter() - start)
+            cells.append(f"{1000 * float(np.median(runs)):.0f}")
+        print(f"| {seconds} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--speakers", type=int, default=8, help="per gender")
@@ -128,7 +156,11 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.7, help="McAdams coefficient")
     parser.add_argument("--against-praat", type=Path, nargs="+", metavar="MANIFEST",
                         help="ORIGINAL.jsonl ANONYMISED.jsonl, repeated: recorded lists against Praat")
+    parser.add_argument("--timing", action="store_true", help="wall time per utterance of each tracker")
     args = parser.parse_args()
+    if args.timing:
+        timing()
+        return
     if args.against_praat:
         if len(args.against_praat) % 2:
             parser.error("--against-praat takes pairs: ORIGINAL.jsonl ANONYMISED.jsonl")

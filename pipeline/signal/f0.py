@@ -7,11 +7,12 @@ interpolation, and a voicing decision from the dip depth and the frame level. Ev
 every utterance is processed at once, on the device of the input.
 
 `YinPitch.path` keeps YIN's voicing decision but chooses the period over each voiced stretch
-instead of frame by frame, with the path search of Praat's pitch tracker (Boersma 1993): each
-voiced frame's candidates are the deepest local dips of the same normalised difference
-(strength 1 - d', raised 0.01 per octave above f0_min), and the F0 is the Viterbi path that
-maximises the summed strengths less Praat's default octave-jump cost (0.35 per octave per
-10 ms). A frame-wise octave error costs the path two jumps, so it is taken only where the dip at
+instead of frame by frame, with the path search of Praat's pitch tracker (Boersma 1993; its
+`Pitch_pathFinder` in Pitch.cpp): each voiced frame's candidates are the deepest local dips of
+the same normalised difference, each of strength 1 - d' less 0.01 per octave below f0_max (Praat:
+the autocorrelation peak less octave cost times log2(ceiling / f)), and the F0 is the Viterbi path
+that maximises the summed strengths less the octave jumps, 0.35 per octave, scaled by
+10 ms / hop as Praat scales it. A frame-wise octave error costs the path two jumps, so it is taken only where the dip at
 the wrong octave is much deeper. (Praat's path also decides voicing, with a voiced-unvoiced cost;
 tried with YIN's voicing threshold, it left 43 of 152 anonymised utterances of the real-voice
 male test list without a voiced frame in common with the original: docs/utility.md.)
@@ -35,8 +36,8 @@ import torch.nn.functional as F
 
 MIN_VOICED_FRAMES = 3
 STD_FLOOR = 1e-3
-# YinPitch.path: Praat's defaults for Sound: To Pitch (ac) (its manual; Boersma 1993), the cost per 10 ms
-PATH_CANDIDATES = 6   # dips per voiced frame (Praat: 15 candidates, most never chosen)
+# YinPitch.path: Praat's defaults for Sound: To Pitch (ac) (octave cost, octave-jump cost per 10 ms)
+PATH_CANDIDATES = 6   # dips per voiced frame (Praat's default: up to 15 candidates)
 OCTAVE_COST, OCTAVE_JUMP_COST = 0.01, 0.35
 
 
@@ -68,7 +69,7 @@ class YinPitch:
                  voicing_threshold: float = 0.35, silence_db: float = -50.0):
         if not 0 < f0_min < f0_max < sample_rate / 4:
             raise ValueError(f"need 0 < f0_min < f0_max < sample_rate / 4, got {f0_min}, {f0_max}")
-        self.sample_rate, self.hop_length, self.f0_min = int(sample_rate), int(hop_length), float(f0_min)
+        self.sample_rate, self.hop_length, self.f0_max = int(sample_rate), int(hop_length), float(f0_max)
         self.tau_min = int(math.floor(sample_rate / f0_max))
         self.tau_max = int(math.ceil(sample_rate / f0_min))
         self.window = int(round(window_ms * sample_rate / 1000))
@@ -123,7 +124,7 @@ class YinPitch:
 
     def _dips(self, cmnd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(F0, strength) of the PATH_CANDIDATES deepest local minima of d' in the search range,
-        each parabolically interpolated; strength 1 - d' plus OCTAVE_COST per octave above f0_min,
+        each parabolically interpolated; strength 1 - d' less OCTAVE_COST per octave below f0_max,
         -inf for a missing candidate (fewer dips)."""
         lo, hi = self.tau_min, self.tau_max
         left, middle, right = cmnd[..., lo - 1:hi - 1], cmnd[..., lo:hi], cmnd[..., lo + 1:hi + 1]
@@ -135,7 +136,7 @@ class YinPitch:
         count = min(PATH_CANDIDATES, middle.shape[-1])
         negative, index = torch.where(is_dip, -depth, torch.full_like(depth, -math.inf)).topk(count, dim=-1)
         f0 = self.sample_rate / (index + lo + offset.gather(-1, index))
-        strength = 1.0 + negative + OCTAVE_COST * torch.log2(f0 / self.f0_min)
+        strength = 1.0 + negative - OCTAVE_COST * torch.log2(self.f0_max / f0)
         return f0, torch.where(torch.isfinite(negative), strength, torch.full_like(strength, -math.inf))
 
     def _viterbi(self, f0: torch.Tensor, strength: torch.Tensor) -> torch.Tensor:
