@@ -28,6 +28,7 @@ import numpy as np
 from pipeline.core.checks import Checked, choice
 from pipeline.core.errors import VpevalError, input_error
 from pipeline.data.audio import audio_info
+from pipeline.data.corpus import listed_once
 from pipeline.data.kaldi import table_lines
 from pipeline.data.manifest import Utterance
 from pipeline.data.vpc import VoicePrivacyDirs
@@ -157,7 +158,7 @@ def read_emotion_data(folder: str | Path) -> tuple[list[Utterance], dict[str, st
     labels_file = folder / LABELS
     if not labels_file.is_file():
         raise input_error(labels_file, "not found: an emotion dataset needs `<utt> <label>` lines")
-    labels = two_field_table(labels_file, "`<utt> <label>`")
+    labels = two_field_table(labels_file, "`<utt> <label>`", "utterance", "as {}")
     utterances = []
     for entry in entries:
         if entry.problem:
@@ -175,17 +176,18 @@ def read_folds(folder: str | Path, speakers: set[str]) -> dict[str, str] | None:
     path = Path(folder) / FOLDS
     if not path.is_file():
         return None
-    folds = two_field_table(path, "`<speaker> <fold>`")
+    folds = two_field_table(path, "`<speaker> <fold>`", "speaker", "in fold {}")
     missing = sorted(speakers - set(folds))
     if missing:
         raise input_error(path, f"speaker {missing[0]} (utt2spk) has no fold")
     return {speaker: folds[speaker] for speaker in sorted(speakers)}
 
 
-def two_field_table(path: Path, form: str) -> dict[str, str]:
-    table = {}
-    for number, key, value in table_lines(path):
+def two_field_table(path: Path, form: str, what: str, listed: str) -> dict[str, str]:
+    """`<key> <value>` lines; one line naming the file and line for another form, or for a key
+    listed again with another value (`listed_once`: never the last value silently)."""
+    rows = table_lines(path)
+    for number, key, value in rows:
         if not value or " " in value:
             raise input_error(path, f"expected {form}, got {key!r} {value!r}", number)
-        table[key] = value
-    return table
+    return {key: value for key, (value, _) in listed_once(path, rows, what, listed).items()}

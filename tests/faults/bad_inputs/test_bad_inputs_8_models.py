@@ -130,3 +130,15 @@ def test_spk2fold_without_a_speaker(tmp_path):
     message = raised(emotion.prepare, vpc / "data" / "IEMOCAP_dev", Cache(tmp_path / "cache"))
     record("emotion-speaker-fold", "`spk2fold` of `emotion.data` without one of its speakers",
            "emotion data preparation", message, tmp_path, "IEMOCAP_dev/spk2fold", "Ses02F", "no fold")
+
+
+def test_spk2fold_with_a_speaker_in_two_folds(tmp_path):
+    from pipeline.core.cache import Cache
+    from pipeline.stages import emotion
+
+    vpc, _ = vpc_ser_copy(tmp_path)
+    folds = vpc / "data" / "IEMOCAP_dev" / "spk2fold"
+    folds.write_text(folds.read_text() + "Ses02F 3\n")
+    message = raised(emotion.prepare, vpc / "data" / "IEMOCAP_dev", Cache(tmp_path / "cache"))
+    record("emotion-two-folds", "`spk2fold` listing a speaker in two folds", "emotion data preparation", message,
+           tmp_path, "IEMOCAP_dev/spk2fold:7", "Ses02F", "fold 3", "fold 2")

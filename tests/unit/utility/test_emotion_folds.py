@@ -209,3 +209,22 @@ def test_each_fold_checkpoint_loads_its_own_wav2vec2_weights(vpc):
         model = load_speechbrain(folder, *EMOTION_FOLDER, cfg.interface, "cpu", dict(cfg.overrides))
         saved = torch.load(folder / "wav2vec2.ckpt")["model.feature_projection.projection.weight"]
         assert torch.equal(model.mods.wav2vec2.model.feature_projection.projection.weight, saved)
+
+
+def test_a_label_or_fold_listed_twice_with_another_value_is_one_line(vpc, tmp_path):
+    """Regression: utt2emo and spk2fold kept the last of two different values silently (a speaker
+    in two folds was classified by the second's model)."""
+    from pipeline.recognition.emotion import read_emotion_data, read_folds
+
+    data = Path(shutil.copytree(vpc / "data", tmp_path / "data")) / "IEMOCAP_dev"
+    folds = data / "spk2fold"
+    folds.write_text(folds.read_text() + "Ses01F 2\n")
+    with pytest.raises(VpevalError, match=r"spk2fold:7: speaker Ses01F is listed in fold 2 here and in fold 1 at "
+                                          r"line 1$"):
+        read_folds(data, {"Ses01F"})
+    labels = data / "utt2emo"
+    first = labels.read_text().splitlines()[0].split()
+    labels.write_text(labels.read_text() + f"{first[0]} {'sad' if first[1] != 'sad' else 'ang'}\n")
+    with pytest.raises(VpevalError, match=rf"utt2emo:28: utterance {first[0]} is listed as \w+ here and as "
+                                          rf"{first[1]} at line 1$"):
+        read_emotion_data(data)
