@@ -2,8 +2,8 @@
 
 Each utterance of the original manifest is paired with the utterance of the same id in
 the anonymised one; both are read at 16 kHz, tracked (`utility.pitch_tracker`: vpeval's YIN, by
-its Viterbi path or frame by frame, or Praat) and correlated (`utility.pitch_rule`: over the frames voiced in both, or by the VPC 2022
-toolkit's rule; `metrics.pitch_correlation`). Output folder: `pitch.json` with the tracker, the
+its Viterbi path or frame by frame, or Praat) and correlated (`utility.pitch_rule`: over the
+frames voiced in both, or by the VPC 2022 toolkit's rule; `metrics.pitch_correlation`). Output folder: `pitch.json` with the tracker, the
 rule, every utterance's ρF0 and the set's mean and standard deviation (as the VPC toolkit
 prints them). Keyed by the tracker, the rule and the content of both manifests (the
 anonymised one names its own audio folder).

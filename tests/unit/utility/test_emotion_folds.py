@@ -72,8 +72,13 @@ def rows(found: dict) -> dict:
     return {kind: per_speaker(*labels) for kind, labels in found.items()}
 
 
-EXPECTED_ROWS = {kind: {speaker: {k: v for k, v in row.items() if k != "fold"} for speaker, row in table.items()}
-                 for kind, table in EXPECTED["per_speaker"].items()}
+def toolkit_rows(per_speaker: dict) -> dict:
+    """A toolkit's per-speaker rows of expected.json without their fold."""
+    return {kind: {speaker: {k: v for k, v in row.items() if k != "fold"} for speaker, row in table.items()}
+            for kind, table in per_speaker.items()}
+
+
+EXPECTED_ROWS = toolkit_rows(EXPECTED["per_speaker"])
 
 
 def test_fold_models_give_vpcs_evaluate_ser_values(vpc, tmp_path):
@@ -99,8 +104,7 @@ def test_checkpoint_last_gives_vpc_2024s_evaluate_ser_values(vpc, tmp_path):
     assert EmotionClassifier.fingerprint_of(cfg)["checkpoints"] == {
         fold: f"fold_{fold}/{name}" for fold, name in vpc2024["checkpoints"].items()}
     found = labelled(vpc, cfg, Cache(tmp_path / "cache"))
-    assert rows(found) == {kind: {speaker: {k: v for k, v in row.items() if k != "fold"}
-                                  for speaker, row in table.items()} for kind, table in vpc2024["per_speaker"].items()}
+    assert rows(found) == toolkit_rows(vpc2024["per_speaker"])
     for kind, labels in found.items():
         uar, recalls = emotion_recall(*labels, "vpc")
         expected = vpc2024["evaluate_ser"][kind]
