@@ -21,7 +21,7 @@ import numpy as np
 from pipeline.core.errors import VpevalError
 from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 from pipeline.data.manifest import GENDERS, read_manifest
-from pipeline.metrics.uar import emotion_recall
+from pipeline.metrics.uar import emotion_recall, scored
 from pipeline.metrics.utility import EMOTION_RECALL, PITCH_CORRELATION, WORD_ERROR_RATE
 from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
 from pipeline.stages import anonymize, emotion, pitch, transcribe
@@ -149,7 +149,7 @@ def emotion_recognition(experiment, result: dict) -> None:
     """UAR of the labelled emotion data, original and anonymised; off without folder and data."""
     settings = experiment.cfg.get("emotion")
     if not settings or not settings.get("folder") or not settings.get("data"):
-        result["skipped"][EMOTION_RECALL.name] = "off: set emotion.folder (a SpeechBrain emotion model) and emotion.data"
+        result["skipped"][EMOTION_RECALL.name] = "off: set emotion.folder (an emotion model) and emotion.data"
         return
     prepared = emotion.prepare(settings.data, experiment.cache)
     original = prepared / "manifest.jsonl"
@@ -170,5 +170,7 @@ def emotion_recognition(experiment, result: dict) -> None:
     result["emotion"]["uar_rule"] = rule
     result["emotion"]["models"] = emotion.classifiers(settings, folds)
     result["emotion"]["data"] = str(settings.data)
-    result["emotion"]["utterances"] = len(truth)
-    result["emotion"]["classes"] = sorted(set(truth.values()))
+    counted = [label for label, kept in zip(truth.values(), scored(list(truth.values()), rule)) if kept]
+    result["emotion"]["utterances"] = len(counted)
+    result["emotion"]["left_out"] = len(truth) - len(counted)  # vpc_track2: labels other than ang, hap, neu, sad
+    result["emotion"]["classes"] = sorted(set(counted))

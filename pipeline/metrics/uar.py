@@ -2,10 +2,13 @@
 recognition: the mean over the true classes of each one's recall, so a rare emotion counts as
 much as a frequent one (`pipeline.recognition.emotion` gives the labels).
 
-Two rules (`utility.uar_rule`): `pooled` (the default) takes every utterance of the set at once;
-`vpc` is what VPC 2024 and 2026 compute (`evaluate_ser`): a UAR per speaker, then their mean
-(and, as VPC 2026's `ACC_<label>`, each class's recall per speaker, then its mean over the
-speakers who have that class).
+Three rules (`utility.uar_rule`): `pooled` (the default) takes every utterance of the set at
+once; `vpc` is what VPC 2024 and VPC 2026 Track 1 compute (`evaluate_ser` with SpeechBrain
+fold models): a UAR per speaker, then their mean (and, as VPC 2026's `ACC_<label>`, each class's
+recall per speaker, then its mean over the speakers who have that class); `vpc_track2` is VPC
+2026 Track 2's (`evaluate_ser` with emotion2vec+): every utterance labelled ang, hap, neu or
+sad at once (the others left out), scikit-learn's macro recall, so a class predicted but never
+true counts as a recall of 0.
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import numpy as np
 
 from pipeline.core.errors import VpevalError
 
-UAR_RULES = ("pooled", "vpc")  # utility.uar_rule
+UAR_RULES = ("pooled", "vpc", "vpc_track2")  # utility.uar_rule
+TRACK2_CLASSES = ("ang", "hap", "neu", "sad")  # the labels VPC 2026 Track 2 scores (its IEMOCAP_LABELS)
 
 
 def unweighted_average_recall(truth: list[str], predicted: list[str]) -> float:
@@ -77,10 +81,25 @@ def _class_means(per_speaker: list[tuple[dict[str, float], int]]) -> dict[str, f
     return {c: float(np.mean([recalls[c] for recalls, _ in per_speaker if c in recalls])) for c in classes}
 
 
+def scored(truth: list[str], rule: str) -> list[bool]:
+    """Which utterances `rule` scores: under `vpc_track2` those labelled one of TRACK2_CLASSES
+    (VPC skips the others), under the other rules all."""
+    return [rule != "vpc_track2" or label in TRACK2_CLASSES for label in truth]
+
+
 def emotion_recall(truth: list[str], predicted: list[str], speakers: list[str], rule: str) -> tuple[float, dict]:
-    """(UAR, class recalls) by `rule` (one of UAR_RULES)."""
-    if rule == "vpc":  # one pass over the speakers for both
-        per_speaker = speaker_recalls(truth, predicted, speakers)
+    """(UAR, class recalls) by `rule` (one of UAR_RULES).
+
+    >>> emotion_recall(["ang", "ang", "fru"], ["ang", "sad", "ang"], ["s", "t", "s"], "vpc_track2")  # fru left out; sad: 0
+    (0.25, {'ang': 0.5})
+    """
+    if rule in ("vpc", "vpc_track2"):  # one pass over the speakers (vpc_track2: all as one) for both
+        keep = scored(truth, rule)
+        truth, predicted = [t for t, k in zip(truth, keep) if k], [p for p, k in zip(predicted, keep) if k]
+        if not truth:  # vpc_track2 only: the data has utterances
+            raise VpevalError(f"utility.uar_rule={rule}: no utterance is labelled {', '.join(TRACK2_CLASSES)}, the "
+                              "classes it scores")
+        per_speaker = speaker_recalls(truth, predicted, speakers if rule == "vpc" else ["all"] * len(truth))
         return _mean_uar(per_speaker), _class_means(per_speaker)
     if rule == "pooled":
         return unweighted_average_recall(truth, predicted), class_recalls(truth, predicted)

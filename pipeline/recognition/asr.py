@@ -52,15 +52,16 @@ def folder_fingerprint(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): f"{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files}
 
 
-def model_folder(folder: str | None, key: str, needed: str, kind: str) -> Path:
-    """The configured model folder (config key `key`), checked: it exists and holds `needed`."""
+def model_folder(folder: str | None, key: str, needed: str | tuple[str, ...], kind: str) -> Path:
+    """The configured model folder (config key `key`), checked: it exists and holds the file(s) `needed`."""
     if not folder:
         raise VpevalError(f"{key}: no model folder given (set {key}=/path/to/folder)")
     path = Path(folder)
     if not path.is_dir():
         raise VpevalError(f"{path}: {key} folder not found")
-    if not (path / needed).is_file():
-        raise VpevalError(f"{path}: not a {kind} folder (no {needed})")
+    missing = [name for name in ((needed,) if isinstance(needed, str) else needed) if not (path / name).is_file()]
+    if missing:
+        raise VpevalError(f"{path}: not a {kind} folder (no {', '.join(missing)})")
     return path
 
 

@@ -82,6 +82,12 @@ class EmotionClassifier(Checked):
         return list(folds)
 
     @classmethod
+    def folds_of(cls, settings: Mapping) -> list[str]:
+        """The folds of the configured fold models, [] for one classifier folder."""
+        return [fold for fold in classifier_folders(settings.get("folder"), settings.get("checkpoint", "valid_loss"))[1]
+                if fold is not None]
+
+    @classmethod
     def fingerprint_of(cls, settings: Mapping) -> dict:
         """The model folder's files and the checkpoint each fold uses, from the settings, without
         loading a model (a cached list's key)."""

@@ -22,7 +22,7 @@ from pipeline.core.fileio import write_lines
 from pipeline.data.audio import read_audio
 from pipeline.data.kaldi import read_text
 from pipeline.data.manifest import file_digest, read_manifest, write_manifest
-from pipeline.recognition.emotion import FOLDS, LABELS, classifier_folders, read_emotion_data, read_folds
+from pipeline.recognition.emotion import FOLDS, LABELS, read_emotion_data, read_folds
 
 SAMPLE_RATE = 16000
 PREDICTIONS = "predictions"
@@ -83,8 +83,9 @@ def load_folds(folder: Path) -> dict[str, str] | None:
 
 
 def fold_models(emotion: DictConfig) -> list[str]:
-    """The folds of the configured fold models, [] for one classifier folder."""
-    return [fold for fold in classifier_folders(emotion.get("folder"))[1] if fold is not None]
+    """The folds of the configured fold models, [] for a classifier of one model."""
+    folds_of = getattr(plugin_with(emotion, "emotion", "fingerprint_of", MODEL_PLUGIN), "folds_of", None)
+    return folds_of(without(emotion, "name", "data")) if folds_of else []
 
 
 def classifiers(emotion: DictConfig, folds: dict[str, str] | None) -> str:

@@ -34,7 +34,8 @@ def test_track2_trains_one_attacker_per_language_for_vpcs_epochs(language, tag, 
     assert (cfg.data.language, cfg.data.tag, cfg.attacker.training.epochs) == (language, tag, epochs)
     assert cfg.data.subsets.train == [f"train_{language}"] and cfg.data.subsets.test == f"{tag}_test"
     assert cfg.data.eval_trials == "mixed" and cfg.asr.name == "whisper_vpc2026" and cfg.asr.language == language
-    assert cfg.utility.wer_text == "vpc2026_whisper" and cfg.utility.uar_rule == "pooled"  # emotion2vec+ pools
+    assert cfg.utility.wer_text == "vpc2026_whisper" and cfg.utility.uar_rule == "vpc_track2"  # emotion2vec+ pools
+    assert cfg.emotion.name == "emotion2vec" and cfg.emotion._target_.endswith("Emotion2vecClassifier")
 
 
 def test_the_built_in_corpus_variant_trains_from_scratch_on_cpu():

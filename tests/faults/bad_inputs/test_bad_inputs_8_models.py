@@ -142,3 +142,45 @@ def test_spk2fold_with_a_speaker_in_two_folds(tmp_path):
     message = raised(emotion.prepare, vpc / "data" / "IEMOCAP_dev", Cache(tmp_path / "cache"))
     record("emotion-two-folds", "`spk2fold` listing a speaker in two folds", "emotion data preparation", message,
            tmp_path, "IEMOCAP_dev/spk2fold:7", "Ses02F", "fold 3", "fold 2")
+
+
+def emotion2vec_copy(tmp_path):
+    """The emotion2vec fixture (tests/fixtures/vpc_emotion2vec) to break, its emotion=emotion2vec
+    settings and its prepared original data."""
+    import shutil
+
+    from pipeline.core.cache import Cache
+    from pipeline.core.config import compose
+    from pipeline.stages import emotion
+    from tests.helpers import FIXTURES
+
+    vpc = Path(shutil.copytree(FIXTURES / "vpc_emotion2vec", tmp_path / "vpc"))
+    settings = compose(["emotion=emotion2vec", f"emotion.folder={vpc / 'emotion2vec'}"]).emotion
+    return vpc, settings, emotion.prepare(vpc / "data" / "emodata_track2_dev", Cache(tmp_path / "cache"))
+
+
+def test_emotion2vec_folder_without_its_weights(tmp_path):
+    from pipeline.core.cache import Cache
+    from pipeline.stages import emotion
+
+    vpc, settings, prepared = emotion2vec_copy(tmp_path)
+    (vpc / "emotion2vec" / "model.pt").unlink()
+    message = raised(emotion.run, settings, prepared / "manifest.jsonl", Cache(tmp_path / "cache"))
+    record("emotion2vec-folder", "`emotion=emotion2vec` with an `emotion.folder` that lacks FunASR's `model.pt`",
+           "emotion stage (before FunASR loads)", message, tmp_path, "emotion2vec", "no model.pt")
+
+
+def test_emotion2vec_weights_missing_a_parameter(tmp_path):
+    import torch
+
+    from pipeline.core.cache import Cache
+    from pipeline.stages import emotion
+
+    vpc, settings, prepared = emotion2vec_copy(tmp_path)
+    saved = torch.load(vpc / "emotion2vec" / "model.pt")
+    del saved["model"]["modality_encoders.AUDIO.project_features.2.weight"]
+    torch.save(saved, vpc / "emotion2vec" / "model.pt")
+    message = raised(emotion.run, settings, prepared / "manifest.jsonl", Cache(tmp_path / "cache"))
+    record("emotion2vec-weights", "an emotion2vec `model.pt` without one of the model's weights (FunASR leaves it "
+           "random and prints a warning)", "emotion stage (model load, before any audio is read)", message,
+           tmp_path, "emotion2vec/model.pt", "project_features.2.weight", "random")

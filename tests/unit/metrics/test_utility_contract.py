@@ -99,9 +99,9 @@ def test_the_report_prints_the_headers_of_the_list(tmp_path):
     (sets, set_rows), (emotion, emotion_row) = section.tables
     assert sets == ["system", "set", *(c.header for m in set_metrics() for c in m.columns if c.header)]
     assert sets[2:5] == ["ρF0", "ρF0 std", "ρF0 CI"] and "WER original %" in sets
-    assert emotion == ["system", "UAR original %", "UAR anonymised %", "# utterances", "classes", "UAR over",
-                       "classifiers", "emotion data"]
-    assert emotion_row == [["mcadams", "50.00", "25.00", "8", "ang, sad", "vpc", "5 folds (spk2fold)", "emo"]]
+    assert emotion == ["system", "UAR original %", "UAR anonymised %", "# utterances", "# left out", "classes",
+                       "UAR over", "classifiers", "emotion data"]
+    assert emotion_row == [["mcadams", "50.00", "25.00", "8", "–", "ang, sad", "vpc", "5 folds (spk2fold)", "emo"]]
     pooled = dict(zip(sets, set_rows[1]))
     assert (pooled["ρF0"], pooled["ρF0 CI"], pooled["WER anonymised CI %"], pooled["# words"]) == \
         ("0.700", "[0.600, 0.800]", "[25.00, 35.00]", "–")

@@ -291,5 +291,5 @@ def test_a_sweep_over_emotion_data_lists_each_jobs_uar(tmp_path):
                                      "uar_rule": "vpc", "models": "5 folds (spk2fold)", "data": data}}
         found.to_json(path)
     text = (aggregate(sweep) / "report.md").read_text()
-    assert "| s1 | 60.00 | 30.00 | 10 | ang | vpc | 5 folds (spk2fold) | /vpc/data/IEMOCAP_dev |" in text
-    assert "| s1 | 70.00 | 35.00 | 10 | ang | vpc | 5 folds (spk2fold) | /vpc/data/IEMOCAP_test |" in text
+    assert "| s1 | 60.00 | 30.00 | 10 | – | ang | vpc | 5 folds (spk2fold) | /vpc/data/IEMOCAP_dev |" in text
+    assert "| s1 | 70.00 | 35.00 | 10 | – | ang | vpc | 5 folds (spk2fold) | /vpc/data/IEMOCAP_test |" in text
