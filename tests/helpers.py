@@ -560,3 +560,75 @@ def utility_experiment(overrides: list[str], cache_dir: Path):
     cfg = compose(["data.root=/corpus", *overrides])
     return SimpleNamespace(cfg=cfg, cache=Cache(cache_dir), detect=typed(cfg.detect, Detect, "detect"),
                            utility=typed(cfg.utility, Utility, "utility"), data_settings=typed(cfg.data, Data, "data"))
+
+
+# VPC 2026 Track 1's recogniser layout (SpeechBrain's asr-wav2vec2-librispeech), tiny and random
+CTC_CHARACTERS = ["<blank>", " ", "'", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+CTC_HIDDEN = 16
+CTC_HPARAMS = f"""\
+sample_rate: 16000
+blank_index: 0
+wav2vec2_hub: facebook/wav2vec2-large-960h-lv60-self   # what SpeechBrain's folder names; set by overrides
+wav2vec2: !new:speechbrain.lobes.models.huggingface_transformers.wav2vec2.Wav2Vec2
+    source: !ref <wav2vec2_hub>
+    output_norm: True
+    freeze: True
+    save_path: wav2vec2_checkpoints
+enc: !new:speechbrain.lobes.models.VanillaNN.VanillaNN
+    input_shape: [null, null, {CTC_HIDDEN}]
+    activation: !name:torch.nn.LeakyReLU
+    dnn_blocks: 1
+    dnn_neurons: {CTC_HIDDEN}
+ctc_lin: !new:speechbrain.nnet.linear.Linear
+    input_size: {CTC_HIDDEN}
+    n_neurons: {len(CTC_CHARACTERS)}
+log_softmax: !new:speechbrain.nnet.activations.Softmax
+    apply_log: True
+asr_model: !new:torch.nn.ModuleList
+    - [!ref <enc>, !ref <ctc_lin>]
+tokenizer: !new:speechbrain.dataio.encoder.CTCTextEncoder
+encoder: !new:speechbrain.nnet.containers.LengthsCapableSequential
+    wav2vec2: !ref <wav2vec2>
+    enc: !ref <enc>
+    ctc_lin: !ref <ctc_lin>
+    log_softmax: !ref <log_softmax>
+decoding_function: !name:speechbrain.decoders.ctc_greedy_decode
+    blank_id: !ref <blank_index>
+modules:
+    encoder: !ref <encoder>
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+        wav2vec2: !ref <wav2vec2>
+        asr: !ref <asr_model>
+        tokenizer: !ref <tokenizer>
+"""
+
+
+def encoder_asr_folder(folder: Path, seed: int = 0) -> Path:
+    """A random-weight wav2vec2 CTC EncoderASR folder; the Hugging Face model its yaml starts from
+    in `wav2vec2_hub/` (config, feature extractor, weights that wav2vec2.ckpt replaces)."""
+    import transformers
+    from speechbrain.dataio.encoder import CTCTextEncoder
+    from speechbrain.lobes.models.VanillaNN import VanillaNN
+    from speechbrain.nnet.linear import Linear
+
+    folder.mkdir(parents=True)
+    (folder / "hyperparams.yaml").write_text(CTC_HPARAMS)
+    torch.manual_seed(seed)
+    config = transformers.Wav2Vec2Config(hidden_size=CTC_HIDDEN, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=32, conv_dim=(8, 8), conv_kernel=(10, 3),
+                                         conv_stride=(5, 2), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2)
+    transformers.Wav2Vec2Model(config).save_pretrained(folder / "wav2vec2_hub")  # the hub model VPC's yaml names
+    wav2vec2 = transformers.Wav2Vec2Model(config)  # other weights: the fine-tuned ones, in wav2vec2.ckpt
+    transformers.Wav2Vec2FeatureExtractor(do_normalize=True, return_attention_mask=True).save_pretrained(
+        folder / "wav2vec2_hub")
+    torch.save({f"model.{k}": v for k, v in wav2vec2.state_dict().items()}, folder / "wav2vec2.ckpt")
+    enc = VanillaNN(input_shape=[None, None, CTC_HIDDEN], activation=torch.nn.LeakyReLU, dnn_blocks=1,
+                    dnn_neurons=CTC_HIDDEN)
+    ctc_lin = Linear(input_size=CTC_HIDDEN, n_neurons=len(CTC_CHARACTERS))
+    torch.save(torch.nn.ModuleList([enc, ctc_lin]).state_dict(), folder / "asr.ckpt")
+    tokenizer = CTCTextEncoder()
+    tokenizer.update_from_iterable(CTC_CHARACTERS[1:])
+    tokenizer.insert_blank(index=0)
+    tokenizer.save(folder / "tokenizer.ckpt")
+    return folder

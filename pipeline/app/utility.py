@@ -102,8 +102,8 @@ def pitch_correlations(experiment, lists: dict, sets: dict, result: dict) -> Non
 
 def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
     """WER of the original and the anonymised trial utterances per set and pooled per split
-    (with the utterance-bootstrap interval). The references are checked before any recogniser
-    is loaded."""
+    (with the utterance-bootstrap interval), each split's lists transcribed as one (VPC's batches).
+    The references are checked before any recogniser is loaded."""
     if experiment.data_settings.generate is not None:  # the built-in corpus (conf/data/synthetic*.yaml)
         raise VpevalError(NO_WORDS)
     rule = experiment.utility.wer_text
@@ -119,12 +119,17 @@ def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
                               f"transcript, first {untranscribed[0]}")
         references[name] = {u.id: u.text for u in utts}
     counts: dict[tuple[str, str], WordErrors] = {}
-    for name, pair in lists.items():
-        for kind, manifest in pair.items():
-            hypotheses = transcribe.load(transcribe.run(experiment.cfg.asr, manifest, experiment.cache), manifest)
-            ids = list(references[name])
-            counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids], rule)
-            result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
+    for split in dict.fromkeys(split for split, _ in sets.values()):
+        names = [name for name, (s, _) in sets.items() if s == split]
+        for kind in CONDITIONS:  # a split's lists transcribed as one, as VPC's combined trial dir
+            manifests = [lists[name][kind] for name in names]
+            hypotheses = transcribe.load(transcribe.run(experiment.cfg.asr, manifests, experiment.cache), manifests)
+            for name in names:
+                ids = list(references[name])
+                counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids],
+                                                 rule)
+                result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
+    for name in lists:
         result["sets"][name]["words"] = counts[name, ORIGINAL].words
     for split in dict.fromkeys(split for split, _ in sets.values()):
         for kind in CONDITIONS:

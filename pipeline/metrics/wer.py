@@ -2,11 +2,15 @@
 
 Both sides are normalised by a named text rule: `vpc` (default), as in the VoicePrivacy ASR
 evaluation (LibriSpeech style): upper case, every character other than a letter, a digit or an
-apostrophe made a space, runs of spaces collapsed; `vpc2026_whisper`, as VPC 2026's Whisper
-evaluation (Track 2): lower case, the characters . , ! ? ; : » « " ( ) [ ] … — – - deleted (a
-hyphenated word becomes one word), runs of spaces collapsed, all other characters kept. The
-WER of a set is its total word errors (substitutions, deletions, insertions) over its total
-reference words, as Kaldi's `compute-wer` counts them.
+apostrophe made a space, runs of spaces collapsed; `vpc_speechbrain`, as VPC 2024's and VPC
+2026 Track 1's `compute_wer` (SpeechBrain's ErrorRateStats): nothing changed, the reference's
+words split on whitespace, the hypothesis stripped and split on single spaces, so a double
+space in a recogniser's output is an empty word (an insertion, or a substitution);
+`vpc2026_whisper`, as VPC 2026's Whisper evaluation (Track 2): lower case, the characters
+. , ! ? ; : » « " ( ) [ ] … — – - deleted (a hyphenated word becomes one word), runs of spaces
+collapsed, all other characters kept. The WER of a set is its total word errors
+(substitutions, deletions, insertions) over its total reference words, as Kaldi's
+`compute-wer` counts them.
 
 >>> word_errors(["The cat, sat."], ["the cat sat on"]).wer
 0.3333333333333333
@@ -36,7 +40,24 @@ def whisper_normalise(text: str) -> str:
     return " ".join(_WHISPER_PUNCTUATION.sub("", text.strip().lower()).split())
 
 
-TEXT_RULES = {"vpc": normalise, "vpc2026_whisper": whisper_normalise}
+def collapse_spaces(text: str) -> str:
+    """The reference side of `vpc_speechbrain` (VPC reads it with its Kaldi reader): 'A  B ' -> 'A B'."""
+    return " ".join(text.split())
+
+
+TEXT_RULES = {"vpc": normalise, "vpc_speechbrain": collapse_spaces, "vpc2026_whisper": whisper_normalise}
+SINGLE_SPACE_HYPOTHESES = {"vpc_speechbrain"}  # rules whose hypotheses split on single spaces, empty words kept
+
+
+def hypothesis_words(text: str, rule: str) -> list[str]:
+    """The words of a recogniser's output under `rule`.
+
+    >>> hypothesis_words(" A  B ", "vpc_speechbrain"), hypothesis_words(" A  B ", "vpc")
+    (['A', '', 'B'], ['A', 'B'])
+    """
+    if rule in SINGLE_SPACE_HYPOTHESES:
+        return text.strip().split(" ")
+    return text_rule(rule)(text).split()
 
 
 def text_rule(name: str):
@@ -78,12 +99,13 @@ def word_errors(references: list[str], hypotheses: list[str], rule: str = "vpc")
     except ImportError:
         raise VpevalError("WER needs jiwer: pip install -c constraints.txt -e '.[utility]'") from None
     normaliser = text_rule(rule)
-    refs, hyps = [normaliser(r) for r in references], [normaliser(h) for h in hypotheses]
-    if len(refs) != len(hyps):
-        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    refs = [normaliser(r) for r in references]
+    if len(refs) != len(hypotheses):
+        raise ValueError(f"{len(refs)} references but {len(hypotheses)} hypotheses")
     if not refs or not all(refs):
         raise ValueError("every reference needs at least one word")
-    out = jiwer.process_words(refs, hyps)
+    out = jiwer.process_words(refs, list(hypotheses),
+                              hypothesis_transform=lambda texts: [hypothesis_words(t, rule) for t in texts])
     per_utterance = tuple(sum(max(c.ref_end_idx - c.ref_start_idx, c.hyp_end_idx - c.hyp_start_idx)
                               for c in chunks if c.type != "equal") for chunks in out.alignments)
     return WordErrors(out.substitutions, out.deletions, out.insertions, words=sum(len(r.split()) for r in refs),

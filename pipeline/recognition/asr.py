@@ -153,21 +153,24 @@ class PocketSphinx(Recognizer):
 class SpeechBrainASR(Recognizer):
     """A SpeechBrain pretrained ASR folder, loaded by `interface` (default EncoderDecoderASR;
     EncoderASR for a wav2vec2 CTC folder, VPC 2026 Track 1), `overrides` replacing keys of its
-    hyperparams.yaml."""
+    hyperparams.yaml. `batch_size` utterances are decoded at once, zero-padded to the longest
+    (VPC's `eval_batchsize`, 8; the transcribe stage forms the batches as VPC does)."""
 
     def __init__(self, folder: str | None = None, interface: str = "speechbrain.inference.ASR.EncoderDecoderASR",
-                 device: str = "cpu", overrides: dict | None = None):
+                 device: str = "cpu", overrides: dict | None = None, batch_size: int = 8):
         import torch
 
         self.folder, self.model = speechbrain_folder(folder, ASR_FOLDER, SPEECHBRAIN_ASR, interface, device,
                                                      overrides)
-        self.device, self.torch = device, torch
+        self.device, self.torch, self.batch_size = device, torch, int(batch_size)
 
     def transcribe(self, waves: list[np.ndarray]) -> list[str]:
+        """One batch, each waveform zero-padded to the longest, lengths relative to it in float32
+        (VPC's collate_fn: `torch.Tensor(lengths) / longest`)."""
         chunk = [self.torch.as_tensor(np.asarray(w, dtype=np.float32)) for w in waves]
         longest = max(len(w) for w in chunk)
         batch = self.torch.stack([self.torch.nn.functional.pad(w, (0, longest - len(w))) for w in chunk])
-        lengths = self.torch.tensor([len(w) / longest for w in chunk])
+        lengths = self.torch.tensor([len(w) for w in chunk], dtype=self.torch.float32) / longest
         with self.torch.no_grad():
             words, _ = self.model.transcribe_batch(batch.to(self.device), lengths.to(self.device))
         return [w if isinstance(w, str) else " ".join(w) for w in words]

@@ -23,6 +23,7 @@ def test_track1_has_both_privacy_rows_on_mixed_lists_with_the_fine_tuned_ssl_att
     assert [a._target_.rsplit(".", 1)[1] for a in training.augment] == ["DropFreq", "DropChunk"]
     assert (cfg.backend.embedding, cfg.backend.enrolment) == ("sign", "mean_raw")  # VPC's sign vectors
     assert cfg.asr.interface.endswith("EncoderASR") and cfg.utility.uar_rule == "vpc"  # evaluate_ser's speaker mean
+    assert cfg.asr.batch_size == 8 and cfg.utility.wer_text == "vpc_speechbrain"  # VPC's eval_batchsize, compute_wer
     assert cfg.emotion.name == "vpc_ser"  # its fold models, each speaker by the model of its fold
     assert cfg.emotion.interface == "custom_interface.py:CustomEncoderWav2vec2Classifier"  # VPC's foreign_class
 

@@ -65,7 +65,7 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
      "only when the system was built)", "+anonymizer.lpc_ordr=16",
      ("anonymizer.lpc_ordr", "not a parameter of this system", "lpc_order")),
     ("unknown-wer-text", "a WER text rule that does not exist (`utility.wer_text=whisper`)", "utility.wer_text=whisper",
-     ("utility.wer_text=whisper", "vpc or vpc2026_whisper")),
+     ("utility.wer_text=whisper", "vpc or vpc_speechbrain or vpc2026_whisper")),
     ("unknown-pitch-tracker", "an F0 tracker that does not exist (`utility.pitch_tracker=crepe`)",
      "utility.pitch_tracker=crepe", ("utility.pitch_tracker=crepe", "yin_viterbi or yin or praat")),
     ("unknown-uar-rule", "an emotion UAR rule that does not exist (`utility.uar_rule=speaker`)",

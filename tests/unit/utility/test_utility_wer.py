@@ -58,7 +58,7 @@ def test_transcripts_are_cached_per_recogniser_and_resume(tmp_path, monkeypatch)
     cache = Cache(tmp_path / "cache")
     asr = compose(["data=synthetic_tiny"]).asr
     folder = cache.path("transcribe", {"asr": without(asr, *transcribe.LABEL_KEYS)},
-                        {"manifest": file_digest(manifest), "model": PocketSphinx.fingerprint_of({})},
+                        {"manifests": [file_digest(manifest)], "model": PocketSphinx.fingerprint_of({})},
                         code=transcribe.__name__)
     folder.mkdir(parents=True)
     (folder / transcribe.PARTIAL).write_text("speech1 as resumed\nspeech2 cut by a ki")  # last line incomplete
