@@ -632,3 +632,38 @@ def encoder_asr_folder(folder: Path, seed: int = 0) -> Path:
     tokenizer.insert_blank(index=0)
     tokenizer.save(folder / "tokenizer.ckpt")
     return folder
+
+
+# Whisper folders (transformers' classes), tiny and random
+ASR_LETTERS = "abcdefghijklmnopqrstuvwxyz' "
+WHISPER_SPECIAL = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>",
+                   "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>"]
+
+
+def whisper_folder(folder: Path, seed: int = 0, dtype: torch.dtype = torch.float32) -> Path:
+    """A Whisper folder (model, generation config, feature extractor, tokenizer) with random
+    weights, saved by transformers' own classes: a 1-layer d_model 32 model over a vocabulary of
+    letters (byte-level symbols, Ġ the space), Whisper's special tokens and its 1501 timestamp
+    tokens, English as its one language, at most 12 tokens a window (the prompt included); every
+    token but letters and <|endoftext|> suppressed, so that random weights still write letters."""
+    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+
+    tokenizer = WhisperTokenizer(vocab={c: i for i, c in enumerate("Ġ" + ASR_LETTERS[:-1])}, merges=[],
+                                 extra_special_tokens=WHISPER_SPECIAL[1:], pad_token=WHISPER_SPECIAL[0])  # as OpenAI's
+    tokenizer.add_tokens([f"<|{i * 0.02:.2f}|>" for i in range(1501)])
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in WHISPER_SPECIAL}
+    end, others = ids["<|endoftext|>"], list(range(ids["<|startoftranscript|>"], len(tokenizer)))
+    torch.manual_seed(seed)
+    model = WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_target_positions=16,
+        pad_token_id=end, bos_token_id=end, eos_token_id=end, decoder_start_token_id=ids["<|startoftranscript|>"]))
+    model.generation_config = GenerationConfig(  # what generate(language=, task=) reads, as in openai/whisper-*
+        decoder_start_token_id=ids["<|startoftranscript|>"], bos_token_id=end, eos_token_id=end, pad_token_id=end,
+        max_length=12, begin_suppress_tokens=[end], suppress_tokens=others,
+        is_multilingual=True, lang_to_id={"<|en|>": ids["<|en|>"]}, no_timestamps_token_id=ids["<|notimestamps|>"],
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]})
+    model.to(dtype).save_pretrained(folder)
+    WhisperProcessor(WhisperFeatureExtractor(), tokenizer).save_pretrained(folder)
+    return folder

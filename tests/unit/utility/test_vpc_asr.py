@@ -1,5 +1,5 @@
-"""VPC 2024's and VPC 2026 Track 1's WER (`evaluate_asr`, SpeechBrain backend), to the toolkit's
-own numbers: a split's trial utterances transcribed as one list, in batches of 8 sorted by
+"""VPC's WER to the toolkit's own numbers: VPC 2024's and VPC 2026 Track 1's (`evaluate_asr`,
+SpeechBrain backend) and, at the end, VPC 2026 Track 2's (Whisper backend). SpeechBrain: a split's trial utterances transcribed as one list, in batches of 8 sorted by
 length and zero-padded as VPC's `ASRDataset` and `collate_fn` form them, and the hypotheses split
 on single spaces as its `compute_wer` splits them (`asr.batch_size=8`,
 `utility.wer_text=vpc_speechbrain`).
@@ -22,7 +22,7 @@ from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
 from pipeline.data.audio import audio_info
 from pipeline.data.manifest import Utterance, write_manifest
-from pipeline.metrics.wer import word_errors
+from pipeline.metrics.wer import hypothesis_words, word_errors
 from pipeline.stages import transcribe
 from tests.helpers import FIXTURES, utility_experiment
 
@@ -116,3 +116,37 @@ def test_lists_that_give_one_utterance_two_audio_files_are_one_line(vpc, tmp_pat
                                           r"libri_dev_asr_anon/wav/2277-128104-0000.wav here and .*"
                                           r"libri_dev_asr/wav/2277-128104-0000.wav in another list transcribed with it$"):
         transcribe.combined([manifests["f"], anonymised["f"]])
+
+
+# VPC 2026 Track 2: Whisper through transformers' pipeline (`backend: whisper`)
+
+WHISPER = FIXTURES / "vpc_whisper"
+WHISPER_FOUND = json.loads((WHISPER / "expected.json").read_text(encoding="utf-8"))
+WHISPER_EXPECTED = WHISPER_FOUND["sets"]
+
+
+def test_whisper_gives_vpc_track2s_hypotheses_and_wer(tmp_path):
+    """`tests/fixtures/vpc_whisper`: a random-weight Whisper (weights scaled so that its text
+    depends on the audio) and an English combined trial dir; VPC's `asr_eval_whisper` decoded the
+    short utterances in batches of 8 from the file paths (ffmpeg), vpeval one at a time from
+    soundfile's samples."""
+    cfg = compose(["data=synthetic_tiny", "asr=whisper_vpc2026", f"asr.folder={WHISPER / 'whisper'}",
+                   "asr.language=english"]).asr
+    cache = Cache(tmp_path / "cache")
+    for name, expected in WHISPER_EXPECTED.items():
+        manifests = gender_lists(WHISPER, name, tmp_path)
+        found = transcribe.load(transcribe.run(cfg, list(manifests.values()), cache), list(manifests.values()))
+        assert found == expected["hypotheses"]
+        assert len(set(found.values())) > 3  # the text follows the audio
+        texts = dict(line.split(" ", 1) for line in (WHISPER / "data" / name / "text").read_text().splitlines())
+        counts = word_errors(list(texts.values()), [found[u] for u in texts], "vpc2026_whisper")
+        errors, words = expected["wer_line"].split("[ ")[1].split(",")[0].split(" / ")
+        assert (counts.errors, counts.words) == (int(errors), int(words))
+        assert round(100 * counts.wer, 3) == expected["WER"]
+
+
+@pytest.mark.parametrize("text", list(WHISPER_FOUND["words"]))
+def test_whisper_text_rule_makes_vpcs_words(text):
+    """VPC's `plain_text_key` (its `_normalize_transcript`), run on texts with its punctuation,
+    curly quotes it keeps, accents and digits."""
+    assert hypothesis_words(text, "vpc2026_whisper") == WHISPER_FOUND["words"][text]

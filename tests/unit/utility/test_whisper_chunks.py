@@ -10,7 +10,7 @@ from pipeline.core.config import compose, instantiate, without
 
 transformers = pytest.importorskip("transformers")
 from tests.helpers import utility_experiment  # noqa: E402
-from tests.unit.utility.test_utility_wer import whisper_folder  # noqa: E402
+from tests.helpers import whisper_folder  # noqa: E402
 
 RATE = 16000
 
