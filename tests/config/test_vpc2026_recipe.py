@@ -48,4 +48,5 @@ def test_the_built_in_corpus_variant_trains_from_scratch_on_cpu():
 def test_vpc2024_scores_emotion_with_its_fold_models_and_last_checkpoints():
     cfg = compose(["+experiment=vpc2024", "data.root=/vpc/data"])
     assert (cfg.emotion.name, cfg.emotion.checkpoint, cfg.utility.uar_rule) == ("vpc_ser", "last", "vpc")
+    assert (cfg.asr.name, cfg.asr.batch_size, cfg.utility.wer_text) == ("speechbrain_ctc", 8, "vpc_speechbrain")
     assert compose(["+experiment=vpc2026", *VPC]).emotion.checkpoint == "valid_loss"  # VPC 2026 reads the log
