@@ -190,7 +190,8 @@ class Whisper(Recognizer, Checked):
     window (long-form); with `chunk_length_s` set (VPC 2026: 30 s, `stride_length_s` 5 s), every
     utterance goes through transformers' speech recognition pipeline as VPC 2026's Whisper
     evaluation calls it (with the pipeline's generation defaults): one longer than that in chunks
-    of that length overlapping by twice the stride, their texts merged, shorter ones as a batch."""
+    of that length overlapping by twice the stride, their texts merged, shorter ones as a batch.
+    The transcribe stage hands it `batch_size` utterances at a time."""
 
     settings_checks = {"chunk_length_s": Check("null or a number of seconds > 0", optional(positive))}
 
@@ -205,7 +206,7 @@ class Whisper(Recognizer, Checked):
         return found
 
     def __init__(self, folder: str | None = None, language: str | None = "english", device: str = "cpu",
-                 chunk_length_s: float | None = None, stride_length_s: float = 5.0):
+                 chunk_length_s: float | None = None, stride_length_s: float = 5.0, batch_size: int = 1):
         try:
             import transformers
         except ImportError:
@@ -224,7 +225,7 @@ class Whisper(Recognizer, Checked):
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise VpevalError(f"{self.folder}: not a Whisper model folder: {message}") from None
         self.options = {} if language is None else {"language": self.language_token(language), "task": "transcribe"}
-        self.chunk_length_s, self.stride_length_s = chunk_length_s, stride_length_s
+        self.chunk_length_s, self.stride_length_s, self.batch_size = chunk_length_s, stride_length_s, int(batch_size)
         self.pipeline = None if chunk_length_s is None else transformers.pipeline(
             "automatic-speech-recognition", model=self.model, tokenizer=self.processor.tokenizer,
             feature_extractor=self.processor.feature_extractor, device=self.device)

@@ -125,13 +125,14 @@ WHISPER_FOUND = json.loads((WHISPER / "expected.json").read_text(encoding="utf-8
 WHISPER_EXPECTED = WHISPER_FOUND["sets"]
 
 
-def test_whisper_gives_vpc_track2s_hypotheses_and_wer(tmp_path):
+@pytest.mark.parametrize("batch_size", [8, 1])
+def test_whisper_gives_vpc_track2s_hypotheses_and_wer(tmp_path, batch_size):
     """`tests/fixtures/vpc_whisper`: a random-weight Whisper (weights scaled so that its text
     depends on the audio) and an English combined trial dir; VPC's `asr_eval_whisper` decoded the
-    short utterances in batches of 8 from the file paths (ffmpeg), vpeval one at a time from
-    soundfile's samples."""
+    short utterances in batches of 8 in wav.scp order from the file paths (ffmpeg), vpeval in
+    batches sorted by length (8, the recipe's) or one at a time, from soundfile's samples."""
     cfg = compose(["data=synthetic_tiny", "asr=whisper_vpc2026", f"asr.folder={WHISPER / 'whisper'}",
-                   "asr.language=english"]).asr
+                   "asr.language=english", f"asr.batch_size={batch_size}"]).asr
     cache = Cache(tmp_path / "cache")
     for name, expected in WHISPER_EXPECTED.items():
         manifests = gender_lists(WHISPER, name, tmp_path)
