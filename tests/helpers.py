@@ -33,6 +33,11 @@ from tests.oracles.signals import speech_like
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures/
 
 
+def fixture_copy(tmp_path_factory, name: str) -> Path:
+    """A copy of tests/fixtures/<name> (SpeechBrain and FunASR may write beside the models they load)."""
+    return Path(shutil.copytree(FIXTURES / name, tmp_path_factory.mktemp(name) / name))
+
+
 def recipe_script(recipe: str, script: str):
     """A recipe's stand-alone script (recipes/<recipe>/<script>.py) loaded as a module."""
     spec = importlib.util.spec_from_file_location(script, REPO_ROOT / "recipes" / recipe / f"{script}.py")

@@ -25,7 +25,7 @@ from pipeline.data.manifest import read_manifest
 from pipeline.metrics.uar import emotion_recall
 from pipeline.recognition.emotion2vec import Emotion2vecClassifier, iemocap_label
 from pipeline.stages import emotion
-from tests.helpers import FIXTURES, utility_experiment
+from tests.helpers import FIXTURES, fixture_copy, utility_experiment
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("funasr")
@@ -37,7 +37,7 @@ KINDS = {"original": "emodata_track2_dev", "anonymized": "emodata_track2_dev_ano
 
 @pytest.fixture(scope="module")
 def vpc(tmp_path_factory) -> Path:
-    return Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("vpc") / "vpc"))
+    return fixture_copy(tmp_path_factory, "vpc_emotion2vec")
 
 
 def settings(vpc: Path, folder: Path | None = None):

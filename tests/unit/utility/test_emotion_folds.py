@@ -23,7 +23,7 @@ from pipeline.data.manifest import read_manifest
 from pipeline.metrics.uar import emotion_recall, speaker_recalls
 from pipeline.recognition.emotion import EmotionClassifier, best_epoch, fold_checkpoint
 from pipeline.stages import emotion
-from tests.helpers import FIXTURES, utility_experiment
+from tests.helpers import FIXTURES, fixture_copy, utility_experiment
 
 pytest.importorskip("speechbrain")
 pytest.importorskip("transformers")
@@ -35,8 +35,7 @@ KINDS = {"original": "IEMOCAP_dev", "anonymized": "IEMOCAP_dev_anon"}
 
 @pytest.fixture(scope="module")
 def vpc(tmp_path_factory) -> Path:
-    """A copy of the fixture (SpeechBrain may write beside the models it loads)."""
-    return Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("vpc") / "vpc"))
+    return fixture_copy(tmp_path_factory, "vpc_ser")
 
 
 def settings(vpc: Path, models: Path | None = None):

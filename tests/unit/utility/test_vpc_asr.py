@@ -11,7 +11,6 @@ them (`expected.json`; how it was made: tests/fixtures/vpc_asr/README.md)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from pipeline.data.audio import audio_info
 from pipeline.data.manifest import Utterance, write_manifest
 from pipeline.metrics.wer import hypothesis_words, word_errors
 from pipeline.stages import transcribe
-from tests.helpers import FIXTURES, utility_experiment
+from tests.helpers import FIXTURES, fixture_copy, utility_experiment
 
 pytest.importorskip("speechbrain")
 pytest.importorskip("transformers")
@@ -36,8 +35,7 @@ SETS = {"original": "libri_dev_asr", "anonymized": "libri_dev_asr_anon"}
 
 @pytest.fixture(scope="module")
 def vpc(tmp_path_factory) -> Path:
-    """A copy of the fixture (SpeechBrain may write beside the model it loads)."""
-    return Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("vpc") / "vpc"))
+    return fixture_copy(tmp_path_factory, "vpc_asr")
 
 
 @pytest.fixture(autouse=True)
