@@ -38,8 +38,10 @@ class Emotion2vecClassifier(Checked):
     """An emotion2vec+ folder: waveforms -> IEMOCAP label names (one model, no folds)."""
 
     def __init__(self, folder: str | None, device: str = "cpu"):
+        from pipeline.core.devices import resolve_device
+
         self.folder = model_folder(folder, FOLDER_KEY, MODEL_FILES, KIND)
-        self.model = load_model(self.folder, device)
+        self.model = load_model(self.folder, str(resolve_device(device)))  # FunASR falls back to the CPU silently
 
     def classify(self, waves: list[np.ndarray], folds: list[str] | None = None) -> list[str]:
         """The IEMOCAP label of each 16 kHz waveform (`folds` plays no part)."""

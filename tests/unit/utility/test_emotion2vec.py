@@ -141,6 +141,13 @@ def test_without_funasr_the_classifier_says_how_to_get_it(vpc, monkeypatch):
         Emotion2vecClassifier(str(vpc / "emotion2vec"))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+def test_a_cuda_device_without_cuda_is_one_line(vpc):
+    """FunASR would fall back to the CPU without a word."""
+    with pytest.raises(VpevalError, match=r"device='cuda' requested but CUDA is not available"):
+        Emotion2vecClassifier(str(vpc / "emotion2vec"), device="cuda")
+
+
 def test_a_track2_set_without_a_scored_label_is_one_line():
     with pytest.raises(VpevalError, match=r"uar_rule=vpc_track2: no utterance is labelled ang, hap, neu, sad"):
         emotion_recall(["fru", "exc"], ["ang", "hap"], ["s", "s"], "vpc_track2")
