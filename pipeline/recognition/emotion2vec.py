@@ -69,7 +69,7 @@ class Emotion2vecClassifier(Checked):
 
 def load_model(folder: Path, device: str):
     """FunASR's AutoModel of the folder, leaving the process as it found it (FunASR seeds every
-    generator, sets torch's thread count and prints to stdout); one line without FunASR, or for
+    generator, sets torch's thread count, prints to stdout, configures logging); one line without FunASR, or for
     weights the folder's model.pt lacks, which FunASR would leave random with a printed warning."""
     import torch
 
@@ -129,11 +129,15 @@ def kept_random_state(torch):
 
 @contextlib.contextmanager
 def quiet():
-    """FunASR's log lines (hub, checkpoint, remote code) out of vpeval's log while the model loads."""
+    """FunASR's log lines (hub, checkpoint, remote code) out of vpeval's log while the model
+    loads, and the root logger's level and handlers as they were after (its `logging.basicConfig`
+    adds a handler where there is none)."""
     root = logging.getLogger()
-    level = root.level
+    level, handlers = root.level, list(root.handlers)
     root.setLevel(max(level, logging.ERROR))
     try:
         yield
     finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
         root.setLevel(level)

@@ -99,15 +99,20 @@ def test_the_experiment_step_reports_the_rule_and_what_it_left_out(vpc, tmp_path
     assert result["emotion"]["classes"] == ["ang", "hap", "neu"] and result["emotion"]["models"] == "one"
 
 
-def test_loading_leaves_generators_and_threads_as_they_were(vpc):
-    """FunASR's AutoModel seeds Python's, numpy's and torch's generators and sets torch's thread count."""
+def test_loading_leaves_generators_threads_and_logging_as_they_were(vpc, monkeypatch):
+    """FunASR's AutoModel seeds Python's, numpy's and torch's generators, sets torch's thread
+    count and calls logging.basicConfig (a handler on a root logger that has none)."""
+    import logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # as in a script without logging set up
     random.seed(5), np.random.seed(5), torch.manual_seed(5)
     threads = torch.get_num_threads()
     expected = (random.random(), np.random.random(), torch.rand(1).item())
     random.seed(5), np.random.seed(5), torch.manual_seed(5)
     Emotion2vecClassifier(str(vpc / "emotion2vec"))
     assert (random.random(), np.random.random(), torch.rand(1).item()) == expected
-    assert torch.get_num_threads() == threads
+    assert torch.get_num_threads() == threads and root.handlers == []
 
 
 @pytest.mark.parametrize("label, iemocap", [
