@@ -69,8 +69,9 @@ class Emotion2vecClassifier(Checked):
 
 def load_model(folder: Path, device: str):
     """FunASR's AutoModel of the folder, leaving the process as it found it (FunASR seeds every
-    generator, sets torch's thread count, prints to stdout, configures logging); one line without FunASR, or for
-    weights the folder's model.pt lacks, which FunASR would leave random with a printed warning."""
+    generator, sets torch's thread count, prints to stdout, configures logging); one line
+    without FunASR, or for weights the folder's model.pt lacks, which FunASR would leave random
+    with a printed warning."""
     import torch
 
     with kept_random_state(torch), quiet(), contextlib.redirect_stdout(io.StringIO()) as printed:
