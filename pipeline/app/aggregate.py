@@ -199,7 +199,8 @@ def aggregate(sweep: str | Path, out: str | Path | None = None, *, trusted=None,
                    for metric, reason in found.get("skipped", {}).items()}
         emotion = [row for system, found in emotions for row in emotion_rows({"emotion": found}, system)]
         sections.append(utility_section(utility, skipped, emotion, semi_informed_points(judged, utilities),
-                                        out / "figures", [f.get("pitch", {}) for f in utilities.values()]))
+                                        out / "figures", [f.get("pitch", {}) for f in utilities.values()],
+                                        [f["wer_text"] for f in utilities.values() if "wer_text" in f]))
     if failed:
         sections.append(Section(
             "Failed points",

@@ -40,7 +40,8 @@ WEAK_RECOGNISER = ("the recogniser's WER on original speech is {wer:.1f} %, abov
 
 def measure(experiment) -> dict:
     """{"sets": {set: metrics}, "splits": {split: pooled metrics}, "emotion": {...},
-    "skipped": {metric: reason}, "asr": name, "pitch": {"tracker", "rule"} (when ρF0 is measured)}
+    "skipped": {metric: reason}, "asr": name, "pitch": {"tracker", "rule"} (when ρF0 is measured),
+    "wer_text": the WER's text rule (when the WER is measured)}
     of an `pipeline.app.experiment.Experiment`."""
     cfg = experiment.cfg
     result = {"sets": {}, "splits": {}, "emotion": {}, "skipped": {}, "asr": cfg.asr.name if "asr" in cfg else None}
@@ -131,6 +132,7 @@ def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
                 result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
     for name in lists:
         result["sets"][name]["words"] = counts[name, ORIGINAL].words
+    result["wer_text"] = rule
     for split in dict.fromkeys(split for split, _ in sets.values()):
         for kind in CONDITIONS:
             names = [name for name, (s, _) in sets.items() if s == split]

@@ -394,4 +394,5 @@ def utility_sections(utility: dict | None, system: str, detection: list[JudgedPa
         return []
     points = semi_informed_points(detection, {system: utility})
     return [utility_section(utility_rows(utility, system), utility.get("skipped", {}), emotion_rows(utility, system),
-                            points, figures, [utility.get("pitch", {})])]
+                            points, figures, [utility.get("pitch", {})],
+                            [utility["wer_text"]] if "wer_text" in utility else [])]

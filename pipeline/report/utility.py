@@ -154,14 +154,17 @@ def privacy_utility_plot(points: list[dict], skipped: dict[str, str] | None = No
 
 
 def utility_section(rows: list[dict], skipped: dict[str, str], emotion: list[list], points: list[dict],
-                    figures: Path, pitch_methods: list[dict] = ()) -> Section:
+                    figures: Path, pitch_methods: list[dict] = (), wer_rules: list[str] = ()) -> Section:
     """The utility table, the emotion UAR, what was skipped and the privacy-utility figure;
     `pitch_methods`: the {"tracker", "rule"} of each ρF0 in the table ({}: YIN frame by frame, voiced,
-    as results written before the settings)."""
+    as results written before the settings); `wer_rules`: the text rule of each WER
+    (`utility.wer_text`; results written before name none)."""
     methods = "; ".join(dict.fromkeys(describe(**method) for method in pitch_methods)) or describe()
+    rules = ", ".join(dict.fromkeys(wer_rules))
     text = ("Utility of the evaluated system on the same trial utterances as the privacy table: ρF0 (VPC 2022, "
             f"Pearson correlation of original and anonymised F0: {methods}; mean over utterances) "
-            "and the recogniser's WER on original and anonymised speech; pooled rows count every utterance of "
+            "and the recogniser's WER on original and anonymised speech"
+            f"{f' (text rule utility.wer_text={rules})' if rules else ''}; pooled rows count every utterance of "
             "the split.")
     if skipped:
         text += " " + skipped_text(skipped)

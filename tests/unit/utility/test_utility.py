@@ -242,6 +242,14 @@ def test_a_sweep_mixing_old_and_praat_results_names_both_methods(tmp_path):
     assert section.text.count("YIN F0") == 1 and "Praat's F0, frames voiced in both" in section.text
 
 
+def test_the_utility_text_names_the_wer_rule_of_each_run(tmp_path):
+    from pipeline.report.utility import utility_section
+
+    section = utility_section([], {}, [], [], tmp_path, [{}], ["vpc_speechbrain", "vpc", "vpc_speechbrain"])
+    assert "WER on original and anonymised speech (text rule utility.wer_text=vpc_speechbrain, vpc);" in section.text
+    assert "text rule" not in utility_section([], {}, [], [], tmp_path).text  # results written before name none
+
+
 def test_an_empty_utility_panel_says_why():
     """Regression (issue 27): the privacy-utility figure showed an empty WER panel with no note."""
     from pipeline.app.utility import NO_WORDS

@@ -103,6 +103,7 @@ def test_the_experiments_wer_step_pools_the_split_as_vpc(vpc, tmp_path):
     sets = {name: ("dev", f"dev_trials_{name[-1]}") for name in lists}
     result = {"sets": {name: {} for name in lists}, "splits": {}}
     word_error_rates(experiment, lists, sets, result)
+    assert result["wer_text"] == "vpc_speechbrain"  # the report names it
     for kind, name in SETS.items():
         assert round(100 * result["splits"]["dev"][f"wer_{kind}"], 3) == EXPECTED[name]["WER"]
 
