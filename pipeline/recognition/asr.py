@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.core.checks import Check, Checked, number, optional, positive
+from pipeline.core.checks import Check, Checked, integer, number, optional, positive
 from pipeline.core.errors import VpevalError
 
 SAMPLE_RATE = 16000
@@ -150,11 +150,16 @@ class PocketSphinx(Recognizer):
                    for key, v in cls.given_files(settings).items()}}
 
 
-class SpeechBrainASR(Recognizer):
+BATCH_SIZE_CHECK = Check("an integer >= 1 (utterances decoded at once)", integer(1))
+
+
+class SpeechBrainASR(Recognizer, Checked):
     """A SpeechBrain pretrained ASR folder, loaded by `interface` (default EncoderDecoderASR;
     EncoderASR for a wav2vec2 CTC folder, VPC 2026 Track 1), `overrides` replacing keys of its
     hyperparams.yaml. `batch_size` utterances are decoded at once, zero-padded to the longest
     (VPC's `eval_batchsize`, 8; the transcribe stage forms the batches as VPC does)."""
+
+    settings_checks = {"batch_size": BATCH_SIZE_CHECK}
 
     def __init__(self, folder: str | None = None, interface: str = "speechbrain.inference.ASR.EncoderDecoderASR",
                  device: str = "cpu", overrides: dict | None = None, batch_size: int = 8):
@@ -193,7 +198,8 @@ class Whisper(Recognizer, Checked):
     of that length overlapping by twice the stride, their texts merged, shorter ones as a batch.
     The transcribe stage hands it `batch_size` utterances at a time."""
 
-    settings_checks = {"chunk_length_s": Check("null or a number of seconds > 0", optional(positive))}
+    settings_checks = {"chunk_length_s": Check("null or a number of seconds > 0", optional(positive)),
+                       "batch_size": BATCH_SIZE_CHECK}
 
     @classmethod
     def check_settings(cls, settings, key: str) -> list[str]:

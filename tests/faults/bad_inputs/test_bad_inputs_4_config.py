@@ -66,6 +66,9 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
      ("anonymizer.lpc_ordr", "not a parameter of this system", "lpc_order")),
     ("unknown-wer-text", "a WER text rule that does not exist (`utility.wer_text=whisper`)", "utility.wer_text=whisper",
      ("utility.wer_text=whisper", "vpc or vpc_speechbrain or vpc2026_whisper")),
+    ("asr-batch-size", "a recogniser batch of no utterance (`asr=speechbrain_ctc asr.batch_size=0`; it decoded "
+     "them one at a time, not in VPC's batches)", "asr=speechbrain_ctc asr.batch_size=0",
+     ("asr.batch_size=0", "an integer >= 1")),
     ("unknown-pitch-tracker", "an F0 tracker that does not exist (`utility.pitch_tracker=crepe`)",
      "utility.pitch_tracker=crepe", ("utility.pitch_tracker=crepe", "yin_viterbi or yin or praat")),
     ("unknown-uar-rule", "an emotion UAR rule that does not exist (`utility.uar_rule=speaker`)",
