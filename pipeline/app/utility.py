@@ -23,7 +23,7 @@ from pipeline.core.vocabulary import ANONYMIZED, CONDITIONS, ORIGINAL
 from pipeline.data.manifest import GENDERS, read_manifest
 from pipeline.metrics.uar import emotion_recall, scored
 from pipeline.metrics.utility import EMOTION_RECALL, PITCH_CORRELATION, WORD_ERROR_RATE
-from pipeline.metrics.wer import WordErrors, ratio_interval, text_rule, word_errors
+from pipeline.metrics.wer import ratio_interval, text_rule, word_errors
 from pipeline.stages import anonymize, emotion, pitch, transcribe
 
 log = logging.getLogger(__name__)
@@ -119,27 +119,21 @@ def word_error_rates(experiment, lists: dict, sets: dict, result: dict) -> None:
             raise VpevalError(f"{pair[ORIGINAL]}: {len(untranscribed)} of {len(utts)} utterances have no reference "
                               f"transcript, first {untranscribed[0]}")
         references[name] = {u.id: u.text for u in utts}
-    counts: dict[tuple[str, str], WordErrors] = {}
     for split in dict.fromkeys(split for split, _ in sets.values()):
         names = [name for name, (s, _) in sets.items() if s == split]
+        words = [len(normalise(text).split()) for name in names for text in references[name].values()]
         for kind in CONDITIONS:  # a split's lists transcribed as one, as VPC's combined trial dir
             manifests = [lists[name][kind] for name in names]
             hypotheses = transcribe.load(transcribe.run(experiment.cfg.asr, manifests, experiment.cache), manifests)
+            errors = []
             for name in names:
                 ids = list(references[name])
-                counts[name, kind] = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids],
-                                                 rule)
-                result["sets"][name][f"wer_{kind}"] = counts[name, kind].wer
-    for name in lists:
-        result["sets"][name]["words"] = counts[name, ORIGINAL].words
-    result["wer_text"] = rule
-    for split in dict.fromkeys(split for split, _ in sets.values()):
-        for kind in CONDITIONS:
-            names = [name for name, (s, _) in sets.items() if s == split]
-            errors = [e for name in names for e in counts[name, kind].per_utterance]
-            words = [len(normalise(text).split()) for name in names for text in references[name].values()]
+                counts = word_errors([references[name][u] for u in ids], [hypotheses[u] for u in ids], rule)
+                result["sets"][name].update({f"wer_{kind}": counts.wer, "words": counts.words})
+                errors += counts.per_utterance
             result["splits"].setdefault(split, {}).update({f"wer_{kind}": sum(errors) / sum(words),
                                                            f"wer_{kind}_ci": interval(experiment, errors, words)})
+    result["wer_text"] = rule
     flag_weak_recogniser(result)
 
 
