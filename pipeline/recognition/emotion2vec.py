@@ -58,10 +58,6 @@ class Emotion2vecClassifier(Checked):
         return [None] * count
 
     @classmethod
-    def folds_of(cls, settings: Mapping) -> list[str]:
-        return []
-
-    @classmethod
     def fingerprint_of(cls, settings: Mapping) -> dict:
         """The model folder's files (a cached list's key), without loading FunASR."""
         return {"files": folder_fingerprint(model_folder(settings.get("folder"), FOLDER_KEY, MODEL_FILES, KIND))}
@@ -89,8 +85,12 @@ def load_model(folder: Path, device: str):
 
 def check_weights(folder: Path, expected: Mapping, torch) -> None:
     """One line naming the parameters of the built model that the folder's model.pt does not hold
-    (FunASR's loader matches names with and without a `module.` prefix)."""
-    saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=False)
+    (FunASR's loader matches names with and without a `module.` prefix). The file is memory-mapped:
+    only its names are read, not again the weights FunASR has just loaded."""
+    try:
+        saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=False, mmap=True)
+    except RuntimeError:  # a checkpoint in torch's legacy format cannot be mapped
+        saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=False)
     for key in ("state_dict", "model_state_dict", "model"):
         saved = saved.get(key, saved) if isinstance(saved, Mapping) else saved
     names = {name.removeprefix("module.") for name in saved}

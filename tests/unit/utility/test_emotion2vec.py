@@ -138,6 +138,9 @@ def test_bad_folders_are_one_line(vpc, tmp_path):
     with pytest.raises(VpevalError, match=r"model.pt: no weights for 1 of the model's \d+ parameters \(e.g. "
                                           r"proj.weight\); FunASR would leave them random$"):
         Emotion2vecClassifier(str(partial))
+    torch.save(saved, partial / "model.pt", _use_new_zipfile_serialization=False)  # torch's legacy format: not mapped
+    with pytest.raises(VpevalError, match=r"model.pt: no weights for 1 of the model's \d+ parameters"):
+        Emotion2vecClassifier(str(partial))
 
 
 def test_without_funasr_the_classifier_says_how_to_get_it(vpc, monkeypatch):
