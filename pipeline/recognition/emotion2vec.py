@@ -1,7 +1,8 @@
 """emotion2vec+ through FunASR, the emotion recogniser of VPC 2026 Track 2 (`emotion=emotion2vec`).
 
-`emotion.folder` is a FunASR model folder saved on disk (emotion2vec+ large as the Hugging Face
-or ModelScope hub holds it: `config.yaml`, `model.pt`, `tokens.txt`); nothing is downloaded.
+`emotion.folder` is a FunASR model folder saved on disk, the files FunASR's loader reads from a
+local folder: `config.yaml`, `model.pt`, `tokens.txt` (the hubs' emotion2vec+ large folder itself
+was not available to check); nothing is downloaded.
 Each waveform gets the label emotion2vec+ scores highest among its nine (`tokens.txt`, e.g.
 `生气/angry` ... `<unk>`), mapped onto IEMOCAP's four as VPC's `emotion2vec_ser.py` maps them
 (`iemocap_label`: disgusted -> ang, fearful -> sad, surprised, other and unknown -> neu).
