@@ -19,6 +19,9 @@ with the size is not linear.
 
     python benchmarks/bench_scale.py --scale 0.02 0.05 0.1 --workdir /tmp/scale   # rehearsals
     python benchmarks/bench_scale.py --scale 1 --workdir /scratch/scale           # full size
+    python benchmarks/bench_scale.py --scale 1 --utterances 20 --workdir /tmp/scale device=cuda attacker=ecapa
+
+(`device=cpu` unless an override says otherwise; every stage then uses the experiment's device.)
 """
 from __future__ import annotations
 
@@ -59,9 +62,12 @@ class Stages:
         """`action()`; `count(result)` gives the items it processed (utterances, crops, trials)."""
         Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
         workers_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
         start, cpu = time.perf_counter(), cpu_seconds()
         result = action()
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+        gpu = f", GPU {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB" if torch.cuda.is_available() else ""
         hwm = int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
         workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         items = count(result)
@@ -72,7 +78,7 @@ class Stages:
         per_item = f"{1e3 * seconds / items:8.3f} ms/{unit}" if items else ""
         worker = f", worker {row['worker_peak_mib']:.0f} MiB" if row["worker_peak_mib"] else ""
         print(f"== {name:<16} {seconds:8.1f} s  {cpu:8.1f} s CPU  {items:9d} {unit:<6} {per_item}  "
-              f"peak RSS {row['peak_mib']:.0f} MiB{worker}", flush=True)
+              f"peak RSS {row['peak_mib']:.0f} MiB{worker}{gpu}", flush=True)
         return result
 
 
@@ -127,7 +133,7 @@ def rehearse(args, scale: float) -> dict:
     held_out = stages.run("split", lambda: split.run(experiment.split, training, cache, seed=cfg.seed),
                           lambda _: len(read_manifest(training)))
     model = stages.run("train (1 epoch)", lambda: train.run(experiment.attacker_settings, held_out, cache,
-                                                            seed=cfg.seed, device="cpu"),
+                                                            seed=cfg.seed, device=experiment.device),
                        lambda out: json.loads((out / "training_log.jsonl").read_text().splitlines()[-1])["crops"],
                        unit="crop")
     if experiment.attacker("anonymized") != (model, held_out):  # the stages above, reused from the cache

@@ -10,7 +10,8 @@ Each is warmed up, then `--steps` steps are profiled; under `--out` each gets a 
 (`<name>.json`, for chrome://tracing or Perfetto) and its top-20 operators by self time
 (`<name>_top20.txt`), printed too:
 
-    python benchmarks/profile_attacker.py --device cuda --precision bf16 --compile --out $OUT/profile
+    python benchmarks/profile_attacker.py --device cuda --precision bf16 --compile --batch-size 256 \\
+        --ssl-batch-size 32 --out $OUT/profile
     python benchmarks/profile_attacker.py --device cpu --ecapa ecapa_tiny --ssl ecapa_ssl_tiny --batch-size 4 \\
         --extract-seconds 2 --steps 2 --out /tmp/profile
 """
@@ -98,7 +99,8 @@ def main() -> None:
     parser.add_argument("--ecapa", default="ecapa", help="the ecapa attacker config (default: VPC 2024's size)")
     parser.add_argument("--ssl", default="ecapa_ssl", help="the ecapa_ssl attacker config")
     parser.add_argument("--wavlm-layers", type=int, help="random WavLM depth (default: the config's)")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="crops of the ecapa step, utterances of extraction")
+    parser.add_argument("--ssl-batch-size", type=int, help="crops of the ecapa_ssl step (default: --batch-size)")
     parser.add_argument("--extract-seconds", type=float, default=10.0)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--compile", action="store_true", help="torch.compile the ecapa training step")
@@ -107,6 +109,7 @@ def main() -> None:
     args = parser.parse_args()
     device = resolve_device(args.device)
     dtype = torch.bfloat16 if args.precision == "bf16" else None
+    ssl_batch = args.ssl_batch_size or args.batch_size
     args.out.mkdir(parents=True, exist_ok=True)
     ecapa = attacker(args.ecapa, [])
     ssl_cfg = attacker(args.ssl, ["attacker.model.wavlm=/none"])
@@ -117,11 +120,11 @@ def main() -> None:
         ssl_cfg = attacker(args.ssl, [f"attacker.model.wavlm={wavlm}", f"attacker.model.wavlm_layers={layers}"])
         runs = {"ecapa_train": lambda: training_step(ecapa, device, args.batch_size, dtype, args.compile),
                 "extraction": lambda: extraction_step(ecapa, device, args.batch_size, args.extract_seconds, dtype),
-                "ecapa_ssl_train": lambda: training_step(ssl_cfg, device, args.batch_size, dtype, False)}
+                "ecapa_ssl_train": lambda: training_step(ssl_cfg, device, ssl_batch, dtype, False)}
         for name, build in runs.items():
+            batch = ssl_batch if name == "ecapa_ssl_train" else args.batch_size
             table = profiled(name, build(), device, args.steps, args.out)
-            print(f"== {name} ({device}, {args.precision}, batch {args.batch_size}, {args.steps} steps)\n{table}",
-                  flush=True)
+            print(f"== {name} ({device}, {args.precision}, batch {batch}, {args.steps} steps)\n{table}", flush=True)
 
 
 if __name__ == "__main__":
