@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
@@ -112,8 +113,9 @@ def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, list_na
             for batch, waves in zip(batches, ordered_map(load, batches, workers=1, lookahead=2)):
                 outputs, drawn, screened = anonymizer.run_batch(waves, [u.id for u in batch], [u.speaker for u in batch],
                                                       sample_rate, list_name)
-                for utt, wav in zip(batch, outputs):
-                    write_audio(output_path(out, utt), wav.numpy(), sample_rate)
+                # FLAC encoding releases the GIL: a batch's files are written on the torch threads
+                list(ordered_map(lambda pair: write_audio(output_path(out, pair[0]), pair[1].numpy(), sample_rate),
+                                 zip(batch, outputs), workers=torch.get_num_threads()))
                 with open(records_path, "a") as handle:
                     handle.writelines(json.dumps({"id": u.id, "pseudo_speaker": r, "screen": s}) + "\n"
                                       for u, r, s in zip(batch, drawn, screened))

@@ -95,6 +95,28 @@ def test_run_batch_screens_input_and_output():
     assert screens[0]["input_speech"] and not screens[0]["speech"] and screens[0]["voiced"] == 0.0
 
 
+def test_a_batch_is_screened_on_torch_threads_in_its_order(monkeypatch):
+    """The screens of a batch run on a pool of torch's thread count (on the H200 the stage was
+    one busy core, the GPU idle; benchmarks/bench_anonymize_io.py), their order kept."""
+    import threading
+
+    import anonymizers.base as base
+
+    threads = set()
+
+    def recorded(wave, rate):
+        threads.add(threading.get_ident())
+        return screen(wave, rate)
+
+    monkeypatch.setattr(base, "screen", recorded)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    inputs = waves(*[(0.5, i) for i in range(8)])
+    _, _, screens = Noise(device="cpu").run_batch(inputs, [f"u{i}" for i in range(8)], ["s"] * 8, RATE)
+    assert threading.get_ident() not in threads and 1 <= len(threads) <= 3
+    assert [s["input_speech"] for s in screens] == [screen(w, RATE).speech for w in inputs]
+    assert all(not s["speech"] for s in screens)
+
+
 def test_stage_refuses_a_noise_system_every_time_unless_told(tmp_path):
     utts = [Utterance(f"s{i % 2}-{i}", f"s{i % 2}", "fm"[i % 2],
                       str(write_audio(tmp_path / f"{i}.flac", w, RATE)), 1.5) for i, w in
