@@ -1,7 +1,7 @@
-"""The anonymize stage's work around the anonymiser: per utterance, two speech screens (output and
-input, `pipeline.signal.speech.screen`) and one FLAC write, done one after the other (as before
-2026-11-29) and on a thread pool of 1..N threads (`ordered_map`, as the stage and
-`Anonymizer.run_batch` now do), in the same run, on speech-like audio.
+"""The anonymize stage's work around the anonymiser: per utterance, reading its FLAC file, two
+speech screens (output and input, `pipeline.signal.speech.screen`) and one FLAC write, done one
+after the other (as before 2026-11-29) and on a thread pool of 1..N threads (`ordered_map`, as
+the stage and `Anonymizer.run_batch` now do), in the same run, on speech-like audio.
 
 On the H200 of 2026-11-29 the stage anonymised 1-s utterances at 7.5 ms each with as much CPU
 time as wall time (one core busy, the GPU idle): this work, not McAdams, bounded it.
@@ -18,10 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.data.audio import write_audio  # noqa: E402
+from pipeline.data.audio import read_audio, write_audio  # noqa: E402
 from pipeline.runtime.ordered import ordered_map  # noqa: E402
 from pipeline.signal.speech import screen  # noqa: E402
 from tests.oracles.signals import speech_like  # noqa: E402
@@ -29,12 +28,13 @@ from tests.oracles.signals import speech_like  # noqa: E402
 RATE = 16000
 
 
-def finish(pair: tuple[Path, np.ndarray]) -> bool:
-    """What the stage does with one anonymised utterance: two screens (output and input, here the
-    same wave), one FLAC write."""
-    path, wave = pair
+def finish(pair: tuple[Path, Path]) -> bool:
+    """What the stage does around the anonymiser for one utterance: read it, two screens (output
+    and input, here the same wave), one FLAC write."""
+    source, target = pair
+    wave = read_audio(source, RATE)
     verdict = screen(wave, RATE).speech and screen(wave, RATE).speech
-    write_audio(path, wave, RATE)
+    write_audio(target, wave, RATE)
     return verdict
 
 
@@ -48,9 +48,11 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {len(os.sched_getaffinity(0))} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}: {args.utterances} utterances of {args.seconds:g} s")
     with tempfile.TemporaryDirectory() as folder:
-        def pairs(run: str) -> list[tuple[Path, np.ndarray]]:  # each run writes new files, as the stage does
+        sources = [write_audio(Path(folder) / f"in-{i}.flac", wave, RATE) for i, wave in enumerate(waves)]
+
+        def pairs(run: str) -> list[tuple[Path, Path]]:  # each run writes new files, as the stage does
             (Path(folder) / run).mkdir()
-            return [(Path(folder) / run / f"{i}.flac", wave) for i, wave in enumerate(waves)]
+            return [(source, Path(folder) / run / source.name) for source in sources]
 
         [finish(pair) for pair in pairs("warm-up")[:3]]
         start = time.perf_counter()

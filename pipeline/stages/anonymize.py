@@ -107,15 +107,16 @@ def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, list_na
         anonymizer.prepare(utts)
         log.info("anonymize: %s on %d/%d utterances of %s", name, len(todo), len(utts), manifest)
         batches = _batches(todo, anonymizer.batch_seconds)
-        load = lambda batch: [read_audio(u.path, sample_rate) for u in batch]  # noqa: E731
+        threads = torch.get_num_threads()  # decoding, the screens and FLAC encoding release the GIL
+        load = lambda batch: list(ordered_map(lambda u: read_audio(u.path, sample_rate), batch,  # noqa: E731
+                                              workers=threads))
         with tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
             # the next batch is read while this one is anonymised
             for batch, waves in zip(batches, ordered_map(load, batches, workers=1, lookahead=2)):
                 outputs, drawn, screened = anonymizer.run_batch(waves, [u.id for u in batch], [u.speaker for u in batch],
                                                       sample_rate, list_name)
-                # FLAC encoding releases the GIL: a batch's files are written on the torch threads
                 list(ordered_map(lambda pair: write_audio(output_path(out, pair[0]), pair[1].numpy(), sample_rate),
-                                 zip(batch, outputs), workers=torch.get_num_threads()))
+                                 zip(batch, outputs), workers=threads))
                 with open(records_path, "a") as handle:
                     handle.writelines(json.dumps({"id": u.id, "pseudo_speaker": r, "screen": s}) + "\n"
                                       for u, r, s in zip(batch, drawn, screened))

@@ -90,6 +90,13 @@ class Noise(Anonymizer):
                 for s, w in zip(batch.seeds, batch.waves)]
 
 
+class Identity(Anonymizer):
+    """Returns its input: every output is its own utterance."""
+
+    def anonymize(self, batch: Batch) -> list[torch.Tensor]:
+        return [wave.clone() for wave in batch.waves]
+
+
 def test_run_batch_screens_input_and_output():
     _, _, screens = Noise(device="cpu").run_batch(waves((1.5, 0)), ["u1"], ["s1"], RATE)
     assert screens[0]["input_speech"] and not screens[0]["speech"] and screens[0]["voiced"] == 0.0
@@ -115,6 +122,38 @@ def test_a_batch_is_screened_on_torch_threads_in_its_order(monkeypatch):
     assert threading.get_ident() not in threads and 1 <= len(threads) <= 3
     assert [s["input_speech"] for s in screens] == [screen(w, RATE).speech for w in inputs]
     assert all(not s["speech"] for s in screens)
+
+
+def test_the_stage_reads_and_writes_a_batch_on_torch_threads_in_order(tmp_path, monkeypatch):
+    """The anonymize stage decodes and encodes a batch's files off the main thread, on pools of
+    torch's thread count (the H200 rehearsal's one busy core), each output where its utterance's
+    path says (the writes ran on the main thread before)."""
+    import threading
+
+    calls = {"read": set(), "write": set()}
+    real_read, real_write = anonymize.read_audio, anonymize.write_audio
+
+    def read(*args, **kwargs):
+        calls["read"].add(threading.get_ident())
+        return real_read(*args, **kwargs)
+
+    def write(*args, **kwargs):
+        calls["write"].add(threading.get_ident())
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(anonymize, "read_audio", read)
+    monkeypatch.setattr(anonymize, "write_audio", write)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    sources = waves(*[(0.5 + 0.1 * i, i) for i in range(6)])
+    utts = [Utterance(f"s0-{i}", "s0", "f", str(real_write(tmp_path / f"{i}.flac", w, RATE)), 0.5 + 0.1 * i)
+            for i, w in enumerate(sources)]
+    manifest = write_manifest(tmp_path / "train.jsonl", utts)
+    system = OmegaConf.create({"name": "identity", "_target_": f"{__name__}.Identity"})
+    out = anonymize.run(system, manifest, Cache(tmp_path / "cache"), list_name="train", seed=1, device="cpu")
+    main = threading.get_ident()
+    assert calls["read"] and calls["write"] and main not in calls["read"] | calls["write"]
+    for utt, wave in zip(utts, sources):
+        np.testing.assert_allclose(real_read(anonymize.output_path(out, utt)), wave, atol=1 / 2 ** 15)
 
 
 def test_stage_refuses_a_noise_system_every_time_unless_told(tmp_path):
