@@ -71,6 +71,10 @@ def test_figures_and_targets_are_read_from_the_output(tmp_path):
     assert outcome.status == "ok"
     assert outcome.result == "training: 9123.4 crops/s; training >= 8,000 crops/s: met; attack < 20 min: no figure"
     assert "noise" in (tmp_path / "probe.log").read_text()
+    best = run_step(python_step("print('training: 7000.0 crops/s'); print('training: 8500.5 crops/s')",
+                                targets=[Target("training >= 8,000 crops/s", r"training: ([\d.]+) crops/s", 8000)]),
+                    30, tmp_path)
+    assert best.result.endswith("training >= 8,000 crops/s: met")  # the best of the figures (two batch sizes)
 
 
 def test_failed_and_timed_out_steps_say_so_with_their_last_line(tmp_path):
