@@ -96,7 +96,7 @@ def steps_for(device: str, semi_size: str, out: Path = Path("gpu-check")) -> lis
              # half the time in extraction, waiting for the host's per-batch work
              [*attacker, "--extract-utterances", "6000" if gpu else "24", "--extract-precision", "bf16",
               "--batch-seconds", *(["600", "2400"] if gpu else ["30", "120"])],
-             r"^(training|extraction): .*?(?=;|\(|$)", 70,
+             r"^(training|extraction): .*?(?=;|\(|$)", 85,
              (Target("extraction >= 3,000 utt/s", r"extraction: ([\d.]+) utterances/s", 3000),)),
         Step("attacker_compiled", "attacker training bf16, torch.compile + CUDA graphs",
              [*attacker, "--compile", "reduce-overhead", "--extract-utterances", "0"],
