@@ -20,6 +20,8 @@ with the size is not linear.
     python benchmarks/bench_scale.py --scale 0.02 0.05 0.1 --workdir /tmp/scale   # rehearsals
     python benchmarks/bench_scale.py --scale 1 --workdir /scratch/scale           # full size
     python benchmarks/bench_scale.py --scale 1 --utterances 20 --workdir /tmp/scale device=cuda attacker=ecapa
+    python benchmarks/bench_scale.py --scale 1 --utterances 12 --random-wavlm --workdir /tmp/scale device=cuda \\
+        attacker=ecapa_ssl attacker.training.precision=bf16
 
 (`device=cpu` unless an override says otherwise; every stage then uses the experiment's device.)
 """
@@ -31,6 +33,7 @@ import os
 import platform
 import re
 import resource
+import runpy
 import subprocess
 import sys
 import time
@@ -112,9 +115,14 @@ def rehearse(args, scale: float) -> dict:
     """Every stage at one scale; returns the rows and the disk use."""
     work = Path(args.workdir) / f"scale-{scale:g}"
     root = work / "LibriSpeech"
-    cfg = compose(["data=librispeech", f"data.root={root}", "anonymizer=mcadams", "attacker=ecapa_tiny",
-                   "attacker.training.epochs=1", "device=cpu", f"paths.data={work}", "name=bench_scale",
-                   *args.overrides])
+    overrides = ["data=librispeech", f"data.root={root}", "anonymizer=mcadams", "attacker=ecapa_tiny",
+                 "attacker.training.epochs=1", "device=cpu", f"paths.data={work}", "name=bench_scale", *args.overrides]
+    if args.random_wavlm:  # ecapa_ssl from scratch: its WavLM random, no fine-tuning start
+        model = compose(overrides).attacker.model
+        random_wavlm = runpy.run_path(str(Path(__file__).with_name("bench_attacker.py")))["random_wavlm"]
+        wavlm = random_wavlm(work / "wavlm", int(model.channels[0]), int(model.wavlm_layers))
+        overrides += [f"attacker.model.wavlm={wavlm}", "attacker.finetune=false"]
+    cfg = compose(overrides)
     OmegaConf.update(cfg, "attacks", {"AA": cfg.attacks.AA}, merge=False)  # the semi-informed attack alone
     cache, stages = Cache(Path(cfg.paths.cache)), Stages()
     plan = subsets(scale, args.utterances, args.eval_speakers, args.eval_utterances)
@@ -175,6 +183,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, help="synthesiser processes (default: one per core; 1: in-process)")
     parser.add_argument("--workdir", type=Path, required=True, help="corpus and cache, one folder per scale")
     parser.add_argument("--json", type=Path, help="write this scale's figures here (used with several scales)")
+    parser.add_argument("--random-wavlm", action="store_true",
+                        help="give an ecapa_ssl attacker a random-weight WavLM of its sizes, trained from scratch")
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides, e.g. data.protocol.enroll_utterances=2")
     args = parser.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} {platform.machine()}, {len(os.sched_getaffinity(0))} core(s), "
@@ -193,7 +203,7 @@ def main() -> None:
                         "--eval-speakers", str(args.eval_speakers), "--workdir", str(args.workdir),
                         *(["--eval-utterances", str(args.eval_utterances)] if args.eval_utterances else []),
                         *(["--workers", str(args.workers)] if args.workers else []),
-                        "--", *args.overrides], check=True)
+                        *(["--random-wavlm"] if args.random_wavlm else []), "--", *args.overrides], check=True)
         results.append(json.loads(out.read_text()))
     compare(results)
 

@@ -1,9 +1,10 @@
 """One unattended check of the CUDA path: `pytest -m gpu`, the McAdams, attacker (training
 eager and compiled, extraction; VPC 2026's ecapa_ssl at its sizes) benchmarks, a profile of the
 three attacker steps (`benchmarks/profile_attacker.py`: Chrome traces and top-20 tables under
-`<out>/profile`), the semi-informed benchmark and a scale rehearsal (`benchmarks/bench_scale.py`:
-921 training speakers, every stage timed), each under a share of one time budget, then one
-dated Markdown table (GPU, torch, CUDA, figures, targets) for docs/performance.md.
+`<out>/profile`), the semi-informed benchmark and scale rehearsals (`benchmarks/bench_scale.py`:
+921 training speakers, every stage timed; `ecapa`, then `ecapa_ssl`), each under a share of one
+time budget, then one dated Markdown table (GPU, torch, CUDA, figures, targets) for
+docs/performance.md.
 
     scripts/gpu_check.sh                      # on the CUDA machine: offline wheels, then this
     python scripts/gpu_check.py --dry-run     # the commands and the table layout, nothing run
@@ -123,6 +124,14 @@ def steps_for(device: str, semi_size: str, out: Path = Path("gpu-check")) -> lis
               "--eval-utterances", "20" if gpu else "4", "--workdir", str(Path(out).resolve() / "scale"),
               f"device={device}", *(["attacker=ecapa", "attacker.training.precision=bf16",
                                      "attacker.extraction.precision=bf16"] if gpu else [])],
+             r"^(== .*|disk use: .*|\S+ +\S+: EER .*)$", 0),
+        Step("scale_ssl", f"the scale rehearsal with `{'ecapa_ssl' if gpu else 'ecapa_ssl_tiny'}` (random WavLM, "
+             "from scratch)",
+             [*py, "benchmarks/bench_scale.py", "--scale", "1" if gpu else "0.02", "--utterances",
+              str(scale_utterances), "--eval-utterances", "20" if gpu else "4", "--random-wavlm",
+              "--workdir", str(Path(out).resolve() / "scale_ssl"), f"device={device}",
+              *(["attacker=ecapa_ssl", "attacker.training.precision=bf16", "attacker.extraction.precision=bf16"]
+                if gpu else ["attacker=ecapa_ssl_tiny"])],
              r"^(== .*|disk use: .*|\S+ +\S+: EER .*)$", 0),
     ]
 

@@ -123,6 +123,19 @@ def test_profile_step_writes_traces_and_top20_tables_at_cpu_sizes(tmp_path):
         assert "Self CPU" in (tmp_path / "profile" / f"{name}_top20.txt").read_text()
 
 
+def test_ecapa_ssl_scale_step_runs_every_stage_at_cpu_sizes(tmp_path):
+    """The scale_ssl step (bench_scale --random-wavlm: ecapa_ssl from scratch over a random WavLM)
+    at CPU sizes: every stage's row, its disk use and the EERs; on CUDA, VPC 2026's ecapa_ssl."""
+    step = next(s for s in steps_for("cpu", "tiny", tmp_path) if s.name == "scale_ssl")
+    cuda_step = next(s for s in steps_for("cuda", "train-clean-360", tmp_path) if s.name == "scale_ssl")
+    assert "attacker=ecapa_ssl" in cuda_step.argv and "--random-wavlm" in cuda_step.argv
+    outcome = run_step(step, 600, tmp_path)
+    assert outcome.status == "ok", (tmp_path / "scale_ssl.log").read_text()[-2000:]
+    for stage in ("generate", "anonymize train", "train (1 epoch)", "extract", "score + metrics"):
+        assert f"== {stage}" in outcome.result
+    assert "disk use: corpus" in outcome.result and "AA test_m: EER" in outcome.result
+
+
 @pytest.mark.parametrize("attacker", sorted(p.stem for p in (ROOT / "conf" / "attacker").glob("*.yaml")))
 def test_the_attacker_bench_trains_every_attacker_config_from_random_weights(attacker, tmp_path):
     """Regression: the GPU check's ecapa_ssl step failed on the H200 (`attacker.finetune=true:
