@@ -48,7 +48,7 @@ from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import OutputCheck
 from pipeline.data.manifest import Utterance
-from pipeline.runtime.ordered import ordered_map
+from pipeline.runtime.ordered import file_threads, ordered_map
 from pipeline.runtime.seeds import stable_seed
 from pipeline.signal.speech import Screen, screen
 
@@ -278,8 +278,7 @@ class Anonymizer(Checked, ABC):
         records = [{"key": key, "seed": seed, **drawn} for key, seed, drawn in zip(keys, batch.seeds, batch.drawn)]
         outputs = [out.detach().float().cpu() for out in outputs]
         check_not_constant(type(self).__name__, utt_ids, waves, outputs)
-        # numpy's FFTs release the GIL: the screens of a batch run on the process's torch threads
         screens = list(ordered_map(lambda pair: {**vars(screen(pair[1].numpy(), sample_rate)),
                                                  "input_speech": screen(pair[0].numpy(), sample_rate).speech},
-                                   zip(waves, outputs), workers=torch.get_num_threads()))
+                                   zip(waves, outputs), workers=file_threads()))
         return outputs, records, screens

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
@@ -38,7 +37,7 @@ from pipeline.core.fileio import read_text, write_json, write_lines
 from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import audio_info, read_audio, write_audio
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
-from pipeline.runtime.ordered import ordered_map
+from pipeline.runtime.ordered import file_threads, ordered_map
 
 log = logging.getLogger(__name__)
 LABEL_KEYS = ("name", "batch_seconds")  # change nothing in the output
@@ -107,7 +106,7 @@ def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, list_na
         anonymizer.prepare(utts)
         log.info("anonymize: %s on %d/%d utterances of %s", name, len(todo), len(utts), manifest)
         batches = _batches(todo, anonymizer.batch_seconds)
-        threads = torch.get_num_threads()  # decoding, the screens and FLAC encoding release the GIL
+        threads = file_threads()
         load = lambda batch: list(ordered_map(lambda u: read_audio(u.path, sample_rate), batch,  # noqa: E731
                                               workers=threads))
         with tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
