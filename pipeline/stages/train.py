@@ -66,6 +66,10 @@ def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, s
                        world=world, curves=logger)
 
 
+# extraction settings that change how fast the validation lists are embedded, never the embeddings
+EXTRACTION_SPEED_KEYS = ("workers", "audio_cache")
+
+
 def run(attacker: Attacker, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None,
         curves: dict | None = None) -> Path:
     """Train (or resume, or reuse) the attacker on `held_out` (a split-stage folder), on `team`'s
@@ -76,7 +80,9 @@ def run(attacker: Attacker, held_out: Path, cache: Cache, *, seed: int, device: 
     # they do not change the folder
     settings = asdict(attacker)
     params = {**{k: v for k, v in settings.items() if k not in ("name", "pretrained", "init", "finetune")},
-              "training": {k: v for k, v in settings["training"].items() if k not in OPERATIONAL_KEYS}, "seed": seed}
+              "training": {k: v for k, v in settings["training"].items() if k not in OPERATIONAL_KEYS},
+              "extraction": {k: v for k, v in settings["extraction"].items() if k not in EXTRACTION_SPEED_KEYS},
+              "seed": seed}
     inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "select_enrolls", "select_trials")}
     inputs["select_trial_list"] = file_digest(trials_path(held_out, "select_trials"))
     if attacker.init:

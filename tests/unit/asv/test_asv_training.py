@@ -369,6 +369,11 @@ def test_the_train_stage_keys_its_typed_settings(tmp_path):
     assert key("attacker.training.crop_seconds=3") == key("attacker.training.crop_seconds=3.0") != base
     assert key("attacker.training.num_workers=3", "attacker.training.log_every=7") == base
     assert key("attacker.training.epochs=5")[0] != base[0] and key("seed=7") != base
+    # regression: extraction's reading threads and audio-cache folder keyed the attacker, so giving
+    # the evaluation an audio cache retrained it; its precision and batches (validation EERs) still do
+    assert key("attacker.extraction.workers=7", "attacker.extraction.audio_cache=/tmp/decoded") == base
+    assert key("attacker.extraction.precision=bf16")[0] != base[0]
+    assert key("attacker.extraction.batch_seconds=100")[0] != base[0]
 
 
 @pytest.mark.gpu
