@@ -40,7 +40,8 @@ from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_
 from pipeline.runtime.ordered import file_threads, ordered_map
 
 log = logging.getLogger(__name__)
-LABEL_KEYS = ("name", "batch_seconds")  # change nothing in the output
+# change nothing in the output: raising an external system's timeout after a time-out resumes the folder
+LABEL_KEYS = ("name", "batch_seconds", "timeout_seconds", "workdir")
 SPEECH = "speech.json"  # the speech screen of every output: {"utterances": n, "screens": {id: Screen fields}}
 
 

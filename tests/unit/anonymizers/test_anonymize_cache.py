@@ -67,6 +67,28 @@ def test_the_key_holds_the_config_and_the_parameters_fingerprint(tmp_path):
     assert set(key["inputs"]) == {"manifest"}
 
 
+def test_an_external_systems_timeout_and_temporary_folder_are_not_in_the_key(tmp_path):
+    """Regression: raising `anonymizer.timeout_seconds` after a time-out made a new folder, so the
+    batches the timed-out run had finished were anonymised again; its `workdir` likewise."""
+    class Keyed(Exception):
+        pass
+
+    class KeyOnly:
+        def build(self, stage, params, inputs, builder, *, code):
+            raise Keyed(json.dumps(params, sort_keys=True))
+
+    manifest = one_list(tmp_path)
+
+    def key(*overrides: str) -> str:
+        system = compose(["anonymizer=external", "anonymizer.command=['true']", *overrides]).anonymizer
+        with pytest.raises(Keyed) as keyed:
+            anonymize.run(system, manifest, KeyOnly(), list_name="train", seed=1, device="cpu")
+        return str(keyed.value)
+
+    assert key("anonymizer.timeout_seconds=60", f"anonymizer.workdir={tmp_path}") == key()
+    assert key("anonymizer.length_tolerance=0.2") != key()
+
+
 def test_the_settings_check_builds_no_anonymiser(built):
     assert problems(compose(["device=cpu"]), build=True) == []
     assert problems(compose(["anonymizer.lpc_order=0", "device=cpu"]), build=True) == [
