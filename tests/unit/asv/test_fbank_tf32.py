@@ -68,8 +68,12 @@ def test_split_branch_on_cpu_is_as_accurate_as_the_one_product(monkeypatch):
 def test_split_branch_compiles_without_graph_breaks(monkeypatch):
     monkeypatch.setattr(features, "tf32_matmuls", lambda x: True)  # the branch CUDA takes under TF32
     torch._dynamo.reset()
-    explanation = torch._dynamo.explain(KaldiFbank(RATE, 80))(torch.randn(2, 8000) * 0.1, torch.tensor([8000, 6000]))
+    fbank, wavs, lengths = KaldiFbank(RATE, 80), torch.randn(2, 8000) * 0.1, torch.tensor([8000, 6000])
+    explanation = torch._dynamo.explain(fbank)(wavs, lengths)
     assert explanation.graph_break_count == 0, [reason.reason for reason in explanation.break_reasons]
+    torch._dynamo.reset()
+    compiled = torch.compile(fbank, fullgraph=True)(wavs, lengths)[0]  # Inductor generates the bit rounding
+    torch.testing.assert_close(compiled, fbank(wavs, lengths)[0], rtol=0, atol=1e-3)
 
 
 def test_tf32_branch_only_on_cuda_with_tf32_allowed():
