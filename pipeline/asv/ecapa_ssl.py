@@ -244,7 +244,8 @@ class SSLSpeakerEncoder(nn.Module, Checked):
         if context is None:
             return self.embed_samples(wavs, num_samples)
         full = torch.full((context.shape[0],), context.shape[1], dtype=torch.long, device=context.device)
-        return self._embed(wavs, num_samples, self.wavlm_layers(context, full), ragged=wav_lens is not None)
+        return self._embed(wavs, num_samples, self.wavlm_layers(context, full, ragged=False),
+                           ragged=wav_lens is not None)
 
     def embed_samples(self, wavs: torch.Tensor, num_samples: torch.Tensor) -> torch.Tensor:
         """(B, N) waveforms + (B,) sample counts -> embeddings as VPC's evaluation computes them
@@ -256,12 +257,15 @@ class SSLSpeakerEncoder(nn.Module, Checked):
         inputs = normalise_waveforms(wavs.float(), num_samples) if self.normalize_waveform else wavs
         return self._embed(fbank_wavs, fbank_samples, self.wavlm_layers(inputs, num_samples), ragged=True)
 
-    def wavlm_layers(self, wavs: torch.Tensor, num_samples: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def wavlm_layers(self, wavs: torch.Tensor, num_samples: torch.Tensor,
+                     ragged: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """((L, B, T, C) WavLM layer outputs, (B,) valid frame counts) of waveforms already
         normalised for WavLM, each over its first num_samples (the attention mask); in float32
-        unless `wavlm_autocast`, under inference mode (no autograd graph)."""
+        unless `wavlm_autocast`, under inference mode (no autograd graph). `ragged`: whether any
+        is shorter than the batch (None: found from num_samples, which waits for the device;
+        training's contexts are full, so its steps never wait here)."""
         mask = torch.arange(wavs.shape[1], device=wavs.device)[None, :] < num_samples[:, None]
-        ragged = not bool(mask.all())
+        ragged = not bool(mask.all()) if ragged is None else ragged
         with torch.autocast(device_type=wavs.device.type, enabled=self.wavlm_autocast and torch.is_autocast_enabled(
                 wavs.device.type)), torch.inference_mode():
             layers = layer_outputs(self.wavlm, wavs if self.wavlm_autocast else wavs.float(),

@@ -160,6 +160,30 @@ def test_training_forward_gives_wavlm_the_context_not_the_crop(wavlm_files):
     assert not torch.allclose(trained, other, atol=1e-3)
 
 
+def test_the_training_forward_has_no_data_dependent_branch(wavlm_files):
+    """Regression (the H200 profile of 2026-11-29: the GPU idle a third of each ecapa_ssl step):
+    the training forward asked the device whether the full-length contexts were ragged, a wait
+    for the GPU every step; traced, such a question is a graph break on `Tensor.item()`."""
+    model = encoder(wavlm_files[0]).train()
+    crops, contexts = torch.stack([speech(1.0, 1), speech(1.0, 2)]), torch.stack([speech(1.5, 3), speech(1.5, 4)])
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(model)(crops, context=contexts)
+    assert not [r.reason for r in explanation.break_reasons if "item" in r.reason.lower()]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_training_step_does_not_sync_on_cuda(wavlm_files):
+    model = encoder(wavlm_files[0]).cuda().train()
+    crops = torch.stack([speech(1.0, 1), speech(1.0, 2)]).cuda()
+    contexts = torch.stack([speech(1.5, 3), speech(1.5, 4)]).cuda()
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
+    try:
+        model(crops, context=contexts).sum().backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def test_wavlm_runs_float32_under_autocast_unless_asked(wavlm_files):
     seen = []
     for wavlm_autocast in (False, True):
