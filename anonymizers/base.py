@@ -48,7 +48,8 @@ from pipeline.core.devices import resolve_device
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import OutputCheck
 from pipeline.data.manifest import Utterance
-from pipeline.runtime.ordered import file_threads, ordered_map
+from pipeline.runtime.cpus import file_threads
+from pipeline.runtime.ordered import ordered_map
 from pipeline.runtime.seeds import stable_seed
 from pipeline.signal.speech import Screen, screen
 

@@ -5,7 +5,8 @@ process was given: a container's or a cluster job's cgroup quota (`cpu.max`), or
 allocation (`SLURM_CPUS_PER_TASK`) that does not bind the job to its cores. More threads than
 CPUs, or threads sharing cores with other jobs, wait on each other in every parallel region
 (docs/performance.md, "Threads"). The process's worker pools (decoding, audio conversion) and
-the McAdams kernels' threads (as many as torch's, `anonymizers.mcadams`) follow the same count;
+the McAdams kernels' threads (as many as torch's, `anonymizers.mcadams`) follow the same count,
+and so do the thread pools of per-file work (`file_threads`: at most 16);
 numba runs no parallel kernel of its own (`nogil` kernels in Python threads), so it needs no
 setting. A thread count the user set (`OMP_NUM_THREADS`) wins.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Mapping
 
 CGROUP = Path("/sys/fs/cgroup")
+MAX_FILE_THREADS = 16  # a speech screen of a 35-s utterance peaks at 66 MiB: at most about 1 GiB at once
 
 
 def cgroup_quota(root: Path = CGROUP, membership: Path = Path("/proc/self/cgroup")) -> float | None:
@@ -81,3 +83,11 @@ def use_usable_cpus(logger: logging.Logger, environ: Mapping[str, str] = os.envi
     logger.info("cpus: %d usable (%s); torch threads and worker pools %d (OMP_NUM_THREADS=N overrides)", cpus, why,
                 cpus)
     return cpus
+
+
+def file_threads() -> int:
+    """Threads for per-file work that releases the GIL (decoding, FLAC encoding, numpy's FFTs):
+    torch's intra-op thread count (the usable CPUs, or OMP_NUM_THREADS), at most MAX_FILE_THREADS."""
+    import torch
+
+    return max(1, min(torch.get_num_threads(), MAX_FILE_THREADS))

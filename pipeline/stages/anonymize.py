@@ -37,7 +37,8 @@ from pipeline.core.fileio import read_text, write_json, write_lines
 from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import audio_info, read_audio, write_audio
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
-from pipeline.runtime.ordered import file_threads, ordered_map
+from pipeline.runtime.cpus import file_threads
+from pipeline.runtime.ordered import ordered_map
 
 log = logging.getLogger(__name__)
 # change nothing in the output: raising an external system's timeout after a time-out resumes the folder

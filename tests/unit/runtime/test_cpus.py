@@ -53,3 +53,9 @@ def test_torch_threads_follow_unless_the_user_set_them(monkeypatch, caplog, torc
     first, second = [r.getMessage() for r in caplog.records]
     assert first.startswith("cpus: 1 usable (SLURM_CPUS_PER_TASK 1); torch threads and worker pools 1")
     assert "as OMP_NUM_THREADS=2 asks" in second
+
+
+@pytest.mark.parametrize("torch_threads, expected", [(1, 1), (8, 8), (64, cpus.MAX_FILE_THREADS)])
+def test_file_threads_follow_torch_up_to_the_cap(monkeypatch, torch_threads, expected):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: torch_threads)
+    assert cpus.file_threads() == expected

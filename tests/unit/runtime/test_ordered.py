@@ -1,11 +1,10 @@
-"""pipeline.runtime.ordered: the ordered map on a thread pool and the threads per-file work gets."""
+"""pipeline.runtime.ordered: the ordered map on a thread pool."""
 import threading
 import time
 
 import pytest
-import torch
 
-from pipeline.runtime.ordered import MAX_FILE_THREADS, file_threads, ordered_map
+from pipeline.runtime.ordered import ordered_map
 
 
 def test_results_keep_the_input_order_whatever_finishes_first():
@@ -25,9 +24,3 @@ def test_work_runs_off_the_calling_thread_and_errors_reach_the_caller():
 
     with pytest.raises(ValueError, match="item 0"):
         list(ordered_map(fail, range(3), workers=2))
-
-
-@pytest.mark.parametrize("torch_threads, expected", [(1, 1), (8, 8), (64, MAX_FILE_THREADS)])
-def test_file_threads_follow_torch_up_to_the_cap(monkeypatch, torch_threads, expected):
-    monkeypatch.setattr(torch, "get_num_threads", lambda: torch_threads)
-    assert file_threads() == expected
