@@ -160,6 +160,7 @@ def test_training_forward_gives_wavlm_the_context_not_the_crop(wavlm_files):
     assert not torch.allclose(trained, other, atol=1e-3)
 
 
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")  # transformers
 def test_the_training_forward_has_no_data_dependent_branch(wavlm_files):
     """Regression (the H200 profile of 2026-11-29: the GPU idle a third of each ecapa_ssl step):
     the training forward asked the device whether the full-length contexts were ragged, a wait
