@@ -6,8 +6,8 @@ the stage and `Anonymizer.run_batch` now do), in the same run, on speech-like au
 On the H200 of 2026-11-29 the stage anonymised 1-s utterances at 7.5 ms each with as much CPU
 time as wall time (one core busy, the GPU idle): this work, not McAdams, bounded it.
 
-    python benchmarks/bench_anonymize_io.py --utterances 400 --seconds 1
-    python benchmarks/bench_anonymize_io.py --utterances 100 --seconds 12.6 --threads 1 2 16
+    python benchmarks/bench_anonymize_io.py --utterances 300 --seconds 1
+    python benchmarks/bench_anonymize_io.py --utterances 40 --seconds 12.6
 """
 from __future__ import annotations
 

@@ -19,9 +19,10 @@ with the size is not linear.
 
     python benchmarks/bench_scale.py --scale 0.02 0.05 0.1 --workdir /tmp/scale   # rehearsals
     python benchmarks/bench_scale.py --scale 1 --workdir /scratch/scale           # full size
-    python benchmarks/bench_scale.py --scale 1 --utterances 20 --workdir /tmp/scale device=cuda attacker=ecapa
-    python benchmarks/bench_scale.py --scale 1 --utterances 12 --random-wavlm --workdir /tmp/scale device=cuda \\
-        attacker=ecapa_ssl attacker.training.precision=bf16
+    python benchmarks/bench_scale.py --scale 1 --utterances 12 --eval-utterances 20 --workdir /tmp/gc2/scale \\
+        device=cuda attacker=ecapa attacker.training.precision=bf16 attacker.extraction.precision=bf16   # on a GPU
+    python benchmarks/bench_scale.py --scale 0.02 --utterances 4 --eval-utterances 4 --random-wavlm \\
+        --workdir /tmp/scale_ssl attacker=ecapa_ssl_tiny   # ecapa_ssl from scratch over a random WavLM
 
 (`device=cpu` unless an override says otherwise; every stage then uses the experiment's device.)
 """

@@ -10,8 +10,8 @@ Each is warmed up, then `--steps` steps are profiled; under `--out` each gets a 
 (`<name>.json`, for chrome://tracing or Perfetto) and its top-20 operators by self time
 (`<name>_top20.txt`), printed too:
 
-    python benchmarks/profile_attacker.py --device cuda --precision bf16 --compile --batch-size 256 \\
-        --ssl-batch-size 32 --out $OUT/profile
+    python benchmarks/profile_attacker.py --device cuda --out /tmp/gc/profile --precision bf16 --compile \\
+        --batch-size 256 --ssl-batch-size 32 --steps 3
     python benchmarks/profile_attacker.py --device cpu --ecapa ecapa_tiny --ssl ecapa_ssl_tiny --batch-size 4 \\
         --extract-seconds 2 --steps 2 --out /tmp/profile
 """

@@ -9,7 +9,8 @@ docs/performance.md.
     scripts/gpu_check.sh                      # on the CUDA machine: offline wheels, then this
     python scripts/gpu_check.py --dry-run     # the commands and the table layout, nothing run
     python scripts/gpu_check.py --device cpu --budget 900   # the same steps at CPU sizes
-    make gpu-check ARGS="--budget 510 --only pytest_gpu attacker_eager attacker_compiled ecapa_ssl profile scale"
+    bash scripts/gpu_check.sh --budget 510 --out /tmp/gc --only pytest_gpu attacker_eager attacker_compiled \\
+        ecapa_ssl profile scale               # the H200 run of 2026-11-29 (make gpu-check ARGS="..." runs the same)
 
 Each step's output goes to `<out>/<step>.log`, the table to `<out>/gpu_check.md`. A step
 that fails or runs out of time is a row saying so (with the log's last line); the others
