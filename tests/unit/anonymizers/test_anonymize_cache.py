@@ -1,6 +1,7 @@
 """The anonymize stage keys its folder on the system's parameter dataclass, so a list already in
 the cache never builds the system, and the settings check never builds one either."""
 import json
+import sys
 
 import pytest
 
@@ -12,10 +13,11 @@ from pipeline.app.settings import problems
 from pipeline.core.cache import PARAMS, Cache
 from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
+from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance, write_manifest
 from pipeline.stages import anonymize
-from tests.helpers import tone
+from tests.helpers import tone, waves
 
 
 @pytest.fixture
@@ -87,6 +89,33 @@ def test_an_external_systems_timeout_and_temporary_folder_are_not_in_the_key(tmp
 
     assert key("anonymizer.timeout_seconds=60", f"anonymizer.workdir={tmp_path}") == key()
     assert key("anonymizer.length_tolerance=0.2") != key()
+
+
+def test_a_timed_out_external_run_resumes_with_a_longer_timeout(tmp_path):
+    """What the key fix is for (docs/anonymisers.md): the batch finished before the time-out is
+    not sent to the system again once `timeout_seconds` is raised."""
+    script = tmp_path / "system.py"
+    script.write_text("import shutil, sys, time\n"
+                      "lst, out, log = sys.argv[1:4]\n"
+                      "rows = [line.split() for line in open(lst) if line.strip()]\n"
+                      "open(log, 'a').write(' '.join(r[0] for r in rows) + '\\n')\n"
+                      "time.sleep(3 if any(r[0] == 's0-1' for r in rows) else 0)\n"
+                      "[shutil.copy(r[2], f'{out}/{r[0]}.wav') for r in rows]\n")
+    utts = [Utterance(f"s0-{i}", "s0", "f", str(write_audio(tmp_path / f"{i}.wav", w, 16000)), 1.0)
+            for i, w in enumerate(waves((1.0, 0), (1.0, 1)))]
+    manifest, cache, log = write_manifest(tmp_path / "train.jsonl", utts), Cache(tmp_path / "cache"), tmp_path / "log"
+    command = f"anonymizer.command=['{sys.executable}','{script}','{{list_file}}','{{output_dir}}','{log}']"
+
+    def run(timeout: float):
+        system = compose(["anonymizer=external", command, f"anonymizer.timeout_seconds={timeout}",
+                          "anonymizer.batch_seconds=1"]).anonymizer
+        return anonymize.run(system, manifest, cache, list_name="train", seed=1, device="cpu",
+                             output_check=OutputCheck(speech=False, max_non_speech=1.0))
+
+    with pytest.raises(VpevalError, match="timed out after 1 s"):
+        run(1)
+    run(60)
+    assert log.read_text().splitlines() == ["s0-0", "s0-1", "s0-1"]  # s0-0 once: kept from the first run
 
 
 def test_the_settings_check_builds_no_anonymiser(built):
