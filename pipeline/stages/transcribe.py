@@ -38,7 +38,7 @@ LABEL_KEYS = ("name", "device")  # change nothing in the transcripts
 def run(asr: DictConfig, manifests: Path | list[Path], cache: Cache) -> Path:
     """Transcripts of the utterances of `manifests` (one or several, transcribed as one list)
     by the recogniser `asr`; returns the folder."""
-    manifests = [manifests] if isinstance(manifests, (str, Path)) else list(manifests)
+    manifests = as_list(manifests)
     settings = without(asr, "name")
     model = plugin_with(asr, "asr", "fingerprint_of", MODEL_PLUGIN).fingerprint_of(settings)
 
@@ -62,6 +62,11 @@ def run(asr: DictConfig, manifests: Path | list[Path], cache: Cache) -> Path:
 
     inputs = {"manifests": [file_digest(m) for m in manifests], "model": model}
     return cache.build("transcribe", {"asr": without(asr, *LABEL_KEYS)}, inputs, build, code=__name__)
+
+
+def as_list(manifests: Path | list[Path]) -> list[Path]:
+    """One manifest or several, as a list."""
+    return [manifests] if isinstance(manifests, (str, Path)) else list(manifests)
 
 
 def combined(manifests: list[Path]) -> list[Utterance]:
@@ -102,7 +107,7 @@ def load(folder: Path, manifests: Path | list[Path]) -> dict[str, str]:
     """The transcripts of a transcribe-stage folder, checked against the utterances of `manifests`."""
     path = Path(folder) / TEXT
     found = read_text(path)
-    for manifest in [manifests] if isinstance(manifests, (str, Path)) else manifests:
+    for manifest in as_list(manifests):
         missing = [u.id for u in read_manifest(manifest) if u.id not in found]
         if missing:
             raise input_error(path, f"no transcript for {len(missing)} utterance(s) of {manifest}, first {missing[0]}")
