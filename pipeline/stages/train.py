@@ -66,7 +66,8 @@ def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, s
                        world=world, curves=logger)
 
 
-# extraction settings that change how fast the validation lists are embedded, never the embeddings
+# extraction settings that change how fast the validation lists are embedded, never the embeddings;
+# `precision` (unused by the validation) stays: the extract stage's key holds it only through this folder
 EXTRACTION_SPEED_KEYS = ("workers", "audio_cache")
 
 
