@@ -30,7 +30,7 @@ tests/fixtures/vpc2026_ssl):
   zero-padded (`pipeline.asv.crops.take_context`).
 
 WavLM runs in float32 as in VPC, also under bf16 autocast, unless `wavlm_autocast` is set.
-It runs under `torch.inference_mode` and is not a registered submodule: it has no gradients,
+It runs under `torch.no_grad` and is not a registered submodule: it has no gradients,
 no optimiser state, and is not in the state dict (its weights come from the `wavlm` path).
 """
 from __future__ import annotations
@@ -261,18 +261,17 @@ class SSLSpeakerEncoder(nn.Module, Checked):
                      ragged: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """((L, B, T, C) WavLM layer outputs, (B,) valid frame counts) of waveforms already
         normalised for WavLM, each over its first num_samples (the attention mask); in float32
-        unless `wavlm_autocast`, under inference mode (no autograd graph). `ragged`: whether any
-        is shorter than the batch (None: found from num_samples, which waits for the device;
-        training's contexts are full, so its steps never wait here)."""
+        unless `wavlm_autocast`, without autograd (`no_grad`: unlike inference mode, its outputs
+        need no copy to enter the trainable part's graph, and torch.compile traces it).
+        `ragged`: whether any is shorter than the batch (None: found from num_samples, which
+        waits for the device; training's contexts are full, so its steps never wait here)."""
         mask = torch.arange(wavs.shape[1], device=wavs.device)[None, :] < num_samples[:, None]
         ragged = not bool(mask.all()) if ragged is None else ragged
         with torch.autocast(device_type=wavs.device.type, enabled=self.wavlm_autocast and torch.is_autocast_enabled(
-                wavs.device.type)), torch.inference_mode():
+                wavs.device.type)), torch.no_grad():
             layers = layer_outputs(self.wavlm, wavs if self.wavlm_autocast else wavs.float(),
                                    mask.long() if ragged else None)
             frames = self.wavlm._get_feat_extract_output_lengths(num_samples).long()
-        if not torch.is_inference_mode_enabled():  # usable by autograd
-            layers, frames = layers.clone(), frames.clone()
         return layers, frames
 
     def _embed(self, wavs: torch.Tensor, num_samples: torch.Tensor, wavlm: tuple[torch.Tensor, torch.Tensor], *,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -198,13 +197,23 @@ def _load_hf_folder(path: Path) -> WavLMModel:
 def layer_outputs(model: WavLMModel, wavs: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """(L, B, T, C) outputs of the L transformer layers for (B, N) waveforms, before the final
     layer norm of a pre-norm (Large) encoder; with a (B, N) `attention_mask` (1 on samples)
-    each utterance's frames are those of the utterance alone (its padding frames are not)."""
-    last: list[torch.Tensor] = []
-    hook = model.encoder.layers[-1].register_forward_hook(lambda module, args, output: last.append(output[0]))
-    try:
-        with warnings.catch_warnings():  # transformers' WavLM mixes a bool padding mask with a float bias
-            warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask", category=UserWarning)
-            hidden = model(wavs, attention_mask=attention_mask, output_hidden_states=True).hidden_states
-    finally:
-        hook.remove()
-    return torch.stack([*hidden[1:-1], last[0]])
+    each utterance's frames are those of the utterance alone (its padding frames are not).
+
+    `WavLMModel.forward` in eval mode, step by step through its own submodules (feature encoder,
+    projection, padding frames zeroed, positional convolution, layers), without the hooks by
+    which transformers collects hidden states: `torch.compile` traces it as one graph."""
+    features = model.feature_extractor(wavs).transpose(1, 2)
+    frames = None if attention_mask is None else model._get_feature_vector_attention_mask(
+        features.shape[1], attention_mask, add_adapter=False)
+    hidden, _ = model.feature_projection(features)
+    if frames is not None:
+        hidden = hidden.masked_fill(~frames[..., None], 0.0)
+    encoder = model.encoder
+    hidden = hidden + encoder.pos_conv_embed(hidden)
+    if not model.config.do_stable_layer_norm:  # a post-norm (Base) encoder normalises before its first layer
+        hidden = encoder.layer_norm(hidden)
+    outputs, position_bias = [], None
+    for layer in encoder.layers:
+        hidden, position_bias = layer(hidden, attention_mask=frames, position_bias=position_bias)
+        outputs.append(hidden)
+    return torch.stack(outputs)
