@@ -145,3 +145,14 @@ def test_the_attacker_bench_trains_every_attacker_config_from_random_weights(att
 
     cfg = attacker_config(attacker, training_overrides(8, "false", "bf16", 0, tmp_path))
     assert init_folder(cfg.init, cfg.finetune) is None
+
+
+@pytest.mark.slow  # a minute of Inductor compilation; the compiled forward's own tests are in test_asv_ecapa_ssl.py
+def test_compiled_ecapa_ssl_step_runs_at_cpu_sizes(tmp_path):
+    """The compiled ecapa_ssl step (the whole training forward, frozen WavLM included, as one graph)."""
+    step = next(s for s in steps_for("cpu", "tiny") if s.name == "ecapa_ssl_compiled")
+    assert step.argv[step.argv.index("--compile") + 1] == "reduce-overhead"
+    outcome = run_step(step, 600, tmp_path)
+    assert outcome.status == "ok", (tmp_path / "ecapa_ssl_compiled.log").read_text()[-2000:]
+    assert float(re.search(r"training: ([\d.]+) crops/s", outcome.result).group(1)) > 0
+    assert "compile reduce-overhead" in (tmp_path / "ecapa_ssl_compiled.log").read_text()

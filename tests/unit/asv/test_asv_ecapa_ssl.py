@@ -331,17 +331,24 @@ def test_bad_wavlm_checkpoints_are_one_line_naming_the_file(wavlm_files, tmp_pat
     assert "\n" not in str(error.value)
 
 
-def test_compiled_forward_and_backward_match_eager(wavlm_files):
-    """torch.compile (AOT autograd, the graph Inductor would get) through the inference-mode WavLM."""
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")  # transformers
+@pytest.mark.parametrize("training", [False, True])
+def test_compiled_forward_and_backward_match_eager(wavlm_files, training):
+    """torch.compile (AOT autograd, the graph Inductor would get) through the frozen WavLM, in
+    the evaluation forward and in the training one (crops and WavLM contexts; traced into the
+    graph, a WavLM under inference mode rather than no_grad fails there: "Cannot set
+    version_counter for inference tensor")."""
     model = encoder(wavlm_files[0])
     wavs = torch.stack([speech(1.0, 11), speech(1.0, 12)])
-    model(wavs).sum().backward()
+    kwargs = {"context": torch.stack([speech(1.5, 13), speech(1.5, 14)])} if training else {}
+    model(wavs, **kwargs).sum().backward()
     eager = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad()
+    torch._dynamo.reset()
     compiled = torch.compile(model, backend="aot_eager")
-    out = compiled(wavs)
+    out = compiled(wavs, **kwargs)
     out.sum().backward()
     with torch.no_grad():
-        torch.testing.assert_close(out, model(wavs), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(out, model(wavs, **kwargs), rtol=1e-4, atol=1e-4)
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, eager[name], rtol=1e-3, atol=1e-4, msg=name)
