@@ -1,7 +1,8 @@
 """Stage 5a — extract: speaker embeddings of one manifest with one attacker model.
 
 Output folder: `embeddings.npy` (N x D float32, manifest order) and `ids.txt`; keyed by
-the model folder and the manifest's content, so each (model, manifest) pair is embedded once.
+the model folder, the manifest's content and the extraction precision, so each (model,
+manifest, precision) is embedded once.
 With a team the manifest's length buckets are shared among the ranks (`pipeline.asv.embed`)
 and rank 0 writes the files.
 """
@@ -22,7 +23,6 @@ from pipeline.runtime.distributed import World
 from pipeline.runtime.team import Team, run_on_ranks
 
 
-
 def extract_on_rank(world: World, model: str, manifest: str, out: str, extraction: dict) -> None:
     """This rank's share of the manifest's embeddings; rank 0 writes them all."""
     ids, embeddings = extract_embeddings(model, read_manifest(Path(manifest)), world=world, **extraction)
@@ -36,8 +36,9 @@ def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: E
     """Embed the utterances of `manifest` with the attacker in `model` (a train-stage folder),
     on `team`'s ranks when given, else in this process on `device`.
 
-    `extraction` (the typed `attacker.extraction`: batch_seconds, precision, workers,
-    audio_cache) changes speed, not results, so it is not part of the folder's key.
+    `extraction` is the typed `attacker.extraction`: its `precision` changes the embeddings
+    and keys the folder; batch_seconds, workers and audio_cache change speed, not results
+    (length buckets make an embedding its own), so they are not part of the key.
     """
 
     def build(out: Path) -> dict:
@@ -47,4 +48,4 @@ def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: E
                 "dim": int(np.load(out / EMBEDDINGS, mmap_mode="r").shape[1])}
 
     inputs = {"model": Path(model).name, "manifest": file_digest(manifest)}
-    return cache.build("extract", {}, inputs, build, code=__name__)
+    return cache.build("extract", {"precision": extraction.precision}, inputs, build, code=__name__)

@@ -66,9 +66,10 @@ def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, s
                        world=world, curves=logger)
 
 
-# extraction settings that change how fast the validation lists are embedded, never the embeddings;
-# `precision` (unused by the validation) stays: the extract stage's key holds it only through this folder
-EXTRACTION_SPEED_KEYS = ("workers", "audio_cache")
+# extraction settings that do not change the trained attacker: reading threads and the audio cache
+# change how fast the validation lists are embedded; the validation embeds in float32 whatever
+# `precision` says (the extract stage's key holds the precision)
+NOT_TRAINING_EXTRACTION_KEYS = ("workers", "audio_cache", "precision")
 
 
 def run(attacker: Attacker, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None,
@@ -82,7 +83,7 @@ def run(attacker: Attacker, held_out: Path, cache: Cache, *, seed: int, device: 
     settings = asdict(attacker)
     params = {**{k: v for k, v in settings.items() if k not in ("name", "pretrained", "init", "finetune")},
               "training": {k: v for k, v in settings["training"].items() if k not in OPERATIONAL_KEYS},
-              "extraction": {k: v for k, v in settings["extraction"].items() if k not in EXTRACTION_SPEED_KEYS},
+              "extraction": {k: v for k, v in settings["extraction"].items() if k not in NOT_TRAINING_EXTRACTION_KEYS},
               "seed": seed}
     inputs = {name: file_digest(manifest_path(held_out, name)) for name in ("train", "select_enrolls", "select_trials")}
     inputs["select_trial_list"] = file_digest(trials_path(held_out, "select_trials"))

@@ -30,6 +30,7 @@ from pipeline.core.layout import manifest_path, trials_path
 from pipeline.core.schemas import Attacker, Training
 from pipeline.data.audio import read_audio, write_audio
 from pipeline.data.manifest import Utterance
+from pipeline.stages import extract as extract_stage
 from pipeline.stages import train as train_stage
 from tests.helpers import TOY_RATE, attacker_config, read_log, typed_attacker, validation_eer
 
@@ -369,11 +370,29 @@ def test_the_train_stage_keys_its_typed_settings(tmp_path):
     assert key("attacker.training.crop_seconds=3") == key("attacker.training.crop_seconds=3.0") != base
     assert key("attacker.training.num_workers=3", "attacker.training.log_every=7") == base
     assert key("attacker.training.epochs=5")[0] != base[0] and key("seed=7") != base
-    # regression: extraction's reading threads and audio-cache folder keyed the attacker, so giving
-    # the evaluation an audio cache retrained it; its precision and batches (validation EERs) still do
+    # regression: extraction's reading threads, audio-cache folder and precision keyed the attacker, so
+    # giving the evaluation an audio cache, or embedding in bf16, retrained it (the validation embeds in
+    # float32 whatever the precision; the extract stage keys it, below); its batches still do
     assert key("attacker.extraction.workers=7", "attacker.extraction.audio_cache=/tmp/decoded") == base
-    assert key("attacker.extraction.precision=bf16")[0] != base[0]
+    assert key("attacker.extraction.precision=bf16") == base
     assert key("attacker.extraction.batch_seconds=100")[0] != base[0]
+
+
+def test_the_extract_stage_keys_the_precision_not_the_speed_settings(tmp_path):
+    """bf16 embeddings are other numbers than float32 ones: another extract folder of the same
+    attacker (the precision used to key the attacker folder instead, retraining it)."""
+    manifest = write_text(tmp_path / "trials.txt", "utterances\n")
+
+    def key(*overrides: str) -> str:
+        cache = KeyOnly()
+        extract_stage.run(tmp_path / "attacker", manifest, cache, device="cpu",
+                          extraction=attacker_settings(compose(list(overrides)).attacker).extraction)
+        return content_hash({"params": cache.params, "inputs": cache.inputs})
+
+    base = key()
+    assert key("attacker.extraction.precision=bf16") != base
+    assert key("attacker.extraction.workers=7", "attacker.extraction.audio_cache=/tmp/decoded",
+               "attacker.extraction.batch_seconds=100") == base
 
 
 @pytest.mark.gpu
