@@ -15,6 +15,7 @@ bucketed padded lengths), from their decoded int16 cache (built first, not timed
         --precision bf16 --peak-tflops 989 --extract-utterances 6000 --extract-precision bf16  # H200
     python benchmarks/bench_attacker.py --device cuda ... --compile       # with torch.compile
     python benchmarks/bench_attacker.py --device cuda ... --compile reduce-overhead  # + CUDA graphs
+    python benchmarks/bench_attacker.py --device cuda ... --extract-compile reduce-overhead  # extraction too
     python benchmarks/bench_attacker.py --attacker ecapa_ssl_tiny --random-wavlm   # VPC 2026's ecapa_ssl, tiny
     python benchmarks/bench_attacker.py --attacker ecapa_ssl --random-wavlm --device cuda --batch-size 32 \
         --precision bf16 --steps 20 --extract-precision bf16               # at VPC 2026 sizes (WavLM-Large)
@@ -132,7 +133,8 @@ def random_wavlm(folder: Path, hidden: int, layers: int) -> Path:
 
 
 def extraction_speed(cfg, device: torch.device, workdir: Path, count: int, seconds: tuple[float, float],
-                     precision: str, batch_seconds: Sequence[float], workers: int, from_cache: bool) -> list[dict]:
+                     precision: str, batch_seconds: Sequence[float], workers: int, from_cache: bool,
+                     compile_mode: str | None = None) -> list[dict]:
     """Utterances/s of embed_utterances on `count` WAV files at each of `batch_seconds`, each
     the second pass over all of them (the first, untimed, meets every batch shape once)."""
     rng = np.random.default_rng(1)
@@ -152,7 +154,7 @@ def extraction_speed(cfg, device: torch.device, workdir: Path, count: int, secon
     audio, results = sum(utt.duration for utt in utts), []
     for budget in batch_seconds:
         options = dict(device=device, precision=precision, batch_seconds=budget, workers=workers, progress=False,
-                       audio_cache=workdir / "extraction_cache" if from_cache else None)
+                       audio_cache=workdir / "extraction_cache" if from_cache else None, compile=compile_mode)
         embed_utterances(encoder, utts, **options)
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -180,6 +182,8 @@ def main() -> None:
     parser.add_argument("--extract-utterances", type=int, help="utterances to embed (default: 3000 CUDA, 48 CPU)")
     parser.add_argument("--extract-seconds", type=float, nargs=2, default=(2.0, 14.0), help="length range, uniform")
     parser.add_argument("--extract-precision", default="fp32")
+    parser.add_argument("--extract-compile", nargs="?", const="default", metavar="MODE",
+                        help="torch.compile extraction (attacker.extraction.compile; MODE: default, reduce-overhead)")
     parser.add_argument("--extract-from", choices=["cache", "files"], default="cache",
                         help="extraction reads the decoded int16 cache (default) or decodes the files")
     parser.add_argument("--batch-seconds", type=float, nargs="+",
@@ -232,11 +236,11 @@ def main() -> None:
         budgets = args.batch_seconds or [float(cfg.extraction.batch_seconds)]
         for extraction in extraction_speed(cfg, device, workdir, count, tuple(args.extract_seconds),
                                            args.extract_precision, budgets, int(cfg.extraction.workers),
-                                           args.extract_from == "cache"):
+                                           args.extract_from == "cache", args.extract_compile):
             print(f"extraction: {extraction['utterances_per_s']:.1f} utterances/s in batches of "
                   f"{extraction['batch_seconds']:g} s, {extraction['audio_seconds_per_s']:.0f} s of audio per s "
                   f"({count} utterances, {extraction['audio_hours']:.2f} h, precision {args.extract_precision}, "
-                  f"audio from {args.extract_from}, second pass)")
+                  f"compile {args.extract_compile or 'false'}, audio from {args.extract_from}, second pass)")
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -12,6 +12,12 @@ the same numbers as one process.
 A batch that does not fit the device's memory is embedded in halves, down to one utterance;
 one utterance that does not fit is a one-line error naming attacker.extraction.batch_seconds
 and the memory (`pipeline.core.devices.out_of_memory`).
+
+With `compile` (attacker.extraction.compile: true or a torch.compile mode) the encoder's
+`embed_samples` is compiled with dynamic shapes: the bucket lengths and batch sizes are
+symbols, so a corpus compiles two or three graphs (the first shape's, the dynamic one, one for
+batches of a single utterance), not one per shape; the embeddings equal eager ones to float
+rounding.
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from tqdm import tqdm
 
 from pipeline.asv.audio_cache import INT16_SCALE, AudioCache, build_audio_cache, cache_key
 from pipeline.asv.encoder import check_encoder, check_module_targets, class_path
-from pipeline.core.devices import autocast, module_device, out_of_memory
+from pipeline.core.devices import autocast, compile_failed, compile_mode, module_device, out_of_memory
 from pipeline.core.errors import VpevalError
 from pipeline.core.fileio import read_text, write_json
 from pipeline.data.audio import read_audio
@@ -73,13 +79,14 @@ def save_encoder(model_dir: str | Path, encoder: nn.Module, **info) -> Path:
 def extract_embeddings(model_dir: str | Path, utts: Sequence[Utterance], *, device: str | torch.device | None = None,
                        batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
                        progress: bool | None = None, world: World | None = None,
-                       audio_cache: str | Path | None = None) -> tuple[list[str], np.ndarray]:
+                       audio_cache: str | Path | None = None,
+                       compile: bool | str | None = None) -> tuple[list[str], np.ndarray]:
     """Embeddings (N x D float32, in the order of `utts`) with the encoder saved in `model_dir`,
     on `device`, or shared by the ranks of `world` on its device (see the module doc)."""
     world = world or World.single(device)
     encoder = load_encoder(model_dir, world.device)
     return embed_utterances(encoder, utts, batch_seconds=batch_seconds, precision=precision, workers=workers,
-                            progress=progress, world=world, audio_cache=audio_cache)
+                            progress=progress, world=world, audio_cache=audio_cache, compile=compile)
 
 
 BUCKETS_PER_OCTAVE = 8  # padded lengths: at most 10 % (about 4.5 % on average) of padding
@@ -139,7 +146,8 @@ def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: s
                      batch_seconds: float = 400.0, precision: str = "fp32", workers: int = 2,
                      progress: bool | None = None, world: World | None = None,
                      audio_cache: str | Path | None = None,
-                     audio_cache_key: str = "attacker.extraction.audio_cache") -> tuple[list[str], np.ndarray]:
+                     audio_cache_key: str = "attacker.extraction.audio_cache",
+                     compile: bool | str | None = None) -> tuple[list[str], np.ndarray]:
     """Embed whole utterances with `encoder` (eval mode, no grad; autocast on CUDA for bf16/fp16).
 
     Audio is read by `workers` threads ahead of the model: decoded from the files, or, with
@@ -151,12 +159,14 @@ def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: s
     `batch_seconds`. The embeddings stay on the device until the end: no host sync per batch.
     Runs on the encoder's device (a `device`, or a `world` on another device, is an error);
     with `world` every rank calls this with the same utterances, embeds its share of the
-    buckets and returns all embeddings.
+    buckets and returns all embeddings. `compile`: see the module doc.
     """
     device = module_device(encoder, world.device if world else device, what="the speaker encoder")
     check_lengths(encoder, utts)
     world = world or World.single(device)
     dtype = autocast_dtype(precision, device, config_key="attacker.extraction.precision")
+    mode = compile_mode(compile, device, config_key="attacker.extraction.compile")
+    embed = Embed(encoder, mode)
     encoder.eval()
     cache = None
     if audio_cache is not None:
@@ -165,7 +175,7 @@ def embed_utterances(encoder: nn.Module, utts: Sequence[Utterance], *, device: s
             cache = build_audio_cache(utts, folder, sample_rate=encoder.sample_rate, workers=workers,
                                       progress=False if not world.is_main else progress, folder_key=audio_cache_key)
     batches = length_buckets([utt.duration for utt in utts], batch_seconds)[world.rank::world.size]
-    embeddings = _embed_batches(encoder, utts, batches, device, dtype, workers, cache,
+    embeddings = _embed_batches(embed, utts, batches, device, dtype, workers, cache,
                                 progress if world.is_main else False, batch_seconds)
     if world.size > 1:
         embeddings = world.sum(embeddings)
@@ -183,11 +193,30 @@ def check_lengths(encoder: nn.Module, utts: Sequence[Utterance]) -> None:
                           f"utterances); split them, or raise the bound if the device's memory allows")
 
 
-def _embed_batches(encoder: nn.Module, utts: Sequence[Utterance], batches: list[list[int]], device: torch.device,
+class Embed:
+    """`encoder.embed_samples`, compiled in torch.compile's `mode` (None: eager); a compile
+    failure is one line naming attacker.extraction.compile."""
+
+    def __init__(self, encoder: nn.Module, mode: str | None):
+        self.encoder, self.mode = encoder, mode
+        self.run = torch.compile(encoder.embed_samples, dynamic=True, mode=mode) if mode else encoder.embed_samples
+
+    def __call__(self, wavs: torch.Tensor, num_samples: torch.Tensor) -> torch.Tensor:
+        if not self.mode:
+            return self.run(wavs, num_samples)
+        torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: the last batch's output is copied out
+        try:
+            return self.run(wavs, num_samples)
+        except torch._dynamo.exc.TorchDynamoException as exc:
+            raise compile_failed(exc, self.mode, "attacker.extraction.compile") from None
+
+
+def _embed_batches(embed: Embed, utts: Sequence[Utterance], batches: list[list[int]], device: torch.device,
                    dtype: torch.dtype | None, workers: int, cache: AudioCache | None,
                    progress: bool | None, batch_seconds: float) -> torch.Tensor:
     """(len(utts), D) embeddings on `device`, zero outside `batches`; never waits for the device
     (except to split a batch that ran out of memory, see `embed_fitting`)."""
+    encoder = embed.encoder
     hop, min_samples = encoder.frame_hop, encoder.min_samples
     pin = device.type == "cuda"
 
@@ -207,7 +236,7 @@ def _embed_batches(encoder: nn.Module, utts: Sequence[Utterance], batches: list[
             wavs = padded.to(device, non_blocking=True)
             if wavs.dtype == torch.int16:
                 wavs = wavs.float() / INT16_SCALE
-            output = embed_fitting(encoder, wavs, lengths.to(device, non_blocking=True), dtype, batch_seconds, split)
+            output = embed_fitting(embed, wavs, lengths.to(device, non_blocking=True), dtype, batch_seconds, split)
             embeddings.index_copy_(0, rows.to(device, non_blocking=True), output.float())
             bar.update(len(rows))
     bar.close()
@@ -218,13 +247,14 @@ def _embed_batches(encoder: nn.Module, utts: Sequence[Utterance], batches: list[
     return embeddings
 
 
-def embed_fitting(encoder: nn.Module, wavs: torch.Tensor, lengths: torch.Tensor, dtype: torch.dtype | None,
+def embed_fitting(embed: Embed, wavs: torch.Tensor, lengths: torch.Tensor, dtype: torch.dtype | None,
                   batch_seconds: float, split: list[int]) -> torch.Tensor:
-    """`encoder.embed_samples(wavs, lengths)`, in halves (recursively, each size appended to
-    `split`) while a batch runs out of memory; one utterance that does not fit is a one-line error."""
+    """`embed(wavs, lengths)`, in halves (recursively, each size appended to `split`) while a
+    batch runs out of memory; one utterance that does not fit is a one-line error."""
+    encoder = embed.encoder
     try:
         with autocast(wavs.device.type, dtype):
-            return encoder.embed_samples(wavs, lengths)
+            return embed(wavs, lengths)
     except torch.OutOfMemoryError as error:
         if len(wavs) == 1:
             seconds = int(lengths[0]) / encoder.sample_rate
@@ -235,5 +265,5 @@ def embed_fitting(encoder: nn.Module, wavs: torch.Tensor, lengths: torch.Tensor,
                                 f"attacker.extraction.batch_seconds={batch_seconds:g}", advice) from None
     split.append(len(wavs))  # outside the except block: the failed attempt's tensors are freed first
     half = (len(wavs) + 1) // 2
-    return torch.cat([embed_fitting(encoder, wavs[:half], lengths[:half], dtype, batch_seconds, split),
-                      embed_fitting(encoder, wavs[half:], lengths[half:], dtype, batch_seconds, split)])
+    return torch.cat([embed_fitting(embed, wavs[:half], lengths[:half], dtype, batch_seconds, split),
+                      embed_fitting(embed, wavs[half:], lengths[half:], dtype, batch_seconds, split)])

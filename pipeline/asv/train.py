@@ -59,7 +59,7 @@ from pipeline.asv.finetune import init_folder
 from pipeline.asv.model import AAMSoftmaxHead
 from pipeline.asv.speechbrain_folder import load_attacker_folder
 from pipeline.core import faults
-from pipeline.core.devices import compile_mode, out_of_memory
+from pipeline.core.devices import compile_failed, compile_mode, out_of_memory
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import Attacker, typed
 from pipeline.data.manifest import Utterance
@@ -240,10 +240,8 @@ class _Trainer(Trainer):
             loss, cosines = self.step_module(wavs, labels, context)
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
-        except torch._dynamo.exc.TorchDynamoException as exc:  # "backend='inductor' raised:\nTheError: ..."
-            reason = " ".join([line.strip() for line in str(exc).splitlines() if line.strip()][:2])
-            raise VpevalError(f"attacker.training.compile={self.compile_mode}: torch.compile failed "
-                              f"({reason}); set attacker.training.compile=false") from None
+        except torch._dynamo.exc.TorchDynamoException as exc:
+            raise compile_failed(exc, self.compile_mode, "attacker.training.compile") from None
         except torch.OutOfMemoryError as error:
             advice = ("lower attacker.training.batch_size or attacker.training.crop_seconds (either changes "
                       "the result)" + (", or set attacker.training.precision=bf16"

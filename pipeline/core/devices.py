@@ -72,6 +72,13 @@ def compile_mode(value: bool | str | None, device: torch.device, *, config_key: 
     return mode
 
 
+def compile_failed(error: Exception, mode: str, config_key: str) -> VpevalError:
+    """A torch.compile failure ("backend='inductor' raised:\nTheError: ...") as one line naming
+    the setting that turns compilation off."""
+    reason = " ".join([line.strip() for line in str(error).splitlines() if line.strip()][:2])
+    return VpevalError(f"{config_key}={mode}: torch.compile failed ({reason}); set {config_key}=false")
+
+
 def _missing_compiler(device: torch.device) -> str | None:
     """What Inductor lacks to generate kernels for `device`, or None."""
     if device.type == "cuda":

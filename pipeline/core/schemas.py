@@ -257,6 +257,7 @@ class Extraction:
     precision: str = limited(PRECISION)
     workers: int = limited(COUNT0)
     audio_cache: str | None = MISSING
+    compile: Any = MISSING  # null, a boolean or a torch.compile mode
 
 
 @dataclass

@@ -37,8 +37,9 @@ def run(model: Path, manifest: Path, cache: Cache, *, device: str, extraction: E
     on `team`'s ranks when given, else in this process on `device`.
 
     `extraction` is the typed `attacker.extraction`: its `precision` changes the embeddings
-    and keys the folder; batch_seconds, workers and audio_cache change speed, not results
-    (length buckets make an embedding its own), so they are not part of the key.
+    and keys the folder; batch_seconds, workers, audio_cache and compile change speed, not
+    results (length buckets make an embedding its own; compiled code differs by float
+    rounding), so they are not part of the key.
     """
 
     def build(out: Path) -> dict:

@@ -67,9 +67,9 @@ def train_on_rank(world: World, attacker: Attacker, held_out: Path, out: Path, s
 
 
 # extraction settings that do not change the trained attacker: reading threads and the audio cache
-# change how fast the validation lists are embedded; the validation embeds in float32 whatever
-# `precision` says (the extract stage's key holds the precision)
-NOT_TRAINING_EXTRACTION_KEYS = ("workers", "audio_cache", "precision")
+# change how fast the validation lists are embedded; the validation embeds in float32, eager,
+# whatever `precision` and `compile` say (the extract stage's key holds the precision)
+NOT_TRAINING_EXTRACTION_KEYS = ("workers", "audio_cache", "precision", "compile")
 
 
 def run(attacker: Attacker, held_out: Path, cache: Cache, *, seed: int, device: str, team: Team | None = None,

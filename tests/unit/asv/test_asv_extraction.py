@@ -5,7 +5,7 @@ import torch
 
 from pipeline.asv import audio_cache as audio_cache_module
 from pipeline.asv import embed as embed_module
-from pipeline.asv.embed import _embed_batches, bucket_length, embed_utterances, length_buckets
+from pipeline.asv.embed import Embed, _embed_batches, bucket_length, embed_utterances, length_buckets
 from pipeline.asv.model import SpeakerEncoder
 
 TINY = dict(channels=[16, 16, 48], kernel_sizes=[5, 3, 1], dilations=[1, 2, 1], attention_channels=8,
@@ -58,7 +58,7 @@ def test_no_host_sync_per_batch(corpus):
     encoder = SpeakerEncoder(**TINY).to("meta").eval()
     val = corpus[1]
     batches = length_buckets([utt.duration for utt in val], 3.0)
-    embeddings = _embed_batches(encoder, val, batches, torch.device("meta"), None, 1, None, False, 3.0)
+    embeddings = _embed_batches(Embed(encoder, None), val, batches, torch.device("meta"), None, 1, None, False, 3.0)
     assert embeddings.device.type == "meta" and embeddings.shape == (len(val), 12)
 
 
@@ -69,12 +69,47 @@ def test_extraction_batches_do_not_sync_on_cuda(corpus):
     batches = length_buckets([utt.duration for utt in val], 3.0)
     torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
     try:
-        embeddings = _embed_batches(encoder, val, batches, torch.device("cuda"), torch.bfloat16, 2, None, False, 3.0)
+        embeddings = _embed_batches(Embed(encoder, None), val, batches, torch.device("cuda"), torch.bfloat16, 2, None,
+                                    False, 3.0)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     _, reference = embed_utterances(encoder.cpu(), val, progress=False)
     cosine = torch.nn.functional.cosine_similarity(embeddings.cpu(), torch.from_numpy(reference))
     assert bool((cosine > 0.99).all())
+
+
+def test_compiled_extraction_equals_eager_and_compiles_once_for_every_batch_shape(corpus):
+    """attacker.extraction.compile: one dynamic-shape graph for the buckets' lengths and batch
+    sizes (a graph per shape would recompile dozens of times on a real corpus)."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    encoder = SpeakerEncoder(**TINY).eval()
+    val = corpus[1]
+    _, eager = embed_utterances(encoder, val, batch_seconds=3, progress=False)
+    torch._dynamo.reset()
+    counters.clear()
+    shapes = {(len(b), bucket_length(int(max(val[i].duration for i in b) * 16000), 160))
+              for b in length_buckets([utt.duration for utt in val], 3.0)}
+    _, compiled = embed_utterances(encoder, val, batch_seconds=3, progress=False, compile=True)
+    assert len(shapes) > 3
+    assert 1 <= counters["stats"]["unique_graphs"] <= 2, counters["stats"]  # the first shape's graph, then a dynamic one
+    np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-5 * np.abs(eager).max())
+
+
+def test_a_compile_failure_in_extraction_is_one_line(corpus, monkeypatch):
+    from pipeline.core.errors import VpevalError
+
+    def failing_backend(graph, example_inputs):
+        raise RuntimeError("no kernel for this")
+
+    real_compile = torch.compile
+    monkeypatch.setattr(embed_module.torch, "compile",
+                        lambda function, dynamic, mode: real_compile(function, dynamic=dynamic, backend=failing_backend))
+    torch._dynamo.reset()
+    with pytest.raises(VpevalError, match=r"^attacker\.extraction\.compile=default: torch\.compile failed "
+                                          r"\(.*no kernel for this.*\); set attacker\.extraction\.compile=false$"):
+        embed_utterances(SpeakerEncoder(**TINY).eval(), corpus[1], batch_seconds=3, progress=False, compile=True)
 
 
 def test_a_batch_that_does_not_fit_memory_is_embedded_in_halves(corpus, monkeypatch, caplog):

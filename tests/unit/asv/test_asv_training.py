@@ -374,7 +374,7 @@ def test_the_train_stage_keys_its_typed_settings(tmp_path):
     # giving the evaluation an audio cache, or embedding in bf16, retrained it (the validation embeds in
     # float32 whatever the precision; the extract stage keys it, below); its batches still do
     assert key("attacker.extraction.workers=7", "attacker.extraction.audio_cache=/tmp/decoded") == base
-    assert key("attacker.extraction.precision=bf16") == base
+    assert key("attacker.extraction.precision=bf16", "attacker.extraction.compile=true") == base
     assert key("attacker.extraction.batch_seconds=100")[0] != base[0]
 
 
@@ -392,7 +392,7 @@ def test_the_extract_stage_keys_the_precision_not_the_speed_settings(tmp_path):
     base = key()
     assert key("attacker.extraction.precision=bf16") != base
     assert key("attacker.extraction.workers=7", "attacker.extraction.audio_cache=/tmp/decoded",
-               "attacker.extraction.batch_seconds=100") == base
+               "attacker.extraction.batch_seconds=100", "attacker.extraction.compile=reduce-overhead") == base
 
 
 @pytest.mark.gpu
