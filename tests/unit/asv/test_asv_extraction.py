@@ -93,8 +93,15 @@ def test_compiled_extraction_equals_eager_and_compiles_once_for_every_batch_shap
               for b in length_buckets([utt.duration for utt in val], 3.0)}
     _, compiled = embed_utterances(encoder, val, batch_seconds=3, progress=False, compile=True)
     assert len(shapes) > 3
-    assert 1 <= counters["stats"]["unique_graphs"] <= 2, counters["stats"]  # the first shape's graph, then a dynamic one
+    graphs = counters["stats"]["unique_graphs"]
+    assert 1 <= graphs <= 2, counters["stats"]  # the first shape's graph, then a dynamic one
     np.testing.assert_allclose(compiled, eager, rtol=0, atol=1e-5 * np.abs(eager).max())
+    # every extract stage loads its own encoder: another one (other weights) reuses the graphs
+    other = SpeakerEncoder(**TINY).eval()
+    _, other_eager = embed_utterances(other, val, batch_seconds=3, progress=False)
+    _, other_compiled = embed_utterances(other, val, batch_seconds=3, progress=False, compile=True)
+    assert counters["stats"]["unique_graphs"] == graphs
+    np.testing.assert_allclose(other_compiled, other_eager, rtol=0, atol=1e-5 * np.abs(other_eager).max())
 
 
 def test_a_compile_failure_in_extraction_is_one_line(corpus, monkeypatch):
