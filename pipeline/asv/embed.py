@@ -204,9 +204,9 @@ class Embed:
     def __call__(self, wavs: torch.Tensor, num_samples: torch.Tensor) -> torch.Tensor:
         if not self.mode:
             return self.run(wavs, num_samples)
-        torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs: the last batch's output is copied out
-        try:
-            return self.run(wavs, num_samples)
+        torch.compiler.cudagraph_mark_step_begin()
+        try:  # a copy: under CUDA graphs the next replay of this shape (an out-of-memory split's other half) reuses it
+            return self.run(wavs, num_samples).clone()
         except torch._dynamo.exc.TorchDynamoException as exc:
             raise compile_failed(exc, self.mode, "attacker.extraction.compile") from None
 

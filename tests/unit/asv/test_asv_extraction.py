@@ -104,6 +104,30 @@ def test_compiled_extraction_equals_eager_and_compiles_once_for_every_batch_shap
     np.testing.assert_allclose(other_compiled, other_eager, rtol=0, atol=1e-5 * np.abs(other_eager).max())
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_extraction_under_cuda_graphs_keeps_each_batch_output(corpus):
+    """reduce-overhead replays one CUDA graph per shape into the same output buffer: two
+    batches of one shape (an out-of-memory split's halves) must both survive."""
+    torch.manual_seed(0)
+    encoder = SpeakerEncoder(**TINY).cuda().eval()
+    wavs = torch.randn(4, 32000, device="cuda") * 0.1
+    lengths = torch.tensor([32000, 30000, 31000, 29000], device="cuda")
+    embed = Embed(encoder, "reduce-overhead")
+    with torch.inference_mode():
+        eager = encoder.embed_samples(wavs, lengths)
+        outputs = [embed(wavs[rows], lengths[rows]) for rows in (slice(0, 2), slice(2, 4)) for _ in range(3)]
+    def same(a, b):  # TF32 convolutions on CUDA: equal directions, not equal bits
+        return bool((torch.nn.functional.cosine_similarity(a.float(), b.float()) > 0.9999).all())
+
+    assert same(torch.cat([outputs[2], outputs[5]]), eager)
+    assert same(outputs[0], eager[:2])  # not overwritten by the later runs of its graph
+    _, on_cpu = embed_utterances(encoder.cpu(), corpus[1], batch_seconds=3, progress=False)
+    _, compiled = embed_utterances(encoder.cuda(), corpus[1], batch_seconds=3, progress=False,
+                                   compile="reduce-overhead")
+    assert same(torch.from_numpy(compiled), torch.from_numpy(on_cpu))
+
+
 def test_a_compile_failure_in_extraction_is_one_line(corpus, monkeypatch):
     from pipeline.core.errors import VpevalError
 
