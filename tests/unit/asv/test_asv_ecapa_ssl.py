@@ -226,6 +226,25 @@ def test_a_training_step_does_not_sync_on_cuda(wavlm_files):
         torch.cuda.set_sync_debug_mode("default")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_training_with_cuda_graphs_learns(wavlm_files, corpus, tmp_path):
+    """The whole ecapa_ssl step, frozen WavLM included, under torch.compile + CUDA graphs."""
+    import json
+    import math
+
+    from pipeline.asv.train import train_attacker
+    from tests.helpers import typed_attacker
+
+    cfg = typed_attacker("ecapa_ssl_tiny", (f"attacker.model.wavlm={wavlm_files[0]}", "attacker.model.wavlm_seconds=1.5",
+                                            "attacker.training.compile=reduce-overhead",
+                                            "attacker.training.precision=bf16", "attacker.training.batch_size=8",
+                                            "attacker.training.epochs=3"))
+    out = train_attacker(cfg, corpus[0], tmp_path, device="cuda", seed=1, validate=lambda encoder: 0.5)
+    log = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert all(math.isfinite(record["loss"]) for record in log) and log[-1]["loss"] < log[0]["loss"]
+
+
 def test_wavlm_runs_float32_under_autocast_unless_asked(wavlm_files):
     seen = []
     for wavlm_autocast in (False, True):
