@@ -63,8 +63,11 @@ def load_resumable(path: str | Path | None, expected_format: str, what: str,
     return checkpoint
 
 
-def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: str | Path, what: str) -> None:
-    """Load `state_dict` into `module`, or name the file and the expected vs found keys/shapes."""
+def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: str | Path, what: str, *,
+                       assign: bool = False) -> None:
+    """Load `state_dict` into `module`, or name the file and the expected vs found keys/shapes.
+    `assign`: the module's tensors become the state's, cast to their dtypes (a module built on
+    the meta device, without initialising weights that would be overwritten)."""
     if not isinstance(state_dict, Mapping) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
         raise VpevalError(f"{path}: the {what} entry is not a state dict of tensors")
     expected = {name: tuple(tensor.shape) for name, tensor in module.state_dict().items()}
@@ -80,7 +83,10 @@ def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: s
             problems.append(f"{len(items)} {label} [{'; '.join(items[:SHOWN_DIFFERENCES])}]{more}")
     if problems:
         raise VpevalError(f"{path}: {what} is from another architecture: {', '.join(problems)}")
-    module.load_state_dict(state_dict)
+    if assign:
+        dtypes = {name: tensor.dtype for name, tensor in module.state_dict().items()}
+        state_dict = {name: tensor.to(dtypes[name]) for name, tensor in state_dict.items()}
+    module.load_state_dict(state_dict, assign=assign)
 
 
 def check_builders(spec: Any, where: str | Path, allowed: tuple[str, ...]) -> None:

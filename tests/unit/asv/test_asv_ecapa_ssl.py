@@ -77,6 +77,17 @@ def test_both_wavlm_formats_give_the_same_layers(wavlm_files):
     torch.testing.assert_close(reference.last_hidden_state, last_normalised)
 
 
+def test_a_half_precision_folder_loads_as_float32_with_every_weight(tmp_path, wavlm_files):
+    """The model is built on the meta device and given the file's tensors (no random
+    initialisation): each must arrive, in the model's float32, whatever the file's dtype."""
+    WavLMModel.from_pretrained(wavlm_files[0]).half().save_pretrained(tmp_path / "half")
+    loaded, reference = load_wavlm(tmp_path / "half"), WavLMModel.from_pretrained(tmp_path / "half")
+    state = loaded.state_dict()
+    assert all(not t.is_meta and t.dtype == torch.float32 for t in state.values())
+    for name, tensor in reference.state_dict().items():
+        torch.testing.assert_close(state[name], tensor.float(), rtol=0, atol=0, msg=name)
+
+
 @pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")  # transformers' own attention
 @pytest.mark.parametrize("layout", ["large", "base"])
 @pytest.mark.parametrize("padded", [False, True])
