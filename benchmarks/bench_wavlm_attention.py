@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import runpy
+import warnings
+
 import torch
 
 from pipeline.asv.wavlm import layer_outputs, load_wavlm
@@ -23,7 +25,8 @@ RATE = 16000
 
 
 def timed(model, wavs: torch.Tensor, mask: torch.Tensor, repeats: int) -> tuple[float, torch.Tensor]:
-    with torch.inference_mode():
+    with torch.inference_mode(), warnings.catch_warnings():  # transformers' path mixes a bool mask with a float bias
+        warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask")
         out = layer_outputs(model, wavs, mask)  # warm-up
         started = time.perf_counter()
         for _ in range(repeats):
