@@ -215,8 +215,9 @@ def test_the_training_forward_has_no_data_dependent_branch(wavlm_files):
     """Regression (the H200 profile of 2026-11-29: the GPU idle a third of each ecapa_ssl step):
     the training forward asked the device whether the full-length contexts were ragged, a wait
     for the GPU every step; traced, such a question is a graph break on `Tensor.item()`. And the
-    frozen WavLM under inference mode (`is_inference_mode_enabled`), transformers' hooks and a
-    warnings filter broke it into a graph per layer: one graph now, what CUDA graphs capture whole."""
+    frozen WavLM under inference mode (`is_inference_mode_enabled`), transformers' output
+    capturing, a forward hook and a warnings filter made it six graphs with WavLM's forward run
+    eagerly: one graph now, what CUDA graphs capture whole."""
     model = encoder(wavlm_files[0]).train()
     crops, contexts = torch.stack([speech(1.0, 1), speech(1.0, 2)]), torch.stack([speech(1.5, 3), speech(1.5, 4)])
     torch._dynamo.reset()
