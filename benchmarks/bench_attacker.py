@@ -16,6 +16,7 @@ bucketed padded lengths), from their decoded int16 cache (built first, not timed
     python benchmarks/bench_attacker.py --device cuda ... --compile       # with torch.compile
     python benchmarks/bench_attacker.py --device cuda ... --compile reduce-overhead  # + CUDA graphs
     python benchmarks/bench_attacker.py --device cuda ... --extract-compile reduce-overhead  # extraction too
+    python benchmarks/bench_attacker.py ... +attacker.training.optimizer.fused=true   # any attacker override
     python benchmarks/bench_attacker.py --attacker ecapa_ssl_tiny --random-wavlm   # VPC 2026's ecapa_ssl, tiny
     python benchmarks/bench_attacker.py --attacker ecapa_ssl --random-wavlm --device cuda --batch-size 32 \
         --precision bf16 --steps 20 --extract-precision bf16               # at VPC 2026 sizes (WavLM-Large)
@@ -191,6 +192,8 @@ def main() -> None:
     parser.add_argument("--workdir", help="folder for the cache and audio (default: a temporary folder)")
     parser.add_argument("--random-wavlm", action="store_true",
                         help="give the attacker's `wavlm` key a random-weight WavLM of its sizes (ecapa_ssl)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="more attacker overrides, after the bench's own (e.g. +attacker.training.optimizer.fused=true)")
     args = parser.parse_args()
 
     device = resolve_device(args.device)
@@ -199,7 +202,7 @@ def main() -> None:
     batch_size = args.batch_size or (int(base.training.batch_size) if on_gpu else 8)
     steps = args.steps or (100 if on_gpu else 4)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_attacker_"))
-    overrides = training_overrides(batch_size, args.compile, args.precision, args.workers, workdir)
+    overrides = training_overrides(batch_size, args.compile, args.precision, args.workers, workdir) + args.overrides
     if args.random_wavlm:
         wavlm = random_wavlm(workdir / "wavlm", int(base.model.channels[0]), int(base.model.wavlm_layers))
         overrides.append(f"attacker.model.wavlm={wavlm}")
