@@ -257,7 +257,7 @@ class Extraction:
     precision: str = limited(PRECISION)
     workers: int = limited(COUNT0)
     audio_cache: str | None = MISSING
-    compile: Any = MISSING  # null, a boolean or a torch.compile mode
+    compile: Any = None  # null, a boolean or a torch.compile mode; unset in attacker configs written before it: off
 
 
 @dataclass

@@ -378,6 +378,16 @@ def test_the_train_stage_keys_its_typed_settings(tmp_path):
     assert key("attacker.extraction.batch_seconds=100")[0] != base[0]
 
 
+def test_an_attacker_config_written_before_extraction_compile_still_loads():
+    """Regression: the new key was required, so a user's attacker config without it (the
+    architecture table's toy attacker) stopped with "attacker.extraction.compile: required"."""
+    from pipeline.core.schemas import Extraction, typed
+
+    extraction = typed({"batch_seconds": 30, "precision": "fp32", "workers": 2, "audio_cache": None}, Extraction,
+                       "attacker.extraction")
+    assert extraction.compile is None
+
+
 def test_the_extract_stage_keys_the_precision_not_the_speed_settings(tmp_path):
     """bf16 embeddings are other numbers than float32 ones: another extract folder of the same
     attacker (the precision used to key the attacker folder instead, retraining it)."""
