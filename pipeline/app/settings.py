@@ -4,7 +4,7 @@ Each check has one home, and `problems` reads them all: a key's type and range a
 the config schemas (pipeline.core.schemas: the type, and in the field's metadata its range); the keys
 of a `_target_` plugin (an anonymiser, the attacker's speaker encoder, an ASR model) are checked
 by the plugin's class (`check_settings`, pipeline.core.checks.Checked; an anonymiser's by its
-parameter dataclass), found through the config's `_target_`; ABOVE_SCHEMAS holds the two ranges
+parameter dataclass), found through the config's `_target_`; ABOVE_SCHEMAS holds the ranges
 whose allowed values are defined above the schemas' layer; COMBINATIONS are checks of several
 keys at once. A key whose type is wrong is
 not checked further; a key the config does not have is skipped (the groups differ).
@@ -36,9 +36,11 @@ from pipeline.metrics.wer import TEXT_RULES
 from pipeline.stages.split import MIN_TRAIN, unseen_floor
 
 # Ranges of schema keys whose allowed values live above the schemas' layer (which cannot import them).
+COMPILE_SETTING = Check(f"null, false, true or one of {', '.join(COMPILE_MODES)}",
+                        lambda v: v in (None, False, True) or v in COMPILE_MODES)
 ABOVE_SCHEMAS = {
-    "attacker.training.compile": Check(f"null, false, true or one of {', '.join(COMPILE_MODES)}",
-                                       lambda v: v in (None, False, True) or v in COMPILE_MODES),
+    "attacker.training.compile": COMPILE_SETTING,
+    "attacker.extraction.compile": COMPILE_SETTING,
     "utility.wer_text": choice(TEXT_RULES),
     "utility.pitch_tracker": choice(TRACKERS),
     "utility.pitch_rule": choice(PITCH_RULES),

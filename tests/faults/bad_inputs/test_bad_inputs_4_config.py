@@ -59,6 +59,9 @@ SETTINGS_ROWS = [  # row, input, override, needles (pipeline.app.settings, befor
     ("examples-per-epoch-typo", "an unknown epoch definition (`attacker.training.examples_per_epoch=chunk`; it "
      "stopped only when the attacker started training)", "attacker.training.examples_per_epoch=chunk",
      ("attacker.training.examples_per_epoch=chunk", "chunks or utterances")),
+    ("extraction-compile-typo", "an unknown compile mode for extraction (`attacker.extraction.compile=fast`; "
+     "when the setting was new it stopped only at the first embedded list, after training)",
+     "attacker.extraction.compile=fast", ("attacker.extraction.compile=fast", "reduce-overhead")),
     ("required-unset", "a required value left unset (`anonymizer=external` without `anonymizer.command`)",
      "anonymizer=external", ("anonymizer.command", "required")),
     ("anonymizer-unknown-key", "an anonymiser key its system does not have (`+anonymizer.lpc_ordr=16`; it stopped "
