@@ -72,6 +72,10 @@ def steps_for(device: str, semi_size: str, out: Path = Path("gpu-check")) -> lis
     attacker = [*py, "benchmarks/bench_attacker.py", "--device", device, "--precision", "bf16"]
     attacker += ["--batch-size", "256", "--steps", "60"] if gpu else ["--batch-size", "8", "--steps", "2",
                                                                       "--attacker", "ecapa_tiny"]
+    # extraction of the attacker steps: the config's batches (600 s), then 4 times larger (the 2026-11-29
+    # profile found the GPU idle half the time in extraction, waiting for the host's per-batch work)
+    extraction = ["--extract-utterances", "6000" if gpu else "24", "--extract-precision", "bf16",
+                  "--batch-seconds", *(["600", "2400"] if gpu else ["30", "120"])]
     semi_epochs = "attacker.training.epochs=1"
     ssl = [*py, "benchmarks/bench_attacker.py", "--device", device, "--precision", "bf16", "--random-wavlm",
            "--extract-precision", "bf16"]
@@ -93,17 +97,12 @@ def steps_for(device: str, semi_size: str, out: Path = Path("gpu-check")) -> lis
                                     "--reference-seconds", "8"],
              r"^(vpeval|compiled kernel).*?;", 30),
         Step("attacker_eager", "attacker training bf16 eager, extraction bf16 (decoded cache)",
-             # the config's batches (600 s), then 4 times larger: the 2026-11-29 profile found the GPU idle
-             # half the time in extraction, waiting for the host's per-batch work
-             [*attacker, "--extract-utterances", "6000" if gpu else "24", "--extract-precision", "bf16",
-              "--batch-seconds", *(["600", "2400"] if gpu else ["30", "120"])],
+             [*attacker, *extraction],
              r"^(training|extraction): .*?(?=;|\(|$)", 85,
              (Target("extraction >= 3,000 utt/s", r"extraction: ([\d.]+) utterances/s", 3000),)),
         # extraction compiled too (dynamic shapes, since late 2026-11-29): the profile's lever for 3,000 utt/s
         Step("attacker_compiled", "attacker training and extraction bf16, torch.compile + CUDA graphs",
-             [*attacker, "--compile", "reduce-overhead", "--extract-compile", "reduce-overhead",
-              "--extract-utterances", "6000" if gpu else "24", "--extract-precision", "bf16",
-              "--batch-seconds", *(["600", "2400"] if gpu else ["30", "120"])],
+             [*attacker, "--compile", "reduce-overhead", "--extract-compile", "reduce-overhead", *extraction],
              r"^(training|extraction): .*?(?=;|\(|$)", 130,
              (Target("training >= 10,000 crops/s", r"training: ([\d.]+) crops/s", 10000),
               Target("extraction >= 3,000 utt/s", r"extraction: ([\d.]+) utterances/s", 3000))),
@@ -114,7 +113,7 @@ def steps_for(device: str, semi_size: str, out: Path = Path("gpu-check")) -> lis
              (Target("ecapa_ssl training >= 600 crops/s", r"training: ([\d.]+) crops/s", 600),)),
         # the same training compiled: one graph since the frozen WavLM is traced whole (late 2026-11-29)
         Step("ecapa_ssl_compiled", "VPC 2026 ecapa_ssl training, torch.compile + CUDA graphs",
-             # compiling the 24 WavLM layers took about 110 s on the 2-core VM's CPU
+             # compiling the 24 WavLM layers added about 127 s on the 2-core VM's CPU (docs/performance.md)
              [*ssl, "--compile", "reduce-overhead", "--extract-utterances", "0"],
              r"^training: .*?(?=;|\(|$)", 180,
              (Target("ecapa_ssl training >= 600 crops/s", r"training: ([\d.]+) crops/s", 600),)),

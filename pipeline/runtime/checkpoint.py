@@ -70,7 +70,8 @@ def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: s
     the meta device, without initialising weights that would be overwritten)."""
     if not isinstance(state_dict, Mapping) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
         raise VpevalError(f"{path}: the {what} entry is not a state dict of tensors")
-    expected = {name: tuple(tensor.shape) for name, tensor in module.state_dict().items()}
+    current = module.state_dict()
+    expected = {name: tuple(tensor.shape) for name, tensor in current.items()}
     found = {name: tuple(tensor.shape) for name, tensor in state_dict.items()}
     problems = []
     missing = sorted(expected.keys() - found.keys())
@@ -84,8 +85,7 @@ def load_state_checked(module: nn.Module, state_dict: Mapping[str, Any], path: s
     if problems:
         raise VpevalError(f"{path}: {what} is from another architecture: {', '.join(problems)}")
     if assign:
-        dtypes = {name: tensor.dtype for name, tensor in module.state_dict().items()}
-        state_dict = {name: tensor.to(dtypes[name]) for name, tensor in state_dict.items()}
+        state_dict = {name: tensor.to(current[name].dtype) for name, tensor in state_dict.items()}
     module.load_state_dict(state_dict, assign=assign)
 
 

@@ -21,4 +21,3 @@ def ordered_map(function: Callable[[Item], Result], items: Iterable[Item], *, wo
                 yield pending.pop(0).result()
         for future in pending:
             yield future.result()
-

@@ -117,6 +117,7 @@ def test_extraction_under_cuda_graphs_keeps_each_batch_output(corpus):
     with torch.inference_mode():
         eager = encoder.embed_samples(wavs, lengths)
         outputs = [embed(wavs[rows], lengths[rows]) for rows in (slice(0, 2), slice(2, 4)) for _ in range(3)]
+
     def same(a, b):  # TF32 convolutions on CUDA: equal directions, not equal bits
         return bool((torch.nn.functional.cosine_similarity(a.float(), b.float()) > 0.9999).all())
 
