@@ -206,10 +206,15 @@ class Anonymizer(Checked, ABC):
     `probe_first`: a system that can fail for reasons outside vpeval (an external command
     whose interpreter lacks a package) is run once on one utterance when an experiment
     starts, so it fails before any training, not after it.
+
+    `on_ranks`: the system may run as one copy per rank of a team (`distributed`), each on its
+    own device and its share of the batches (the anonymize stage). Only for systems whose
+    copies share nothing but read-only files and caches they build atomically; off by default.
     """
 
     sample_rate: int = 16000
     probe_first: bool = False
+    on_ranks: bool = False
     parameters: ClassVar[type[Parameters]] = Parameters
 
     def __init__(self, *, seed: int = 0, device: str = "auto", source_speakers: Mapping[str, str] | None = None,

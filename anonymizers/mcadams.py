@@ -289,6 +289,7 @@ class McAdams(Anonymizer):
     `McAdamsParameters`, with `seed`, `device` (see `Anonymizer`)."""
 
     parameters = McAdamsParameters
+    on_ranks = True  # the copies share only read-only files
 
     def __init__(self, **settings):
         super().__init__(**settings)

@@ -119,6 +119,7 @@ class SpeakerEmbeddingAnonymizer(Anonymizer):
     `SpeakerEmbeddingParameters`, with `seed`, `device` (see `Anonymizer`)."""
 
     parameters = SpeakerEmbeddingParameters
+    on_ranks = True  # the copies share only read-only files
 
     def __init__(self, **settings):
         super().__init__(**settings)

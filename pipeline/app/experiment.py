@@ -78,7 +78,7 @@ class Experiment:
 
     def __init__(self, cfg: DictConfig, team: Team | None = None, curves: dict | None = None):
         self.cfg = cfg
-        self.team = team  # the ranks that train and extract, when distributed
+        self.team = team  # the ranks that anonymise, train and extract, when distributed
         self.curves = curves  # where the attackers trained here log their curves (`curve_settings`)
         # the settings the stages take, typed once (pipeline.core.schemas)
         self.split, self.detect = typed(cfg.split, Split, "split"), typed(cfg.detect, Detect, "detect")
@@ -142,7 +142,7 @@ class Experiment:
                                                   device=self.device,
                                                   sample_rate=self.data_settings.sample_rate,
                                                   speakers=self.source_speakers,
-                                                  output_check=self.output_check) / "manifest.jsonl"
+                                                  output_check=self.output_check, team=self.team) / "manifest.jsonl"
         return self._anonymized[key]
 
     @cached_property
@@ -417,7 +417,8 @@ def curve_settings(cfg: DictConfig, run_dir: Path) -> dict:
 def run_experiment(cfg: DictConfig, run_dir: Path) -> Path | None:
     """Run every stage the config needs and write the report; returns the report folder.
 
-    With `distributed` asking for several ranks, training and extraction run on a team of
+    With `distributed` asking for several ranks, anonymisation (by a system that can run on the
+    ranks), training and extraction run on a team of
     torchrun workers; on a multi-node job the nodes other than node 0 only serve that team
     and return None.
     """

@@ -4,6 +4,7 @@
         --control HOST:PORT --device-type cuda --timeout 1800
 
 Joins the process group from torchrun's environment, says so in the leader's task store,
+logs as the leader does (rank 0 from INFO, the others from WARNING, to stderr, each line naming the rank),
 then runs task 1, 2, ... (the pickled pair `(function, kwargs)`, called as
 `function(world, **kwargs)`) until an exit task (None). A failing task puts its one-line error in
 the store (first error wins) and ends the process, so torchrun and the leader stop the rest.
@@ -11,6 +12,7 @@ the store (first error wins) and ends the process, so torchrun and the leader st
 from __future__ import annotations
 
 import argparse
+import logging
 import pickle
 import sys
 from datetime import timedelta
@@ -34,6 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     host, port = args.control.rsplit(":", 1)
     store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=args.timeout))
     world = World.from_env(args.device_type, args.timeout)
+    logging.basicConfig(level=logging.INFO if world.is_main else logging.WARNING,
+                        format=f"[%(asctime)s][%(name)s][%(levelname)s] - rank {world.rank}: %(message)s")
     store.add("joined", 1)
     task_number = 1
     while True:

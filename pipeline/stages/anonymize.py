@@ -18,6 +18,13 @@ the batch; `speech.json` lists the utterances whose output fails the speech scre
 `output_check.max_non_speech` of them fail (unless `output_check.speech` is false), before any
 attacker trains on its output. The check's settings are no part of the folder's key: they
 decide whether the audio is used, not what it is.
+
+With a team (`distributed`: several GPUs) a system that can run on the ranks
+(`Anonymizer.on_ranks`: in-process systems, not an external command) is run by every rank on
+its own device: the same length-sorted batches as one process, dealt round-robin, each rank
+appending its records to `pseudo_speakers.<rank>.jsonl`; the leader then gathers them into
+`pseudo_speakers.jsonl`. A pseudo-speaker depends on the seed and the id only, so the audio is
+the same as one process's (a test), and the folder's key does not name the number of ranks.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from anonymizers.base import Anonymizer, check_speech
@@ -38,12 +45,15 @@ from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import audio_info, read_audio, write_audio
 from pipeline.data.manifest import Utterance, file_digest, read_manifest, write_manifest
 from pipeline.runtime.cpus import file_threads
+from pipeline.runtime.distributed import World
 from pipeline.runtime.ordered import ordered_map
+from pipeline.runtime.team import Team
 
 log = logging.getLogger(__name__)
 # change nothing in the output: raising an external system's timeout after a time-out resumes the folder
 LABEL_KEYS = ("name", "batch_seconds", "timeout_seconds", "workdir")
 SPEECH = "speech.json"  # the speech screen of every output: {"utterances": n, "screens": {id: Screen fields}}
+RECORDS = "pseudo_speakers.jsonl"  # a record per finished utterance: {"id", "pseudo_speaker", "screen"}
 
 
 def output_path(out: Path, utt: Utterance) -> Path:
@@ -52,11 +62,12 @@ def output_path(out: Path, utt: Utterance) -> Path:
 
 def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, seed: int, device: str,
         sample_rate: int = 16000, speakers: Mapping[str, str] | None = None,
-        output_check: OutputCheck | None = None) -> Path:
+        output_check: OutputCheck | None = None, team: Team | None = None) -> Path:
     """Anonymise the utterances of list `list_name` (`manifest`) with `system` (a
     conf/anonymizer node); `speakers`: {speaker: gender} of every list of the corpus (None:
     this list's own, for a list anonymised on its own); `output_check`: the typed section
-    (`speech`, `max_non_speech`; None: its defaults, on). The folder's key is the system's
+    (`speech`, `max_non_speech`; None: its defaults, on); `team`: the ranks that share the
+    work when the system can run on them (see the module doc). The folder's key is the system's
     config (less its labels) and the fingerprint of the files its parameter dataclass names
     (checked first): the system is built only when the folder is not complete."""
     system_class = plugin_with(system, "anonymizer", "parameters", "an anonymiser class (a subclass of "
@@ -68,8 +79,15 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     inputs = {"manifest": file_digest(manifest), **parameters.fingerprint(speakers)}
 
     def build(out: Path) -> dict:
-        anonymizer = system_class(**settings, seed=seed, device=device, source_speakers=speakers)
-        return _build(out, system.name, anonymizer, Path(manifest), list_name, sample_rate)
+        if team is not None and system_class.on_ranks:
+            log.info("anonymize: %s on the team's %d ranks", system.name, team.spec.world_size)
+            team.run(anonymize_on_rank, system=OmegaConf.to_container(system), manifest=str(manifest), out=str(out),
+                     list_name=list_name, seed=seed, sample_rate=sample_rate, speakers=speakers)
+        else:
+            anonymizer = system_class(**settings, seed=seed, device=device, source_speakers=speakers)
+            _anonymize(out, system.name, anonymizer, read_manifest(manifest), list_name, sample_rate,
+                       World.single(anonymizer.device))
+        return _finish(out, system.name, read_manifest(manifest))
 
     out = cache.build("anonymize", params, inputs, build, code=__name__)
     check_speech(str(system.name), list_name, json.loads(read_text(out / SPEECH))["screens"], output_check)
@@ -96,47 +114,76 @@ def _written(out: Path, utt: Utterance, pseudo_speaker: dict) -> Utterance:
                    pseudo_speaker=pseudo_speaker)
 
 
-def _build(out: Path, name: str, anonymizer: Anonymizer, manifest: Path, list_name: str, sample_rate: int) -> dict:
-    utts = read_manifest(manifest)
-    records_path = out / "pseudo_speakers.jsonl"
-    # appended per finished batch (after its audio), so a resumed run keeps what it drew
-    lines = list(map(json.loads, _complete_lines(records_path)))
-    records = {r["id"]: r["pseudo_speaker"] for r in lines}
-    screens = {r["id"]: r["screen"] for r in lines}
-    todo = [u for u in utts if not (output_path(out, u).is_file() and u.id in records)]
-    if todo:
-        anonymizer.prepare(utts)
-        log.info("anonymize: %s on %d/%d utterances of %s", name, len(todo), len(utts), manifest)
-        batches = _batches(todo, anonymizer.batch_seconds)
-        threads = file_threads()
-        load = lambda batch: list(ordered_map(lambda u: read_audio(u.path, sample_rate), batch,  # noqa: E731
-                                              workers=threads))
-        with tqdm(total=len(todo), desc=f"anonymize {name}", unit="utt") as bar:
-            # the next batch is read while this one is anonymised
-            for batch, waves in zip(batches, ordered_map(load, batches, workers=1, lookahead=2)):
-                outputs, drawn, screened = anonymizer.run_batch(waves, [u.id for u in batch], [u.speaker for u in batch],
-                                                      sample_rate, list_name)
-                list(ordered_map(lambda pair: write_audio(output_path(out, pair[0]), pair[1].numpy(), sample_rate),
-                                 zip(batch, outputs), workers=threads))
-                with open(records_path, "a") as handle:
-                    handle.writelines(json.dumps({"id": u.id, "pseudo_speaker": r, "screen": s}) + "\n"
-                                      for u, r, s in zip(batch, drawn, screened))
-                records.update((u.id, r) for u, r in zip(batch, drawn))
-                screens.update((u.id, s) for u, s in zip(batch, screened))
-                bar.update(len(batch))
-    anonymized = [_written(out, u, records[u.id]) for u in utts]
+def anonymize_on_rank(world: World, system: dict, manifest: str, out: str, list_name: str, seed: int,
+                      sample_rate: int, speakers: Mapping[str, str] | None) -> None:
+    """This rank's share of the list's batches, with the system built on the rank's device
+    (rank 0 first: a system that builds a cache of its own, e.g. a speaker pool, builds it once)."""
+    system = OmegaConf.create(system)
+    system_class = plugin_with(system, "anonymizer", "parameters", "an anonymiser class")
+    with world.main_first():
+        anonymizer = system_class(**instantiate(without(system, "name", "_target_"), _convert_="all"), seed=seed,
+                                  device=str(world.device), source_speakers=speakers)
+    _anonymize(Path(out), system.name, anonymizer, read_manifest(Path(manifest)), list_name, sample_rate, world)
+
+
+def _anonymize(out: Path, name: str, anonymizer: Anonymizer, utts: list[Utterance], list_name: str, sample_rate: int,
+               world: World) -> None:
+    """Anonymise the utterances of `utts` not yet done in `out` (its audio file and record
+    written): `world`'s rank takes every size-th of their batches, and appends its records to
+    its own file (see the module doc)."""
+    done = set(_records(out))
+    todo = [u for u in utts if not (output_path(out, u).is_file() and u.id in done)]
+    world.barrier()  # every rank has read the same state before any writes
+    if not todo:
+        return
+    anonymizer.prepare(utts)
+    batches = _batches(todo, anonymizer.batch_seconds)[world.rank::world.size]
+    records_path = out / (RECORDS if world.size == 1 else f"pseudo_speakers.{world.rank}.jsonl")
+    _drop_half_written_line(records_path)
+    if world.is_main:
+        log.info("anonymize: %s on %d/%d utterances of %s", name, len(todo), len(utts), list_name)
+    threads = file_threads()
+    load = lambda batch: list(ordered_map(lambda u: read_audio(u.path, sample_rate), batch,  # noqa: E731
+                                          workers=threads))
+    with tqdm(total=sum(map(len, batches)), desc=f"anonymize {name}", unit="utt", disable=not world.is_main) as bar:
+        # the next batch is read while this one is anonymised
+        for batch, waves in zip(batches, ordered_map(load, batches, workers=1, lookahead=2)):
+            outputs, drawn, screened = anonymizer.run_batch(waves, [u.id for u in batch], [u.speaker for u in batch],
+                                                            sample_rate, list_name)
+            list(ordered_map(lambda pair: write_audio(output_path(out, pair[0]), pair[1].numpy(), sample_rate),
+                             zip(batch, outputs), workers=threads))
+            with open(records_path, "a") as handle:  # after the batch's audio: a record means a finished file
+                handle.writelines(json.dumps({"id": u.id, "pseudo_speaker": r, "screen": s}) + "\n"
+                                  for u, r, s in zip(batch, drawn, screened))
+            bar.update(len(batch))
+
+
+def _finish(out: Path, name: str, utts: list[Utterance]) -> dict:
+    """Gather the records (of every rank) into `pseudo_speakers.jsonl` and write the manifest
+    and the speech screens of the finished folder."""
+    records = _records(out)
+    write_lines(out / RECORDS, [json.dumps({"id": u.id, **records[u.id]}) for u in utts])
+    for part in out.glob("pseudo_speakers.*.jsonl"):
+        part.unlink()
+    anonymized = [_written(out, u, records[u.id]["pseudo_speaker"]) for u in utts]
     write_manifest(out / "manifest.jsonl", anonymized)
-    write_json(out / SPEECH, {"utterances": len(utts), "screens": {u.id: screens[u.id] for u in utts}})
+    write_json(out / SPEECH, {"utterances": len(utts), "screens": {u.id: records[u.id]["screen"] for u in utts}})
     return {"utterances": len(utts), "system": name}
 
 
-def _complete_lines(path: Path) -> list[str]:
-    """The newline-terminated lines of a file that an interrupted run may have left ending in
-    a half-written line; that line is dropped from the file too, so appends stay whole."""
-    if not path.is_file():
-        return []
-    text = path.read_text()
-    lines = text[:text.rfind("\n") + 1].splitlines()
-    if not text.endswith("\n") and text:
-        write_lines(path, lines)
-    return lines
+def _records(out: Path) -> dict[str, dict]:
+    """{id: {"pseudo_speaker", "screen"}} of every finished utterance, from `pseudo_speakers.jsonl`
+    and the ranks' files; a line an interrupted run left half-written is not read."""
+    records = {}
+    for path in sorted(out.glob("pseudo_speakers*.jsonl")):
+        text = path.read_text()
+        for line in text[:text.rfind("\n") + 1].splitlines():
+            record = json.loads(line)
+            records[record.pop("id")] = record
+    return records
+
+
+def _drop_half_written_line(path: Path) -> None:
+    """Cut the half-written last line an interrupted run may have left, so appends stay whole."""
+    if path.is_file() and (text := path.read_text()) and not text.endswith("\n"):
+        write_lines(path, text[:text.rfind("\n") + 1].splitlines())

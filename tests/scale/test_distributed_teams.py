@@ -22,6 +22,7 @@ Two runs with the same number of ranks are bitwise equal on CPU, killed or not.
 The same tolerances hold at 4 ranks (2 crops each): on AMD EPYC (2026-11-28) the largest
 parameter difference was 1.4e-5 at 2 ranks and 1.2e-5 at 4, the cosine distance 1.2e-7 at both.
 """
+import json
 import os
 import signal
 import subprocess
@@ -331,6 +332,46 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
     assert results["team"].keys() == results["alone"].keys()
     team_emb, alone_emb = (np.stack([results[name][utt] for utt in results["alone"]]) for name in ("team", "alone"))
     assert cosine_distance(team_emb, alone_emb).max() < EMBEDDING_TOLERANCE
+
+
+def test_anonymisation_on_a_team_writes_what_one_process_writes(team, corpus, tmp_path):
+    """McAdams on 2 ranks: each rank anonymises its half of the batches, the leader gathers the
+    records; the folder (its name too: the key holds no rank count) equals one process's."""
+    from pipeline.core.cache import Cache, is_complete
+    from pipeline.core.config import compose
+    from pipeline.stages import anonymize
+
+    utts = corpus[0] + corpus[1]
+    manifest = write_manifest(tmp_path / "list.jsonl", utts)
+    system = compose(["anonymizer.batch_seconds=4"]).anonymizer  # several batches per rank
+    folders = {name: anonymize.run(system, manifest, Cache(tmp_path / name), list_name="train", seed=3, device="cpu",
+                                   team=with_team) for name, with_team in (("team", team), ("alone", None))}
+    assert folders["team"].name == folders["alone"].name and is_complete(folders["team"])
+    assert [p.name for p in folders["team"].glob("pseudo_speakers*")] == ["pseudo_speakers.jsonl"]
+    for name in ("pseudo_speakers.jsonl", "speech.json"):
+        assert (folders["team"] / name).read_text() == (folders["alone"] / name).read_text()
+    for utt in utts:
+        assert anonymize.output_path(folders["team"], utt).read_bytes() == \
+            anonymize.output_path(folders["alone"], utt).read_bytes()
+    assert [(u.id, u.pseudo_speaker) for u in read_manifest(folders["team"] / "manifest.jsonl")] == \
+        [(u.id, u.pseudo_speaker) for u in read_manifest(folders["alone"] / "manifest.jsonl")]
+
+
+def test_each_rank_anonymises_its_own_batches(team, corpus, tmp_path):
+    """The ranks' record files hold disjoint halves of the batches that cover the list."""
+    from pipeline.core.config import compose
+    from pipeline.stages import anonymize
+
+    utts = corpus[0]
+    system = compose(["anonymizer.batch_seconds=4"]).anonymizer
+    team.run(anonymize.anonymize_on_rank, system=OmegaConf.to_container(system),
+             manifest=str(write_manifest(tmp_path / "list.jsonl", utts)), out=str(tmp_path), list_name="train",
+             seed=3, sample_rate=16000, speakers=None)
+    done = [[json.loads(line)["id"] for line in (tmp_path / f"pseudo_speakers.{rank}.jsonl").read_text().splitlines()]
+            for rank in (0, 1)]
+    batches = [[u.id for u in batch] for batch in anonymize._batches(utts, 4.0)]
+    assert len(batches) >= 4
+    assert done == [sum(batches[rank::2], []) for rank in (0, 1)]
 
 
 # --- CUDA ------------------------------------------------------------------------------------

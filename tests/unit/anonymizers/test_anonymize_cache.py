@@ -4,6 +4,8 @@ import json
 import sys
 
 import pytest
+import torch
+from omegaconf import OmegaConf
 
 from anonymizers.external import ExternalParameters
 from anonymizers.mcadams import McAdams
@@ -16,6 +18,7 @@ from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import OutputCheck
 from pipeline.data.audio import write_audio
 from pipeline.data.manifest import Utterance, write_manifest
+from pipeline.runtime.distributed import World
 from pipeline.stages import anonymize
 from tests.helpers import tone, waves
 
@@ -147,3 +150,39 @@ def test_a_misspelt_pool_key_a_value_left_unset_and_an_old_model_description_are
     (tmp_path / "model.json").write_text(json.dumps({"format": MODEL_FORMAT, "model": {}}))
     with pytest.raises(VpevalError, match="model.json: no speaker_encoder_sha256"):
         SpeakerEmbeddingParameters(vc_model=str(tmp_path)).fingerprint(None)
+
+
+class RankWithoutPeers(World):
+    """One rank of a team whose other ranks never ran (killed before their first batch)."""
+
+    def barrier(self) -> None:
+        pass
+
+
+def test_a_folder_left_by_an_interrupted_team_resumes_in_one_process(tmp_path, caplog):
+    """Rank 1 of 2 finished its batches, wrote half a record and died with rank 0 idle: one
+    process later anonymises only rank 0's batches and gathers the records of both, and the
+    folder holds what one process alone writes."""
+    utts = [Utterance(f"s{k}-{i}", f"s{k}", "fm"[k], str(write_audio(tmp_path / f"s{k}-{i}.flac",
+                                                                      tone(0.3 + 0.05 * i, 120 + 40 * k), 16000)),
+                      0.3 + 0.05 * i) for k in range(2) for i in range(4)]
+    manifest = write_manifest(tmp_path / "train.jsonl", utts)
+    system = compose(["anonymizer.batch_seconds=0.7"]).anonymizer  # 4 batches of 2 utterances
+    alone = anonymize.run(system, manifest, Cache(tmp_path / "alone"), list_name="train", seed=1, device="cpu")
+    resumed = tmp_path / "resumed" / "anonymize" / alone.name
+    resumed.mkdir(parents=True)
+    anonymizer = McAdams(**{k: v for k, v in OmegaConf.to_container(system).items() if k not in ("name", "_target_")},
+                         seed=1, device="cpu")
+    anonymize._anonymize(resumed, "mcadams", anonymizer, utts, "train", 16000, RankWithoutPeers(1, 2, torch.device("cpu")))
+    part = resumed / "pseudo_speakers.1.jsonl"
+    assert len(part.read_text().splitlines()) == 4
+    with open(part, "a") as handle:
+        handle.write('{"id": "s0-0", "pseudo_spea')
+    with caplog.at_level("INFO", logger="pipeline.stages.anonymize"):
+        again = anonymize.run(system, manifest, Cache(tmp_path / "resumed"), list_name="train", seed=1, device="cpu")
+    assert again == resumed and "mcadams on 4/8 utterances" in caplog.text
+    assert sorted(p.name for p in resumed.glob("pseudo_speakers*")) == ["pseudo_speakers.jsonl"]
+    for name in ("pseudo_speakers.jsonl", "speech.json"):
+        assert (resumed / name).read_text() == (alone / name).read_text()
+    for utt in utts:
+        assert (anonymize.output_path(resumed, utt).read_bytes() == anonymize.output_path(alone, utt).read_bytes())
