@@ -47,9 +47,11 @@ from pipeline.data.manifest import read_manifest, write_manifest
 from pipeline.runtime.distributed import World, use_global_batchnorm
 from pipeline.runtime.team import Team, TeamSpec, _free_port_pair
 from pipeline.stages.extract import extract_on_rank
+from tests.unit.anonymizers import test_neural_system as neural
 from tests.helpers import attacker_config, encoder_folder, read_log, split_settings, typed_attacker, validation_eer
 
 TESTS = Path(__file__).resolve().parent
+trained = neural.trained  # the tiny voice converter of the anonymiser tests (a module fixture)
 DDP_OVERRIDES = ["attacker.training.batch_size=8", "attacker.training.epochs=2", "attacker.training.checkpoint_every=3"]
 PARAMETER_TOLERANCE = 1e-4
 EMBEDDING_TOLERANCE = 1e-4
@@ -334,27 +336,48 @@ def test_train_and_extract_stages_on_a_team_write_complete_cache_folders(team, c
     assert cosine_distance(team_emb, alone_emb).max() < EMBEDDING_TOLERANCE
 
 
-def test_anonymisation_on_a_team_writes_what_one_process_writes(team, corpus, tmp_path):
-    """McAdams on 2 ranks: each rank anonymises its half of the batches, the leader gathers the
-    records; the folder (its name too: the key holds no rank count) equals one process's."""
+def anonymised_alone_and_on(team, system, manifest: Path, folder: Path, **options) -> dict[str, Path]:
+    """The anonymize stage's folders of `manifest` in one process and on `team`, after checking
+    that they hold the same files (the key, so the folder's name, too)."""
     from pipeline.core.cache import Cache, is_complete
-    from pipeline.core.config import compose
     from pipeline.stages import anonymize
 
-    utts = corpus[0] + corpus[1]
-    manifest = write_manifest(tmp_path / "list.jsonl", utts)
-    system = compose(["anonymizer.batch_seconds=4"]).anonymizer  # several batches per rank
-    folders = {name: anonymize.run(system, manifest, Cache(tmp_path / name), list_name="train", seed=3, device="cpu",
-                                   team=with_team) for name, with_team in (("team", team), ("alone", None))}
+    folders = {name: anonymize.run(system, manifest, Cache(folder / name), list_name="train", seed=3, device="cpu",
+                                   team=with_team, **options) for name, with_team in (("team", team), ("alone", None))}
     assert folders["team"].name == folders["alone"].name and is_complete(folders["team"])
     assert [p.name for p in folders["team"].glob("pseudo_speakers*")] == ["pseudo_speakers.jsonl"]
     for name in ("pseudo_speakers.jsonl", "speech.json"):
         assert (folders["team"] / name).read_text() == (folders["alone"] / name).read_text()
+    utts = read_manifest(manifest)
     for utt in utts:
         assert anonymize.output_path(folders["team"], utt).read_bytes() == \
             anonymize.output_path(folders["alone"], utt).read_bytes()
     assert [(u.id, u.pseudo_speaker) for u in read_manifest(folders["team"] / "manifest.jsonl")] == \
         [(u.id, u.pseudo_speaker) for u in read_manifest(folders["alone"] / "manifest.jsonl")]
+    return folders
+
+
+def test_anonymisation_on_a_team_writes_what_one_process_writes(team, corpus, tmp_path):
+    """McAdams on 2 ranks: each rank anonymises its half of the batches, the leader gathers the
+    records; the folder equals one process's."""
+    from pipeline.core.config import compose
+
+    manifest = write_manifest(tmp_path / "list.jsonl", corpus[0] + corpus[1])
+    anonymised_alone_and_on(team, compose(["anonymizer.batch_seconds=4"]).anonymizer, manifest, tmp_path)
+
+
+def test_a_speaker_level_voice_converter_on_a_team_writes_what_one_process_writes(team, trained, tmp_path):
+    """xvector at speaker level: every rank prepares the speakers' statistics and draws the
+    same pseudo-speakers as one process."""
+    from pipeline.core.config import compose
+
+    cfg = compose(["anonymizer=xvector_speaker", f"anonymizer.vc_model={trained['vc_model']}", *neural.SMALL_POOL,
+                   "anonymizer.batch_seconds=3"])
+    folders = anonymised_alone_and_on(team, cfg.anonymizer, trained["manifest"], tmp_path, output_check=neural.UNTRAINED)
+    from pipeline.stages.anonymize import _batches
+
+    utts = read_manifest(folders["team"] / "manifest.jsonl")
+    assert len(_batches(utts, 3.0)) >= 2 and all(u.pseudo_speaker["target_speakers"] for u in utts)  # both ranks worked
 
 
 def test_each_rank_anonymises_its_own_batches(team, corpus, tmp_path):
