@@ -23,8 +23,9 @@ With a team (`distributed`: several GPUs) a system that can run on the ranks
 (`Anonymizer.on_ranks`: in-process systems, not an external command) is run by every rank on
 its own device: the same length-sorted batches as one process, dealt round-robin, each rank
 appending its records to `pseudo_speakers.<rank>.jsonl`; the leader then gathers them into
-`pseudo_speakers.jsonl`. A pseudo-speaker depends on the seed and the id only, so the audio is
-the same as one process's (a test), and the folder's key does not name the number of ranks.
+`pseudo_speakers.jsonl`. A pseudo-speaker depends only on the seed and its key (the utterance,
+or the list and speaker) and each batch is one process's batch, so the audio is the same as one
+process's (tested on CPU), and the folder's key does not name the number of ranks.
 """
 from __future__ import annotations
 
