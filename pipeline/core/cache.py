@@ -27,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -120,17 +121,24 @@ class Cache:
                 "params": plain(params), "inputs": plain(inputs)}
 
     def build(self, stage: str, params: Any, inputs: Any, builder: Callable[[Path], Any], *,
-              code: str | Sequence[str]) -> Path:
+              code: str | Sequence[str], stale: Callable[[Path], str | None] | None = None) -> Path:
         """Return the complete output folder of `stage`, calling `builder(folder)` if needed.
 
         `builder` writes its files into the folder (atomically, file by file) and may return
         a JSON-serialisable summary, stored in `_DONE`. It must resume from whatever an
         interrupted earlier call left in the folder. `code` names the module that computes
-        the output (a stage passes `__name__`).
+        the output (a stage passes `__name__`). `stale(folder)`: for inputs the key cannot
+        hold, why a complete folder no longer matches them (None: it does); a stale folder is
+        removed and built again.
         """
         key = self.key(stage, params, inputs, code=code)
         out = self.root / stage / content_hash(key)
         start = time.perf_counter()
+        if stale is not None and is_complete(out) and stale(out):
+            with file_lock(out.parent / f"{out.name}.lock", waiting=f"{stage} {out.name}"):
+                if is_complete(out) and (reason := stale(out)):
+                    log.warning("%s: %s; building %s again", stage, reason, out)
+                    shutil.rmtree(out)
         if not is_complete(out):
             with file_lock(out.parent / f"{out.name}.lock", waiting=f"{stage} {out.name}"):
                 if not is_complete(out):

@@ -9,6 +9,11 @@ An anonymised manifest adds `pseudo_speaker`, what the utterance received: its k
 drawn from it and the system's drawn parameters, e.g.
 `{"key": "dev_enrolls/19", "seed": 123..., "alpha": 0.74}`.
 
+A prepared manifest adds `source_stamp`, `size:mtime_ns` of the corpus file the utterance was
+read from (before any conversion): a stage's cache key holds its manifest's digest, so audio
+replaced under the same name changes the key of every stage that reads it, as make and rsync
+tell a changed file.
+
 A trial list holds `enroll_speaker test_utterance target|nontarget` lines, as the
 VoicePrivacy toolkits write them.
 """
@@ -38,6 +43,7 @@ class Utterance:
     sample_rate: int = 16000
     text: str = ""
     pseudo_speaker: dict | None = field(default=None, compare=False)
+    source_stamp: str = field(default="", compare=False)
 
     def with_path(self, path: str | Path) -> "Utterance":
         return replace(self, path=str(path))
@@ -108,11 +114,19 @@ def write_manifest(path: str | Path, utterances: Iterable[Utterance]) -> Path:
 
 
 def _record(utt: Utterance) -> dict:
-    """The JSON object of an utterance; `pseudo_speaker` only where there is one."""
+    """The JSON object of an utterance; `pseudo_speaker` and `source_stamp` only where there is one."""
     record = asdict(utt)
     if record["pseudo_speaker"] is None:
         del record["pseudo_speaker"]
+    if not record["source_stamp"]:
+        del record["source_stamp"]
     return record
+
+
+def audio_stamp(path: str | Path) -> str:
+    """`size:mtime_ns` of a file (see the module doc); raises OSError when it cannot be read."""
+    info = Path(path).stat()
+    return f"{info.st_size}:{info.st_mtime_ns}"
 
 
 def read_trials(path: str | Path, problems: list[str] | None = None) -> list[Trial]:

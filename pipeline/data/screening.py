@@ -26,7 +26,7 @@ from tqdm import tqdm
 from pipeline.core.errors import VpevalError
 from pipeline.data.audio import audio_info, convert_audio, decode_problem
 from pipeline.data.corpus import Entry, Problems
-from pipeline.data.manifest import Utterance
+from pipeline.data.manifest import Utterance, audio_stamp
 from pipeline.runtime.cpus import usable_cpus
 
 T = TypeVar("T")
@@ -99,7 +99,8 @@ def screen(entries: list[Entry], problems: Problems, *, sample_rate: int, conver
 
     Bad: a problem the reader found, a missing or unreadable file, empty audio, a duplicate
     id (the later entries), and, unless `convert`, audio that is not mono at `sample_rate`.
-    Each is recorded in `problems` with the entry's `where`.
+    Each is recorded in `problems` with the entry's `where`. A good utterance carries its
+    file's `source_stamp`.
     """
     first_seen: dict[str, Entry] = {}
     duplicate = set()
@@ -120,7 +121,7 @@ def screen(entries: list[Entry], problems: Problems, *, sample_rate: int, conver
             screened.utterances.append(None)
             continue
         rate, frames, channels = header
-        screened.utterances.append(entry.utterance(frames / rate, rate))
+        screened.utterances.append(replace(entry.utterance(frames / rate, rate), source_stamp=audio_stamp(entry.path)))
         if channels > 1:
             screened.multichannel.add(entry.id)
     return screened

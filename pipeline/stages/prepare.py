@@ -15,12 +15,15 @@ Output folder (`<set>` is a split, or `<split>_<variant>` such as VCTK's `dev_co
     trials/<set>_trials_<g>.txt                `enroll_spk test_utt target|nontarget`
     kaldi/<tag>_<split>_enrolls/, kaldi/<tag>_<split>_trials_<g>[_<variant>]/   Kaldi data dirs
     audio/<spk>/<utt>.flac                     converted copies, where needed
+    outside_audio.json                         {path: source_stamp} of the audio used from outside the corpus
+                                               folder: a later run that finds one changed prepares again
     skipped.txt                                with data.skip_bad: what was dropped, and why
 The stage summary lists the evaluation sets (`eval_sets`), counts, conversions and skips.
 """
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import stat
@@ -30,17 +33,18 @@ from pathlib import Path
 from pipeline.core.cache import Cache, content_hash
 from pipeline.core.config import instantiate
 from pipeline.core.errors import VpevalError, input_error
-from pipeline.core.fileio import macos_metadata, write_lines
+from pipeline.core.fileio import macos_metadata, read_text, write_json, write_lines
 from pipeline.core.layout import PROBLEM_LIST, SKIP_LIST, manifest_path, trials_path
 from pipeline.core.schemas import Data
 from pipeline.data.corpus import MAIN, Entry, Problems, Reader, set_name
 from pipeline.data.kaldi import write_data_dir
-from pipeline.data.manifest import Utterance, write_manifest, write_trials
+from pipeline.data.manifest import Utterance, audio_stamp, write_manifest, write_trials
 from pipeline.data.protocol import MIXED, Protocol, ProtocolSource, trial_lists
 from pipeline.data.screening import conform, screen
 
 log = logging.getLogger(__name__)
 SPLITS = ("dev", "test")
+OUTSIDE_AUDIO = "outside_audio.json"  # {path: source_stamp} of the used audio outside the corpus folder
 PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad", "eval_trials",
           "mixed_seed")
 
@@ -102,7 +106,20 @@ def run(data: Data, cache: Cache) -> Path:
     root = corpus_root(data)
     params = {k: getattr(data, k) for k in PARAMS}
     inputs = {"corpus": str(root), "fingerprint": fingerprint(root)}
-    return cache.build("prepare", params, inputs, lambda out: _build(out, data, root), code=__name__)
+    return cache.build("prepare", params, inputs, lambda out: _build(out, data, root), code=__name__,
+                       stale=changed_outside_audio)
+
+
+def changed_outside_audio(out: Path) -> str | None:
+    """Which audio file outside the corpus folder (a Kaldi `wav.scp` may name any path; the key's
+    fingerprint covers the folder only) changed or went away since `out` was prepared."""
+    for path, stamp in json.loads(read_text(out / OUTSIDE_AUDIO)).items():
+        try:
+            if audio_stamp(path) != stamp:
+                return f"{path} changed since it was prepared"
+        except OSError:
+            return f"{path} is gone since it was prepared"
+    return None
 
 
 def _build(out: Path, data: Data, root: Path) -> dict:
@@ -134,6 +151,8 @@ def _build(out: Path, data: Data, root: Path) -> dict:
     problems.stop_unless(skip_bad, out / PROBLEM_LIST)
     train = [ready[u.id] for u in train if u.id in ready]
     sets = {key: p.restricted(ready) for key, p in sets.items()}
+    write_json(out / OUTSIDE_AUDIO, {u.path: u.source_stamp for i, u in sorted(used.items())
+                                     if i in ready and not Path(u.path).resolve().is_relative_to(root.resolve())})
     write_manifest(manifest_path(out, "train"), train)
     for (split, variant), p in sets.items():
         _write_set(out, data.tag, split, variant, p)

@@ -8,7 +8,7 @@ import pytest
 from pipeline.core.cache import Cache, summary_of
 from pipeline.core.errors import VpevalError
 from pipeline.data.kaldi import wav_scp_path
-from pipeline.data.manifest import read_manifest, read_trials
+from pipeline.data.manifest import file_digest, read_manifest, read_trials
 from pipeline.data.vpc import GivenProtocol, VoicePrivacyDirs
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
@@ -171,3 +171,33 @@ def test_enrolment_dir_without_enrolls_list_enrols_all(vpc_folder, tmp_path):
     utts = [e.utterance(1.0, 16000) for e in GivenProtocol().entries(reader, "libri_dev")]
     protocols = GivenProtocol().build(utts, reader=reader, subset="libri_dev", name="dev", problems=None)
     assert len(protocols[""].enrolls) == 4
+
+
+def replaced_in_place(path, other) -> None:
+    """`path`'s audio replaced by `other`'s (same length), as a user fixing a corpus would."""
+    data = other.read_bytes()
+    path.unlink()
+    path.write_bytes(data)
+
+
+def test_audio_replaced_outside_the_data_folder_prepares_again_and_changes_the_manifests(tmp_path, caplog):
+    """Regression: a VPC data folder's audio lies outside data.root (corpora/), which the key's
+    fingerprint did not cover: a trial file replaced there was served from the cache, and every
+    later stage with it (keyed by manifests that stayed byte for byte the same), exit 0."""
+    recipe = tmp_path / "recipe"
+    data = vpc_recipe(recipe)
+    cache = Cache(tmp_path / "cache")
+    first = prepare.run(vpc_cfg(data), cache)
+    before = {name: file_digest(manifest_path(first, name)) for name in ("train", "test_trials_f", "test_enrolls")}
+    audio = recipe / "corpora/LibriSpeech/eval/32/100"
+    replaced_in_place(audio / "32-100-0002.flac", audio / "32-100-0003.flac")
+    with caplog.at_level("WARNING", logger="pipeline.core.cache"):
+        again = prepare.run(vpc_cfg(data), cache)
+    assert again == first and "32-100-0002.flac changed since it was prepared; building" in caplog.text
+    after = {name: file_digest(manifest_path(again, name)) for name in before}
+    assert after["test_trials_f"] != before["test_trials_f"]  # the stages reading it are keyed anew
+    assert after["train"] == before["train"] and after["test_enrolls"] == before["test_enrolls"]
+    assert prepare.run(vpc_cfg(data), cache) == again and [e.reused for e in cache.events][-1]
+    (audio / "32-100-0003.flac").unlink()
+    with pytest.raises(VpevalError, match="32-100-0003"):  # gone: prepared again, which names it
+        prepare.run(vpc_cfg(data), cache)

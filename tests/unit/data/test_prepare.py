@@ -5,7 +5,7 @@ from pipeline.core.cache import Cache, is_complete
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import Data, typed
 from pipeline.data.librispeech import LibriSpeech, read_speakers
-from pipeline.data.manifest import read_manifest, read_trials
+from pipeline.data.manifest import file_digest, read_manifest, read_trials
 from pipeline.stages import prepare, validate
 from pipeline.stages.prepare import manifest_path, trials_path
 from tests.helpers import librispeech_tree
@@ -95,3 +95,25 @@ def test_validation_reports_unknown_trial_utterance(corpus, tmp_path):
     assert any("trial utterance 99-100-0000 is not in dev_trials_m" in p for p in result.problems)
     with pytest.raises(VpevalError, match="validation problem"):
         validate.run(out, Cache(tmp_path / "other"))
+
+
+def test_audio_replaced_in_the_corpus_changes_the_manifest_that_lists_it(tmp_path):
+    """Regression: the corpus fingerprint made a new prepare folder, but its manifests were byte
+    for byte the old ones, so every later stage (keyed by a manifest's digest) served the old
+    speaker's results, exit 0. Each utterance now carries its file's stamp."""
+    root = librispeech_tree(tmp_path / "c", SPEAKERS)
+    cache = Cache(tmp_path / "cache")
+    first = prepare.run(data_cfg(root), cache)
+    names = ("train", "test_trials_m", "test_enrolls")
+    before = {name: file_digest(manifest_path(first, name)) for name in names}
+    target, source = root / "test-clean/34/100/34-100-0003.flac", root / "test-clean/33/100/33-100-0003.flac"
+    data = source.read_bytes()
+    target.unlink()
+    target.write_bytes(data)
+    again = prepare.run(data_cfg(root), cache)
+    assert again != first
+    assert [u.source_stamp for u in read_manifest(manifest_path(again, "test_trials_m")) if u.id == "34-100-0003"] == \
+        [f"{target.stat().st_size}:{target.stat().st_mtime_ns}"]
+    after = {name: file_digest(manifest_path(again, name)) for name in names}
+    assert after["test_trials_m"] != before["test_trials_m"]
+    assert after["train"] == before["train"] and after["test_enrolls"] == before["test_enrolls"]
