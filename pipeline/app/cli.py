@@ -114,17 +114,21 @@ def experiment_app(cfg: DictConfig) -> None:
     say(str(report))
 
 
+SHOWN_PROBLEMS = 20  # `vpeval validate` prints this many problems, then how many more
+
+
 @hydra.main(config_path=CONFIG_SOURCE, config_name="config", version_base="1.3")
 def validate_app(cfg: DictConfig) -> None:
     """Every problem in one run: the settings, then preparation (when the data settings are
-    sound), then every list of the prepared corpus; one `vpeval: error:` line each, exit 2."""
+    sound), then every list of the prepared corpus; one `vpeval: error:` line each (the first
+    SHOWN_PROBLEMS, then how many more and where preparation listed them all), exit 2."""
     from pipeline.app.settings import problems
     from pipeline.core.cache import Cache
     from pipeline.core.schemas import Data, typed
     from pipeline.data.corpus import PreparationProblems
     from pipeline.stages import prepare, validate
 
-    found = problems(cfg)
+    found, listing = problems(cfg), None
     use_usable_cpus(log)
     if not any(p.startswith(("data.", "eval_splits")) for p in found):
         try:
@@ -133,11 +137,15 @@ def validate_app(cfg: DictConfig) -> None:
             say(result.render())
             found += result.problems
         except PreparationProblems as stopped:  # every problem met while preparing, not the first only
-            found += stopped.problems
+            found, listing = found + stopped.problems, stopped.listing
         except VpevalError as error:
             found.append(str(error))
-    for problem in found:
+    for problem in found[:SHOWN_PROBLEMS]:
         print(f"vpeval: error: {problem}", file=sys.stderr)
+    if len(found) > SHOWN_PROBLEMS:  # e.g. one mistake on every line of a trial list
+        where = f", all listed in {listing}" if listing else ""
+        print(f"vpeval: error: ... and {len(found) - SHOWN_PROBLEMS} more problems ({len(found)} in all{where})",
+              file=sys.stderr)
     if found:
         sys.exit(2)
 

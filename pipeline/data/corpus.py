@@ -77,11 +77,12 @@ def set_name(split: str, variant: str) -> str:
 
 class PreparationProblems(VpevalError):
     """Preparation stopped on bad input: the message names the first problem, `problems`
-    holds every one (`vpeval validate` prints them all)."""
+    holds every one, as does the file `listing` (`vpeval validate` prints them)."""
 
-    def __init__(self, message: str, problems: list[str]):
+    def __init__(self, message: str, problems: list[str], listing: Path):
         super().__init__(message)
         self.problems = problems
+        self.listing = listing
 
 
 @dataclass
@@ -131,4 +132,4 @@ class Problems:
         more = f" ({len(found)} bad inputs in all, listed in {listing})" if len(found) > 1 else ""
         mend = "" if self.corpus and found[0] in self.corpus else \
             "; fix the data or set data.skip_bad=true to skip bad utterances"
-        raise PreparationProblems(f"{found[0]}{more}{mend}", found)
+        raise PreparationProblems(f"{found[0]}{more}{mend}", found, listing)

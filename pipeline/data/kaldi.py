@@ -25,12 +25,19 @@ SOX_OUTPUT_OPTIONS = {"-t": "wav", "-R": None, "-b": int, "-r": int, "-c": "1", 
 
 
 def table_lines(path: Path) -> list[tuple[int, str, str]]:
-    """(line number, first field, rest of the line) of a Kaldi table file, blank lines skipped."""
+    """(line number, first field, rest of the line) of a Kaldi table file, blank lines skipped;
+    fields are separated by spaces or tabs, as Kaldi's own readers take them.
+
+    >>> import tempfile; listing = Path(tempfile.mkdtemp()) / "utt2spk"
+    >>> _ = listing.write_text("u1\ts1\nu2  s2\n\nu3 some text\n")
+    >>> table_lines(listing)
+    [(1, 'u1', 's1'), (2, 'u2', 's2'), (4, 'u3', 'some text')]
+    """
     rows = []
     for number, raw in enumerate(fileio.read_text(path).splitlines(), start=1):
-        key, _, rest = raw.strip().partition(" ")
-        if key:
-            rows.append((number, key, rest.strip()))
+        fields = raw.split(maxsplit=1)
+        if fields:
+            rows.append((number, fields[0], fields[1].strip() if len(fields) > 1 else ""))
     return rows
 
 

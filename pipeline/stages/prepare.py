@@ -26,6 +26,7 @@ import errno
 import json
 import logging
 import os
+import re
 import stat
 from dataclasses import asdict
 from pathlib import Path
@@ -58,9 +59,23 @@ def corpus_root(data: Data) -> Path:
         return Path(data.root)
     from pipeline.data.synthetic import generate_corpus
 
+    _check_generated_root(Path(data.root))
     settings = asdict(data.generate)
     root = Path(data.root) / content_hash(settings, length=12)
     return generate_corpus(root, sample_rate=data.sample_rate, **settings)
+
+
+def _check_generated_root(folder: Path) -> None:
+    """Refuse to generate the built-in corpus into a folder that holds anything else: a
+    data.root meant for a real corpus given without its data= (`vpeval data.root=/corpora/LibriSpeech`
+    ran on the built-in corpus, written into the LibriSpeech folder, and reported it, exit 0)."""
+    generated = re.compile(r"[0-9a-f]{12}|\..*\.partial-.*|\.?[0-9a-f]{12}\.lock")
+    foreign = sorted(p.name for p in folder.iterdir() if not generated.fullmatch(p.name)) if folder.is_dir() else []
+    if foreign:
+        raise VpevalError(f"data.root={folder}: the built-in corpus (data=synthetic) is generated there, but the folder "
+                          f"holds other files ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); to read "
+                          f"a corpus there name its reader (data=librispeech, data=vctk, data=vpc, ...), or leave data.root "
+                          f"at its default")
 
 
 def fingerprint(root: Path) -> str:

@@ -69,3 +69,20 @@ def test_validate_names_five_planted_faults_of_a_vpc_folder_in_one_run(vpc_folde
                    "duplicate utterance id '21-100-0003'", "trial utterance 31-100-9999 is not in",
                    "test speakers ['31'] are also in the attacker's training data"):
         assert needle in errors, (needle, errors)
+
+
+def test_validate_shows_twenty_problems_then_how_many_more_and_where(vpc_folder, tmp_path, monkeypatch, capsys):
+    """Regression: one mistake repeated on every line of a trial list printed one error line per
+    line of the file (608 for a VPC trial list)."""
+    from tests.helpers import damaged
+
+    data = damaged(vpc_folder, tmp_path, {("libri_dev_trials_f", "trials"): [
+        lambda t: "".join(f"{line} maybe\n" for line in t.splitlines()) * 6]})  # 24 bad lines
+    monkeypatch.setenv("VPEVAL_DATA", str(tmp_path / "vpeval"))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["validate", "data=vpc", f"data.root={data}", f"hydra.run.dir={tmp_path / 'run'}"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("vpeval: error:")]
+    assert stopped.value.code == 2 and len(errors) == cli.SHOWN_PROBLEMS + 1
+    listing = next((tmp_path / "vpeval" / "cache" / "prepare").glob("*/problems.txt"))
+    assert errors[-1] == f"vpeval: error: ... and 4 more problems (24 in all, all listed in {listing})"
+    assert len(listing.read_text().splitlines()) == 24

@@ -11,7 +11,7 @@ from pipeline.core.cache import Cache
 from pipeline.data.corpus import PreparationProblems
 from pipeline.data.librispeech import LibriSpeech
 from pipeline.stages import prepare
-from tests.faults.bad_inputs.catalogue import append_line, raised, record
+from tests.faults.bad_inputs.catalogue import append_line, cli_message, raised, record, vpeval
 from tests.helpers import librispeech_tree, mls_tree, vpc_cfg
 
 SPEAKERS = {"train-clean-360": {"11": "F", "12": "F", "13": "M", "14": "M"},
@@ -90,3 +90,13 @@ def test_mls_transcript_space_instead_of_tab(tmp_path):
     record("mls-space-not-tab", "an MLS transcript line with a space instead of the TAB after the id",
            "prepare (MLS reader, before any audio is read)", raised(prepare.run, cfg, Cache(tmp_path / "cache")),
            tmp_path, "transcripts.txt:1", "no TAB")
+
+
+def test_a_real_corpus_given_without_its_reader(corpus, tmp_path):
+    """Regression: `vpeval data.root=<LibriSpeech>` without data=librispeech generated the built-in
+    corpus inside the user's folder and reported on it, exit 0."""
+    message = cli_message(vpeval("validate", f"data.root={corpus}", tmp=tmp_path))
+    assert sorted(p.name for p in corpus.iterdir()) == ["SPEAKERS.TXT", "dev-clean", "test-clean", "train-clean-360"]
+    record("synthetic-root-holds-a-corpus", "`vpeval data.root=<a LibriSpeech folder>` (data=librispeech forgotten: "
+           "the built-in corpus would be generated there)", "prepare (exit 2, before anything is written)", message,
+           tmp_path, "data.root=", "the built-in corpus (data=synthetic) is generated there", "data=librispeech")

@@ -1,6 +1,7 @@
 """VoicePrivacy Kaldi data dirs: given protocols, wav.scp forms parsed and never executed, bad lists."""
 import re
 import shutil
+from pathlib import Path
 import stat
 
 import pytest
@@ -201,3 +202,20 @@ def test_audio_replaced_outside_the_data_folder_prepares_again_and_changes_the_m
     (audio / "32-100-0003.flac").unlink()
     with pytest.raises(VpevalError, match="32-100-0003"):  # gone: prepared again, which names it
         prepare.run(vpc_cfg(data), cache)
+
+
+def test_tab_separated_kaldi_files_read_as_space_separated_ones(vpc_folder, tmp_path):
+    """Regression: Kaldi's readers split fields on spaces and tabs; vpeval split on spaces only
+    and refused a tab-separated utt2spk, wav.scp or trials file (`expected 'utterance speaker'`)."""
+    to_tabs = lambda text: "".join(line.replace(" ", "\t", 1) + "\n" for line in text.splitlines())  # noqa: E731
+    data = damaged(vpc_folder, tmp_path, {(name, file): [to_tabs] for name in ("libri_dev_trials_f", "train-clean-360")
+                                          for file in ("wav.scp", "utt2spk", "spk2gender")} |
+                   {("libri_dev_trials_f", "trials"): [to_tabs]})
+    assert "\t" in (data / "libri_dev_trials_f" / "trials").read_text()
+    tabs, spaces = (prepare.run(vpc_cfg(root), Cache(tmp_path / name)) for name, root in
+                    (("tabs", data), ("spaces", vpc_folder / "data")))
+    for name in ("train", "dev_trials_f"):  # the same utterances (the paths differ: a linked copy)
+        assert [(u.id, u.speaker, u.gender, Path(u.path).name, u.duration) for u in
+                read_manifest(manifest_path(tabs, name))] == \
+            [(u.id, u.speaker, u.gender, Path(u.path).name, u.duration) for u in read_manifest(manifest_path(spaces, name))]
+    assert read_trials(trials_path(tabs, "dev_trials_f")) == read_trials(trials_path(spaces, "dev_trials_f"))

@@ -2,6 +2,7 @@
 import pytest
 
 from pipeline.core.cache import Cache, is_complete
+from pipeline.core.config import compose
 from pipeline.core.errors import VpevalError
 from pipeline.core.schemas import Data, typed
 from pipeline.data.librispeech import LibriSpeech, read_speakers
@@ -117,3 +118,15 @@ def test_audio_replaced_in_the_corpus_changes_the_manifest_that_lists_it(tmp_pat
     after = {name: file_digest(manifest_path(again, name)) for name in names}
     assert after["test_trials_m"] != before["test_trials_m"]
     assert after["train"] == before["train"] and after["test_enrolls"] == before["test_enrolls"]
+
+
+def test_a_real_corpus_folder_given_to_the_built_in_corpus_is_refused_untouched(corpus, tmp_path):
+    """Regression: `vpeval data.root=/corpora/LibriSpeech` (data= forgotten) generated the built-in
+    corpus inside the LibriSpeech folder and reported on it, exit 0."""
+    before = sorted(p.name for p in corpus.iterdir())
+    data = typed(compose([f"data.root={corpus}"]).data, Data, "data")
+    with pytest.raises(VpevalError, match=rf"^data.root={corpus}: the built-in corpus \(data=synthetic\) is generated "
+                                          r"there, but the folder holds other files \(SPEAKERS.TXT, dev-clean, "
+                                          r"test-clean, \.\.\.\); to read a corpus there name its reader \(data="):
+        prepare.run(data, Cache(tmp_path))
+    assert sorted(p.name for p in corpus.iterdir()) == before
