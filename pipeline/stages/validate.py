@@ -2,13 +2,13 @@
 
 Checks every manifest and trial list of a prepare-stage folder:
 - audio: every file exists and decodes to the end (worker processes, with a progress bar),
-  is mono, non-empty, at the manifest's rate and at the configured `data.sample_rate`, and
-  as long as the manifest says;
+  is mono, at the manifest's rate and at the configured `data.sample_rate`, as long as the
+  manifest says, and at least one 25 ms fbank window long (every attacker's shortest input);
 - ids: unique within each list; one path per id across lists; no utterance both enrols and
   is tried in one evaluation set;
 - genders: one gender per speaker across all lists; trials pair speakers of one gender;
 - trials: name enrolled speakers and listed trial utterances, labels agree with the
-  speakers, and both target and non-target trials are present;
+  speakers, no trial is listed twice, and both target and non-target trials are present;
 - unseen: no enrolment or trial speaker is among the attacker's training speakers;
 - sets: every requested evaluation split was prepared.
 Every problem is listed (each bad line of a list, not only the first). The result is cached
@@ -29,6 +29,7 @@ from pipeline.data.screening import decode_check, process_map
 from pipeline.report.tables import markdown_table
 
 SPLITS = ("dev", "test")
+SHORTEST_SECONDS = 0.025  # one fbank window (400 samples at 16 kHz): the shortest input of every attacker
 
 
 @dataclass
@@ -58,6 +59,11 @@ def _check_audio(lists: dict[str, list[Utterance]], manifests: dict[str, Path], 
                 result.problems.append(f"{manifests[name]}: utterance {utt.id}: {utt.sample_rate} Hz, "
                                        f"data.sample_rate is {sample_rate} Hz")
     jobs = list(first_use)
+    for name, utt in first_use.values():
+        if utt.duration < SHORTEST_SECONDS:
+            result.problems.append(f"{manifests[name]}: utterance {utt.id}: {1000 * utt.duration:.0f} ms of audio "
+                                   f"({utt.path}), shorter than the {1000 * SHORTEST_SECONDS:.0f} ms fbank window "
+                                   f"every attacker needs")
     for job, problem in zip(jobs, process_map(decode_check, jobs, "validate: decoding", workers)):
         if problem:
             name, utt = first_use[job]
@@ -101,7 +107,13 @@ def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, list
     except VpevalError as error:
         result.problems.append(str(error))
         return
+    first: dict[tuple[str, str], int] = {}
     for number, trial in enumerate(trials, start=1):
+        if (trial.enroll, trial.test) in first:  # scored twice, it would count twice
+            result.problems.append(f"{path}:{number}: trial {trial.enroll} {trial.test} repeats line "
+                                   f"{first[trial.enroll, trial.test]}")
+            continue
+        first[trial.enroll, trial.test] = number
         if trial.enroll not in enrolled:
             result.problems.append(f"{path}:{number}: enrolment speaker {trial.enroll} is not in {enroll_list}")
         elif trial.test not in tried:

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipeline.core.cache import Cache
+from pipeline.data.audio import write_audio
 from pipeline.data.librispeech import LibriSpeech
+from pipeline.data.manifest import read_manifest
 from pipeline.data.vctk import VCTK
 from pipeline.stages import prepare
 from pipeline.stages.prepare import manifest_path, trials_path
@@ -188,3 +191,28 @@ def test_mls_tree_missing_a_split_transcripts(tmp_path):
     record("mls-no-transcripts", "an MLS language tree whose dev split has no `transcripts.txt`",
            "prepare (MLS reader, before any audio is read)", raised(prepare.run, cfg, Cache(tmp_path / "cache")),
            tmp_path, "mls_german/dev/transcripts.txt", "not found")
+
+
+def test_trial_listed_twice(prepared, tmp_path):
+    """Regression: a repeated trial line passed validation and stopped the run at scoring, after
+    training, naming a cache file."""
+    path = trials_path(prepared, "test_trials_f")
+    append_line(path, path.read_text().splitlines()[0])
+    record("repeated-trial", "the same trial twice in a trial list", "validate",
+           validation_error(prepared), tmp_path, "test_trials_f.txt:5", "repeats line 1")
+
+
+def test_vpc_trial_listed_twice(vpc_folder, tmp_path):
+    message = prepare_vpc_error(vpc_folder, tmp_path, "libri_dev_trials_f", "trials",
+                                lambda t: t + t.splitlines()[0] + "\n")
+    record("vpc-repeated-trial", "VPC `trials` list with one trial twice", "prepare (Kaldi dirs)", message,
+           tmp_path, "trials:5", "repeats line 1")
+
+
+def test_utterance_shorter_than_one_fbank_window(prepared, tmp_path):
+    """Regression: a 10 ms file passed validation and stopped the run at extraction, after training."""
+    utt = read_manifest(manifest_path(prepared, "test_trials_f"))[0]
+    write_audio(utt.path, np.zeros(160, np.float32) + 0.1, 16000)
+    edit_manifest(prepared, "test_trials_f", lambda r: [{**r, "duration": 0.01} if r["id"] == utt.id else r])
+    record("too-short", "an utterance of 10 ms (shorter than one fbank window)", "validate",
+           validation_error(prepared), tmp_path, f"utterance {utt.id}: 10 ms of audio", "fbank window")
