@@ -68,9 +68,16 @@ class ScoreFile:
 
 def field_count(path: str | Path) -> int:
     """Fields of the first non-blank line (which format a score file is); 0 if there is none."""
-    if not Path(path).is_file():
-        raise input_error(path, "score file not found")
+    _check_is_file(Path(path), "score file")
     return next((len(line.split()) for _, line in read_lines(path) if line.split()), 0)
+
+
+def _check_is_file(path: Path, what: str) -> None:
+    if path.is_dir():  # e.g. a run's report folder
+        hint = " (a run's report/results.json lists its score files, `score_files`)" if what == "score file" else ""
+        raise input_error(path, f"a folder, not a {what}{hint}")
+    if not path.is_file():
+        raise input_error(path, f"{what} not found")
 
 
 def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[int]]:
@@ -79,8 +86,7 @@ def _rows(path: Path, what: str = "score file") -> tuple[list[list[str]], list[i
     (the same two sides, in the same order) listed twice would count twice and stops the read
     at its second listing, so a file of repeated trials fails at once, not after the whole
     file is held in memory."""
-    if not path.is_file():
-        raise input_error(path, f"{what} not found")
+    _check_is_file(path, what)
     rows, numbers, seen = [], [], {}
     for number, line in read_lines(path):
         fields = line.split()

@@ -4,8 +4,8 @@ Checks every manifest and trial list of a prepare-stage folder:
 - audio: every file exists and decodes to the end (worker processes, with a progress bar),
   is mono, at the manifest's rate and at the configured `data.sample_rate`, as long as the
   manifest says, and at least one 25 ms fbank window long (every attacker's shortest input);
-- ids: unique within each list; one path per id across lists; no utterance both enrols and
-  is tried in one evaluation set;
+- ids: unique within each list; one path per id across lists; no utterance (id or audio
+  file) both enrols and is tried in one evaluation set;
 - genders: one gender per speaker across all lists; trials pair speakers of one gender;
 - trials: name enrolled speakers and listed trial utterances, labels agree with the
   speakers, no trial is listed twice, and both target and non-target trials are present;
@@ -17,6 +17,7 @@ with the prepared folder, so an experiment validates once.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,12 @@ def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, list
     if both:
         result.problems.append(f"{path}: utterances {sorted(both)[:5]} are both enrolment ({enroll_list}) and "
                                f"trial ({trial_list}) utterances")
+    enrolled_files = {os.path.realpath(u.path): u.id for u in lists[enroll_list]}
+    shared = sorted(f"{enrolled_files[file]} = {u.id}" for u in tried.values() if u.id not in both and
+                    (file := os.path.realpath(u.path)) in enrolled_files)
+    if shared:  # a target trial scoring a recording against itself
+        result.problems.append(f"{path}: the same audio file enrols and is tried under two ids ({', '.join(shared[:3])}"
+                               f"{', ...' if len(shared) > 3 else ''}; {enroll_list} = {trial_list})")
     try:
         trials = read_trials(path, result.problems)
     except VpevalError as error:

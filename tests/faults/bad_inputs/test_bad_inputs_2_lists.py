@@ -216,3 +216,12 @@ def test_utterance_shorter_than_one_fbank_window(prepared, tmp_path):
     edit_manifest(prepared, "test_trials_f", lambda r: [{**r, "duration": 0.01} if r["id"] == utt.id else r])
     record("too-short", "an utterance of 10 ms (shorter than one fbank window)", "validate",
            validation_error(prepared), tmp_path, f"utterance {utt.id}: 10 ms of audio", "fbank window")
+
+
+def test_one_file_enrols_and_is_tried_under_two_ids(prepared, tmp_path):
+    """Regression: the enrol-and-trial check compared ids only; a recording listed for enrolment
+    and again as a trial under another id (a target trial scoring it against itself) passed."""
+    enrolment = read_manifest(manifest_path(prepared, "test_enrolls"))[0]
+    edit_manifest(prepared, "test_trials_f", lambda r: [{**r, "path": enrolment.path} if r["id"] == "e1-tri" else r])
+    record("enrol-and-trial-file", "one audio file enrolling and tried under another id", "validate",
+           validation_error(prepared), tmp_path, "test_trials_f.txt", "e1-enr = e1-tri")

@@ -456,3 +456,10 @@ def test_an_interval_from_too_few_speakers_is_marked(tmp_path, capsys):
     path.write_text("a a-1-1 2.0 target\na a-1-2 1.5 target\na b-1-1 0.5 nontarget\n")
     assert main([str(path), "--bootstrap", "20"]) == 0
     assert "2 speaker(s): too few for a speaker interval" in capsys.readouterr().out
+
+
+def test_a_folder_given_as_a_score_file_says_so(tmp_path):
+    """Regression: `vpeval metrics <report folder>` said "score file not found"."""
+    with pytest.raises(VpevalError, match=r"report: a folder, not a score file \(a run's report/results.json lists "
+                                          r"its score files, `score_files`\)$"):
+        read_scores((tmp_path / "report").mkdir() or tmp_path / "report")
