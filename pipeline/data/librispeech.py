@@ -7,6 +7,7 @@ and `<spk>-<chapter>.trans.txt` with `<utt-id> <TEXT>` lines.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from pipeline.core.errors import VpevalError, input_error
@@ -14,6 +15,8 @@ from pipeline.core.fileio import macos_metadata, read_text
 from pipeline.data.corpus import Entry, listed_once
 from pipeline.data.manifest import Utterance
 from pipeline.data.screening import probe, thread_map
+
+log = logging.getLogger(__name__)
 
 
 def read_speakers(path: Path) -> dict[str, str]:
@@ -45,7 +48,9 @@ class LibriSpeech:
         """Every transcript line of a subset as an entry, without opening the audio."""
         folder = self.root / subset
         if not folder.is_dir():
-            raise VpevalError(f"{folder}: subset folder not found")
+            below = [p for p in sorted(self.root.glob(f"*/{subset}")) if p.is_dir()]
+            hint = f" (there is {below[0]}: data.root={below[0].parent}?)" if below else ""
+            raise VpevalError(f"{folder}: subset folder not found{hint}")
         genders = read_speakers(self.root / "SPEAKERS.TXT")
         entries = []
         for trans in sorted(p for p in folder.glob("*/*/*.trans.txt") if not macos_metadata(p.name)):
@@ -64,6 +69,11 @@ class LibriSpeech:
                                      where=f"{trans}:{number}"))
         if not entries:
             raise VpevalError(f"{folder}: no '<spk>/<chapter>/*.trans.txt' transcripts found")
+        listed = {Path(entry.path).name for entry in entries}
+        unlisted = sorted(p for p in folder.glob("*/*/*.flac") if p.name not in listed and not macos_metadata(p.name))
+        if unlisted:
+            log.warning("%s: %d audio file(s) have no transcript line and are not read, e.g. %s", folder,
+                        len(unlisted), unlisted[0])
         return entries
 
     def utterances(self, subset: str) -> list[Utterance]:

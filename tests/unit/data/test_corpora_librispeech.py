@@ -156,3 +156,25 @@ def test_reader_utterances_api_is_unchanged(corpus):
 def test_protocol_needs_a_target(corpus, tmp_path):
     with pytest.raises(VpevalError, match=r"data.protocol has no _target_"):
         prepare.run(libri_cfg(corpus, "~data.protocol._target_"), Cache(tmp_path / "cache"))
+
+
+def test_a_root_one_level_too_high_names_the_folder_below(tmp_path):
+    """Regression: `data.root` one level above LibriSpeech/ said only "subset folder not found"."""
+    librispeech_tree(tmp_path / "corpora" / "LibriSpeech", SPEAKERS)
+    with pytest.raises(VpevalError, match=rf"^{tmp_path}/corpora/train-clean-360: subset folder not found \(there is "
+                                          rf"{tmp_path}/corpora/LibriSpeech/train-clean-360: data.root="
+                                          rf"{tmp_path}/corpora/LibriSpeech\?\)$"):
+        LibriSpeech(tmp_path / "corpora").entries("train-clean-360")
+
+
+def test_audio_without_a_transcript_line_is_named(corpus, caplog):
+    """Regression: a FLAC file with no transcript line was left out without a word."""
+    chapter = next((corpus / "dev-clean").glob("*/*"))
+    trans = next(chapter.glob("*.trans.txt"))
+    lines = trans.read_text().splitlines()
+    trans.write_text("".join(f"{line}\n" for line in lines[1:]))
+    with caplog.at_level("WARNING", logger="pipeline.data.librispeech"):
+        entries = LibriSpeech(corpus).entries("dev-clean")
+    assert lines[0].split()[0] not in {e.id for e in entries}
+    assert f"1 audio file(s) have no transcript line and are not read, e.g. {chapter / lines[0].split()[0]}.flac" \
+        in caplog.text
