@@ -225,13 +225,13 @@ class GivenProtocol:
         for where, trial, problem in reader.trials(trial_dir):
             if not problem:
                 problem = self._trial_problem(trial, enrolled, set(speakers), known, enroll_dir, trial_dir)
+            if not problem and trial.target != (speakers[trial.test] == trial.enroll):
+                problem = (f"label '{'target' if trial.target else 'nontarget'}' contradicts the speakers of "
+                           f"{trial.enroll} and {trial.test}")
             if not problem and (trial.enroll, trial.test) in first:  # scored twice, it would count twice
                 problem = f"trial {trial.enroll} {trial.test} repeats {first[trial.enroll, trial.test]}"
             if not problem:
                 first[trial.enroll, trial.test] = f"line {where.rsplit(':', 1)[1]}"
-            if not problem and trial.target != (speakers[trial.test] == trial.enroll):
-                problem = (f"label '{'target' if trial.target else 'nontarget'}' contradicts the speakers of "
-                           f"{trial.enroll} and {trial.test}")
             if problem:
                 problems.trial(where, problem)
             else:

@@ -116,11 +116,7 @@ def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, list
         return
     first: dict[tuple[str, str], int] = {}
     for number, trial in enumerate(trials, start=1):
-        if (trial.enroll, trial.test) in first:  # scored twice, it would count twice
-            result.problems.append(f"{path}:{number}: trial {trial.enroll} {trial.test} repeats line "
-                                   f"{first[trial.enroll, trial.test]}")
-            continue
-        first[trial.enroll, trial.test] = number
+        first.setdefault((trial.enroll, trial.test), number)
         if trial.enroll not in enrolled:
             result.problems.append(f"{path}:{number}: enrolment speaker {trial.enroll} is not in {enroll_list}")
         elif trial.test not in tried:
@@ -130,6 +126,9 @@ def _check_trials(name: str, path: Path, enroll_list: str, trial_list: str, list
         elif trial.target != (tried[trial.test].speaker == trial.enroll):
             result.problems.append(f"{path}:{number}: label '{'target' if trial.target else 'nontarget'}' "
                                    f"contradicts the speakers of {trial.enroll} and {trial.test}")
+        elif first[trial.enroll, trial.test] != number:  # scored twice, it would count twice
+            result.problems.append(f"{path}:{number}: trial {trial.enroll} {trial.test} repeats line "
+                                   f"{first[trial.enroll, trial.test]}")
     n_target = sum(t.target for t in trials)
     if n_target == 0 or n_target == len(trials):
         result.problems.append(f"{path}: needs both target and non-target trials "

@@ -198,14 +198,14 @@ def test_trial_listed_twice(prepared, tmp_path):
     training, naming a cache file."""
     path = trials_path(prepared, "test_trials_f")
     append_line(path, path.read_text().splitlines()[0])
-    record("repeated-trial", "the same trial twice in a trial list", "validate",
+    record("trial-listed-twice", "the same trial twice in a trial list", "validate",
            validation_error(prepared), tmp_path, "test_trials_f.txt:5", "repeats line 1")
 
 
 def test_vpc_trial_listed_twice(vpc_folder, tmp_path):
     message = prepare_vpc_error(vpc_folder, tmp_path, "libri_dev_trials_f", "trials",
                                 lambda t: t + t.splitlines()[0] + "\n")
-    record("vpc-repeated-trial", "VPC `trials` list with one trial twice", "prepare (Kaldi dirs)", message,
+    record("vpc-trial-listed-twice", "VPC `trials` list with one trial twice", "prepare (Kaldi dirs)", message,
            tmp_path, "trials:5", "repeats line 1")
 
 
