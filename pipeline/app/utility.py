@@ -162,7 +162,7 @@ def emotion_recognition(experiment, result: dict) -> None:
     anonymized = anonymize.run(experiment.evaluated, original, experiment.cache, list_name="emotion",
                                seed=int(experiment.cfg.anonymization_seed), device=experiment.device,
                                sample_rate=experiment.data_settings.sample_rate,
-                               output_check=experiment.output_check, team=experiment.team)
+                               output_check=experiment.output_check)
     found[ANONYMIZED] = emotion.load(emotion.run(settings, anonymized / "manifest.jsonl", experiment.cache, folds))
     for kind, predicted in found.items():
         uar, recalls = emotion_recall(list(truth.values()), [predicted[u] for u in truth], [speakers[u] for u in truth],
