@@ -82,8 +82,8 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     def build(out: Path) -> dict:
         if team is not None and system_class.on_ranks:
             log.info("anonymize: %s on the team's %d ranks", system.name, team.spec.world_size)
-            team.run(anonymize_on_rank, system=OmegaConf.to_container(system), manifest=str(manifest), out=str(out),
-                     list_name=list_name, seed=seed, sample_rate=sample_rate, speakers=speakers)
+            team.run(anonymize_on_rank, system=OmegaConf.to_container(system, resolve=True), manifest=str(manifest),
+                     out=str(out), list_name=list_name, seed=seed, sample_rate=sample_rate, speakers=speakers)
         else:
             anonymizer = system_class(**settings, seed=seed, device=device, source_speakers=speakers)
             _anonymize(out, system.name, anonymizer, read_manifest(manifest), list_name, sample_rate,

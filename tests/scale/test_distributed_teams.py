@@ -359,11 +359,14 @@ def anonymised_alone_and_on(team, system, manifest: Path, folder: Path, **option
 
 def test_anonymisation_on_a_team_writes_what_one_process_writes(team, corpus, tmp_path):
     """McAdams on 2 ranks: each rank anonymises its half of the batches, the leader gathers the
-    records; the folder equals one process's."""
+    records; the folder equals one process's. A setting that interpolates another reaches the
+    ranks resolved (the ranks get the system's node without the config around it)."""
     from pipeline.core.config import compose
 
     manifest = write_manifest(tmp_path / "list.jsonl", corpus[0] + corpus[1])
-    anonymised_alone_and_on(team, compose(["anonymizer.batch_seconds=4"]).anonymizer, manifest, tmp_path)
+    cfg = compose(["split.enroll_utterances=4"])
+    cfg.anonymizer.batch_seconds = "${split.enroll_utterances}"  # as a recipe's yaml may write it
+    anonymised_alone_and_on(team, cfg.anonymizer, manifest, tmp_path)
 
 
 def test_a_speaker_level_voice_converter_on_a_team_writes_what_one_process_writes(team, trained, tmp_path):
