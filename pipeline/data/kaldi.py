@@ -25,7 +25,7 @@ SOX_OUTPUT_OPTIONS = {"-t": "wav", "-R": None, "-b": int, "-r": int, "-c": "1", 
 
 
 def table_lines(path: Path) -> list[tuple[int, str, str]]:
-    """(line number, first field, rest of the line) of a Kaldi table file, blank lines skipped;
+    r"""(line number, first field, rest of the line) of a Kaldi table file, blank lines skipped;
     fields are separated by spaces or tabs, as Kaldi's own readers take them.
 
     >>> import tempfile; listing = Path(tempfile.mkdtemp()) / "utt2spk"
