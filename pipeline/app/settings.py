@@ -20,6 +20,7 @@ relation between keys, a function to COMBINATIONS.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -149,8 +150,27 @@ def problems(cfg: DictConfig, build: bool = False) -> list[str]:
     found += _plugin_problems(cfg, "")
     for combination in COMBINATIONS:
         found += [p for p in combination(cfg) if p not in found]
-    if build and not found:
-        found += _built(cfg)
+    if build:
+        sound = not found
+        found += _missing_folders(cfg)  # looked for whatever else is wrong: one run names them all
+        if sound:
+            found += _built(cfg)
+    return found
+
+
+def _missing_folders(cfg: DictConfig) -> list[str]:
+    """The corpus folder of a corpus that is read, not generated, and the imported attacker
+    folders (`attacker.pretrained`, `attacker.init`) that are not there."""
+    found = []
+    root = OmegaConf.select(cfg, "data.root", default=None, throw_on_missing=False)
+    if root is not None and OmegaConf.select(cfg, "data.generate", default=None) is None and not Path(root).is_dir():
+        found.append(f"data.root={root}: corpus folder not found")
+    missing = set()
+    for key in ("attacker.pretrained", "attacker.init"):  # VPC 2026 fine-tunes the folder it imports: once
+        folder = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        if folder is not None and folder not in missing and not Path(folder).is_dir():
+            found.append(f"{key}={folder}: attacker folder not found")
+            missing.add(folder)
     return found
 
 

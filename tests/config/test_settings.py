@@ -176,3 +176,15 @@ def test_praat_tracker_without_its_package_stops_at_the_settings_check(monkeypat
     assert PRAAT_MISSING not in problems(compose(["utility.pitch_tracker=praat", "utility.pitch_correlation=false",
                                                   "device=cpu"]), build=True)
     assert PRAAT_MISSING not in problems(compose(["device=cpu"]), build=True)
+
+
+def test_missing_folders_are_named_with_every_other_problem(tmp_path):
+    """Regression: a wrong setting hid the checks of the corpus and attacker folders (they ran at
+    their stage), so a missing data.root and a mistyped attacker.pretrained took two runs."""
+    found = problems(compose(["data=librispeech", f"data.root={tmp_path / 'corpus'}", "split.val_fraction=2",
+                              f"attacker.pretrained={tmp_path / 'asv'}", f"attacker.init={tmp_path / 'asv'}",
+                              "device=cpu"]), build=True)
+    assert found[1:] == [f"data.root={tmp_path / 'corpus'}: corpus folder not found",
+                         f"attacker.pretrained={tmp_path / 'asv'}: attacker folder not found"]
+    assert found[0].startswith("split.val_fraction=2")
+    assert problems(compose([f"data.root={tmp_path}", "device=cpu"]), build=True) == []  # the built-in corpus
