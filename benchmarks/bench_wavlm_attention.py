@@ -10,12 +10,11 @@ difference between their layer outputs:
 from __future__ import annotations
 
 import argparse
+import runpy
 import tempfile
 import time
-from pathlib import Path
-
-import runpy
 import warnings
+from pathlib import Path
 
 import torch
 

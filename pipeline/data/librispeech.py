@@ -52,8 +52,9 @@ class LibriSpeech:
             hint = f" (there is {below[0]}: data.root={below[0].parent}?)" if below else ""
             raise VpevalError(f"{folder}: subset folder not found{hint}")
         genders = read_speakers(self.root / "SPEAKERS.TXT")
+        files = [p for p in folder.glob("*/*/*") if not macos_metadata(p.name)]  # the chapters, listed once
         entries = []
-        for trans in sorted(p for p in folder.glob("*/*/*.trans.txt") if not macos_metadata(p.name)):
+        for trans in sorted(p for p in files if p.name.endswith(".trans.txt")):
             speaker = trans.parent.parent.name
             if speaker not in genders:
                 raise input_error(self.root / "SPEAKERS.TXT", f"speaker {speaker} of {trans} is not listed")
@@ -70,7 +71,7 @@ class LibriSpeech:
         if not entries:
             raise VpevalError(f"{folder}: no '<spk>/<chapter>/*.trans.txt' transcripts found")
         listed = {Path(entry.path).name for entry in entries}
-        unlisted = sorted(p for p in folder.glob("*/*/*.flac") if p.name not in listed and not macos_metadata(p.name))
+        unlisted = sorted(p for p in files if p.suffix == ".flac" and p.name not in listed)
         if unlisted:
             log.warning("%s: %d audio file(s) have no transcript line and are not read, e.g. %s", folder,
                         len(unlisted), unlisted[0])

@@ -85,6 +85,12 @@ def probe(entry: Entry) -> tuple[int, int, int] | str:
         return str(error)
 
 
+def _stamped_probe(entry: Entry) -> tuple[tuple[int, int, int] | str, str]:
+    """`probe` and, for a readable file, its `audio_stamp` (in the same thread)."""
+    header = probe(entry)
+    return header, "" if isinstance(header, str) else audio_stamp(entry.path)
+
+
 @dataclass
 class Screened:
     """Per entry its utterance (duration and rate from the header), or None where it is bad."""
@@ -111,9 +117,9 @@ def screen(entries: list[Entry], problems: Problems, *, sample_rate: int, conver
             problems.utterance(entry.where, f"duplicate utterance id {entry.id!r} (first at {first})")
         else:
             first_seen[entry.id] = entry
-    headers = thread_map(probe, entries, desc)
+    headers = thread_map(_stamped_probe, entries, desc)
     screened = Screened([])
-    for i, (entry, header) in enumerate(zip(entries, headers)):
+    for i, (entry, (header, stamp)) in enumerate(zip(entries, headers)):
         problem = header if isinstance(header, str) else _header_problem(entry, *header, sample_rate, convert)
         if i in duplicate or problem:
             if i not in duplicate:
@@ -121,7 +127,7 @@ def screen(entries: list[Entry], problems: Problems, *, sample_rate: int, conver
             screened.utterances.append(None)
             continue
         rate, frames, channels = header
-        screened.utterances.append(replace(entry.utterance(frames / rate, rate), source_stamp=audio_stamp(entry.path)))
+        screened.utterances.append(replace(entry.utterance(frames / rate, rate), source_stamp=stamp))
         if channels > 1:
             screened.multichannel.add(entry.id)
     return screened

@@ -71,28 +71,34 @@ def run(system: DictConfig, manifest: Path, cache: Cache, *, list_name: str, see
     work when the system can run on them (see the module doc). The folder's key is the system's
     config (less its labels) and the fingerprint of the files its parameter dataclass names
     (checked first): the system is built only when the folder is not complete."""
-    system_class = plugin_with(system, "anonymizer", "parameters", "an anonymiser class (a subclass of "
-                               "anonymizers.base.Anonymizer in a module that imports)")
-    settings = instantiate(without(system, "name", "_target_"), _convert_="all")  # a strategy node -> its builder
+    system_class, settings = system_settings(system)
     parameters = system_class.parameters.of(settings)
     parameters.check()
     params = {"system": without(system, *LABEL_KEYS), "seed": seed, "sample_rate": sample_rate, "list": list_name}
     inputs = {"manifest": file_digest(manifest), **parameters.fingerprint(speakers)}
 
     def build(out: Path) -> dict:
+        utts = read_manifest(manifest)
         if team is not None and system_class.on_ranks:
             log.info("anonymize: %s on the team's %d ranks", system.name, team.spec.world_size)
             team.run(anonymize_on_rank, system=OmegaConf.to_container(system, resolve=True), manifest=str(manifest),
                      out=str(out), list_name=list_name, seed=seed, sample_rate=sample_rate, speakers=speakers)
         else:
             anonymizer = system_class(**settings, seed=seed, device=device, source_speakers=speakers)
-            _anonymize(out, system.name, anonymizer, read_manifest(manifest), list_name, sample_rate,
-                       World.single(anonymizer.device))
-        return _finish(out, system.name, read_manifest(manifest))
+            _anonymize(out, system.name, anonymizer, utts, list_name, sample_rate, World.single(anonymizer.device))
+        return _finish(out, system.name, utts)
 
     out = cache.build("anonymize", params, inputs, build, code=__name__)
     check_speech(str(system.name), list_name, json.loads(read_text(out / SPEECH))["screens"], output_check)
     return out
+
+
+def system_settings(system: DictConfig) -> tuple[type[Anonymizer], dict]:
+    """The anonymiser class a conf/anonymizer node names and the settings it is built with (a
+    strategy node instantiated into its builder); the class is not instantiated."""
+    system_class = plugin_with(system, "anonymizer", "parameters", "an anonymiser class (a subclass of "
+                               "anonymizers.base.Anonymizer in a module that imports)")
+    return system_class, instantiate(without(system, "name", "_target_"), _convert_="all")
 
 
 def _batches(utts: list[Utterance], seconds: float) -> list[list[Utterance]]:
@@ -120,10 +126,9 @@ def anonymize_on_rank(world: World, system: dict, manifest: str, out: str, list_
     """This rank's share of the list's batches, with the system built on the rank's device
     (rank 0 first: a system that builds a cache of its own, e.g. a speaker pool, builds it once)."""
     system = OmegaConf.create(system)
-    system_class = plugin_with(system, "anonymizer", "parameters", "an anonymiser class")
+    system_class, settings = system_settings(system)
     with world.main_first():
-        anonymizer = system_class(**instantiate(without(system, "name", "_target_"), _convert_="all"), seed=seed,
-                                  device=str(world.device), source_speakers=speakers)
+        anonymizer = system_class(**settings, seed=seed, device=str(world.device), source_speakers=speakers)
     _anonymize(Path(out), system.name, anonymizer, read_manifest(Path(manifest)), list_name, sample_rate, world)
 
 

@@ -45,6 +45,7 @@ from pipeline.data.screening import conform, screen
 
 log = logging.getLogger(__name__)
 SPLITS = ("dev", "test")
+GENERATED_KEY_LENGTH = 12  # a generated corpus's folder: the hash of its settings
 OUTSIDE_AUDIO = "outside_audio.json"  # {path: source_stamp} of the used audio outside the corpus folder
 PARAMS = ("reader", "subsets", "protocol", "tag", "sample_rate", "convert_audio", "skip_bad", "eval_trials",
           "mixed_seed")
@@ -61,7 +62,7 @@ def corpus_root(data: Data) -> Path:
 
     _check_generated_root(Path(data.root))
     settings = asdict(data.generate)
-    root = Path(data.root) / content_hash(settings, length=12)
+    root = Path(data.root) / content_hash(settings, length=GENERATED_KEY_LENGTH)
     return generate_corpus(root, sample_rate=data.sample_rate, **settings)
 
 
@@ -69,7 +70,7 @@ def _check_generated_root(folder: Path) -> None:
     """Refuse to generate the built-in corpus into a folder that holds anything else: a
     data.root meant for a real corpus given without its data= (`vpeval data.root=/corpora/LibriSpeech`
     ran on the built-in corpus, written into the LibriSpeech folder, and reported it, exit 0)."""
-    generated = re.compile(r"[0-9a-f]{12}|\..*\.partial-.*|\.?[0-9a-f]{12}\.lock")
+    generated = re.compile(rf"[0-9a-f]{{{GENERATED_KEY_LENGTH}}}|\..*\.partial-.*")  # corpora, their staging folders
     foreign = sorted(p.name for p in folder.iterdir() if not generated.fullmatch(p.name)) if folder.is_dir() else []
     if foreign:
         raise VpevalError(f"data.root={folder}: the built-in corpus (data=synthetic) is generated there, but the folder "
@@ -166,8 +167,9 @@ def _build(out: Path, data: Data, root: Path) -> dict:
     problems.stop_unless(skip_bad, out / PROBLEM_LIST)
     train = [ready[u.id] for u in train if u.id in ready]
     sets = {key: p.restricted(ready) for key, p in sets.items()}
+    corpus = root.resolve()
     write_json(out / OUTSIDE_AUDIO, {u.path: u.source_stamp for i, u in sorted(used.items())
-                                     if i in ready and not Path(u.path).resolve().is_relative_to(root.resolve())})
+                                     if i in ready and not Path(u.path).resolve().is_relative_to(corpus)})
     write_manifest(manifest_path(out, "train"), train)
     for (split, variant), p in sets.items():
         _write_set(out, data.tag, split, variant, p)
