@@ -3,7 +3,7 @@
 Checks every manifest and trial list of a prepare-stage folder:
 - audio: every file exists and decodes to the end (worker processes, with a progress bar),
   is mono, at the manifest's rate and at the configured `data.sample_rate`, as long as the
-  manifest says, and at least one 25 ms fbank window long (every attacker's shortest input);
+  manifest says, and at least one 25 ms fbank window long (the shipped attackers' shortest input);
 - ids: unique within each list; one path per id across lists; no utterance (id or audio
   file) both enrols and is tried in one evaluation set;
 - genders: one gender per speaker across all lists; trials pair speakers of one gender;
@@ -30,7 +30,7 @@ from pipeline.data.screening import decode_check, process_map
 from pipeline.report.tables import markdown_table
 
 SPLITS = ("dev", "test")
-SHORTEST_SECONDS = 0.025  # one fbank window (400 samples at 16 kHz): the shortest input of every attacker
+SHORTEST_SECONDS = 0.025  # one 25 ms fbank window (400 samples at 16 kHz): the shipped attackers' shortest input
 
 
 @dataclass
@@ -64,7 +64,7 @@ def _check_audio(lists: dict[str, list[Utterance]], manifests: dict[str, Path], 
         if utt.duration < SHORTEST_SECONDS:
             result.problems.append(f"{manifests[name]}: utterance {utt.id}: {1000 * utt.duration:.0f} ms of audio "
                                    f"({utt.path}), shorter than the {1000 * SHORTEST_SECONDS:.0f} ms fbank window "
-                                   f"every attacker needs")
+                                   f"the shipped attackers need")
     for job, problem in zip(jobs, process_map(decode_check, jobs, "validate: decoding", workers)):
         if problem:
             name, utt = first_use[job]
